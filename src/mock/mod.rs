@@ -1,0 +1,1 @@
+//! The embedded simulated OpenAI-compatible server.

@@ -3,6 +3,17 @@
 //! The pipeline, one module per stage: `scenario` (TOML → validated plan) → `workload`
 //! (prompts, canaries) → `schedule` (pacing) → `worker` (one streamed request, timed) →
 //! `aggregate` (one task owning every sample) → `artifact` (the JSON contract) → `report`
-//! (console). `mock` is the embedded simulated server.
+//! (console). `openai` holds the wire format; `mock` is the embedded simulated server; `app`
+//! is `run()`, the whole program; `cli` parses arguments.
 
+pub mod aggregate;
+pub mod app;
+pub mod artifact;
+pub mod cli;
 pub mod mock;
+pub mod openai;
+pub mod report;
+pub mod scenario;
+pub mod schedule;
+pub mod worker;
+pub mod workload;

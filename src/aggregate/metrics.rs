@@ -1,0 +1,174 @@
+//! The artifact's `metrics` and `metric_population` blocks, computed from the per-request
+//! records. Only performance-eligible records enter distributions and totals; failures and failed
+//! canaries are counted, never averaged in.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::stats::{PERCENTILES, Summary};
+use super::timing::RequestTiming;
+
+/// Below this many samples a p99 is only descriptive (one sample decides it).
+pub const P99_MIN_SAMPLES: usize = 100;
+
+/// A distribution family: its key stem in `metrics`, the record field it summarises, and whether
+/// its statistic keys end in `_ms`.
+struct Family {
+    stem: &'static str,
+    value: fn(&RequestTiming) -> Option<f64>,
+    ms_suffix: bool,
+}
+
+const FAMILIES: &[Family] = &[
+    Family { stem: "completion_tokens", value: |r| Some(r.output_tokens as f64), ms_suffix: false },
+    Family { stem: "prompt_tokens", value: |r| r.prompt_tokens.map(|p| p as f64), ms_suffix: false },
+    Family { stem: "decode_tok_s", value: |r| r.decode_tok_s, ms_suffix: false },
+    Family { stem: "effective_prefill_tok_s", value: |r| r.effective_prefill_tok_s, ms_suffix: false },
+    Family { stem: "mean_inter_token_latency_ms", value: |r| r.mean_inter_token_latency_ms, ms_suffix: false },
+    Family { stem: "e2e", value: |r| Some(r.e2e_ms), ms_suffix: true },
+    Family { stem: "generation", value: |r| Some(r.generation_ms), ms_suffix: true },
+    Family { stem: "time_to_first_output", value: |r| Some(r.time_to_first_output_ms), ms_suffix: true },
+    Family { stem: "mean_time_per_output_token", value: |r| r.mean_time_per_output_token_ms, ms_suffix: true },
+    Family { stem: "tpot", value: |r| r.tpot_ms, ms_suffix: true },
+    Family { stem: "ttft", value: |r| r.ttft_ms, ms_suffix: true },
+];
+
+/// The metrics whose p99 sample counts are reported in `metric_population`.
+const P99_METRICS: &[(&str, &str)] = &[
+    ("decode_tok_s", "decode_tok_s"),
+    ("e2e", "e2e"),
+    ("effective_prefill_tok_s", "effective_prefill_tok_s"),
+    ("tpot", "tpot"),
+    ("ttft", "ttft"),
+];
+
+/// Summaries of every family over the eligible records, keyed by family stem.
+pub fn summaries(records: &[RequestTiming]) -> BTreeMap<&'static str, Option<Summary>> {
+    let eligible: Vec<&RequestTiming> = records.iter().filter(|r| r.performance_eligible).collect();
+    FAMILIES.iter().map(|f| (f.stem, Summary::of(eligible.iter().filter_map(|r| (f.value)(r)).collect()))).collect()
+}
+
+fn summary_keys(out: &mut Map<String, Value>, family: &Family, s: Option<&Summary>) {
+    let unit = if family.ms_suffix { "_ms" } else { "" };
+    let mut put = |stat: &str, v: Option<f64>| {
+        out.insert(format!("{}_{stat}{unit}", family.stem), v.map_or(Value::Null, |x| json!(x)));
+    };
+    put("mean", s.map(|s| s.mean));
+    put("stddev", s.map(|s| s.stddev));
+    put("mean_ci95_low", s.map(|s| s.mean_ci95_low));
+    put("mean_ci95_high", s.map(|s| s.mean_ci95_high));
+    put("min", s.map(|s| s.min));
+    put("max", s.map(|s| s.max));
+    for (i, p) in PERCENTILES.iter().enumerate() {
+        put(&format!("p{p}"), s.map(|s| s.percentiles[i]));
+    }
+    out.insert(format!("{}_samples", family.stem), json!(s.map_or(0, |s| s.samples)));
+}
+
+/// Inputs beyond the records that the metrics need.
+pub struct MetricsInput<'a> {
+    pub records: &'a [RequestTiming],
+    pub wall_clock_ms: f64,
+    pub attempted: u64,
+    pub failed_server_faults: u64,
+    pub interrupted: bool,
+}
+
+/// `metrics` (a flat, sorted map like the reference's) and `metric_population`.
+pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
+    let records = input.records;
+    let eligible: Vec<&RequestTiming> = records.iter().filter(|r| r.performance_eligible).collect();
+    let sums = summaries(records);
+    let mut m = Map::new();
+    for f in FAMILIES {
+        summary_keys(&mut m, f, sums.get(f.stem).and_then(Option::as_ref));
+    }
+
+    let output_tokens: u64 = eligible.iter().map(|r| r.output_tokens).sum();
+    let prompt_reported: Vec<u64> = eligible.iter().filter_map(|r| r.prompt_tokens).collect();
+    let wall_s = input.wall_clock_ms / 1000.0;
+    m.insert("output_tokens".into(), json!(output_tokens));
+    m.insert("prompt_tokens".into(), json!(prompt_reported.iter().sum::<u64>()));
+    m.insert("prompt_token_samples".into(), json!(prompt_reported.len()));
+    m.insert("content_chunks".into(), json!(eligible.iter().map(|r| u64::from(r.content_chunks)).sum::<u64>()));
+    m.insert("reasoning_chunks".into(), json!(eligible.iter().map(|r| u64::from(r.reasoning_chunks)).sum::<u64>()));
+    // Reserved by the contract; no definition is published for it, so it stays null.
+    m.insert("content_chunks_s".into(), Value::Null);
+    let throughput = (wall_s > 0.0).then(|| output_tokens as f64 / wall_s);
+    m.insert("throughput_tok_s".into(), json!(throughput));
+    m.insert("request_throughput_rps".into(), json!((wall_s > 0.0).then(|| eligible.len() as f64 / wall_s)));
+
+    let mut sources: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in &eligible {
+        *sources.entry(r.output_token_source.as_str()).or_default() += 1;
+    }
+    m.insert("output_token_sources".into(), json!(sources));
+
+    let ratios: Vec<f64> = eligible
+        .iter()
+        .filter_map(|r| match (r.cached_tokens, r.prompt_tokens) {
+            (Some(c), Some(p)) if p > 0 => Some(c as f64 / p as f64),
+            _ => None,
+        })
+        .collect();
+    let hit_avg = (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64);
+    m.insert("prefix_cache_hit_avg".into(), json!(hit_avg));
+    m.insert("prefix_cache_hit_samples".into(), json!(ratios.len()));
+
+    let canaries: Vec<_> = records.iter().filter_map(|r| r.request_canary.as_ref()).collect();
+    m.insert("request_canary_samples".into(), json!(canaries.len()));
+    m.insert("request_canary_passed".into(), json!(canaries.iter().filter(|c| c.passed).count()));
+
+    m.insert("controlled_output_samples".into(), json!(0));
+    m.insert("controlled_output_exact_adherence".into(), json!(0));
+    m.insert("controlled_output_exact_adherence_rate".into(), Value::Null);
+    m.insert("controlled_output_unobservable".into(), json!(0));
+
+    let excluded = input.attempted.saturating_sub(eligible.len() as u64);
+    // Aggregate throughput divides eligible tokens by the whole wall clock; it is comparable only
+    // when nothing was excluded and the run was not cut short.
+    let throughput_eligible = excluded == 0 && !input.interrupted && !eligible.is_empty();
+    m.insert("throughput_performance_eligible".into(), json!(throughput_eligible));
+
+    let samples_of = |stem: &str| sums.get(stem).and_then(Option::as_ref).map_or(0, |s| s.samples);
+    let interpret = |n: usize| if n >= P99_MIN_SAMPLES { "nearest-rank" } else { "descriptive-nearest-rank-only" };
+    let by_metric: BTreeMap<&str, usize> = P99_METRICS.iter().map(|(name, stem)| (*name, samples_of(stem))).collect();
+    let fewest = by_metric.values().copied().min().unwrap_or(0);
+    let population = Population {
+        attempted_requests: input.attempted,
+        successful_requests: records.len() as u64,
+        performance_eligible_requests: eligible.len() as u64,
+        excluded_requests: excluded,
+        failed_requests: input.attempted - records.len() as u64,
+        failed_server_faults: input.failed_server_faults,
+        aggregate_throughput_eligible: throughput_eligible,
+        failure_policy: "failed or contract-invalid responses retain sanitized timing and metadata but are excluded from performance distributions",
+        p99_interpretation: interpret(fewest),
+        p99_interpretation_by_metric: by_metric.iter().map(|(k, &n)| (*k, interpret(n))).collect(),
+        p99_minimum_recommended_samples: P99_MIN_SAMPLES,
+        p99_samples_by_metric: by_metric,
+    };
+    (m, population)
+}
+
+/// `metric_population`: who is counted where.
+#[derive(Debug, Clone, Serialize)]
+pub struct Population {
+    pub attempted_requests: u64,
+    /// Requests that streamed to `[DONE]` (including failed canaries).
+    pub successful_requests: u64,
+    pub performance_eligible_requests: u64,
+    /// `attempted − performance_eligible`: failures plus failed canaries.
+    pub excluded_requests: u64,
+    pub failed_requests: u64,
+    /// Failures that were the server's (everything but `interrupted`).
+    pub failed_server_faults: u64,
+    pub aggregate_throughput_eligible: bool,
+    pub failure_policy: &'static str,
+    pub p99_interpretation: &'static str,
+    pub p99_interpretation_by_metric: BTreeMap<&'static str, &'static str>,
+    pub p99_minimum_recommended_samples: usize,
+    pub p99_samples_by_metric: BTreeMap<&'static str, usize>,
+}

@@ -1,0 +1,188 @@
+//! The artifact: one JSON document per load level in the `anvil-serving.benchmark/v1` schema.
+//!
+//! Every key of the reference artifact is here with the same meaning; extra keys (per-request
+//! `cached_tokens`, `error_counts`, `warnings`, the resolved `scenario`, the simulator's own
+//! counts) add to it. Files are written atomically: a temporary file in the same directory,
+//! flushed, then renamed, so a reader never sees half an artifact.
+
+mod build;
+mod methodology;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use build::{LevelRun, build};
+pub use methodology::TimingMethodology;
+
+use crate::aggregate::metrics::Population;
+use crate::aggregate::timing::{FailureRecord, RequestTiming};
+use crate::report::Warning;
+
+pub const SCHEMA: &str = "anvil-serving.benchmark/v1";
+
+/// A wall-clock instant as the artifact writes it: ISO label (seconds) and Unix nanoseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp(pub SystemTime);
+
+impl Stamp {
+    pub fn now() -> Self {
+        Stamp(SystemTime::now())
+    }
+    pub fn iso(self) -> String {
+        humantime::format_rfc3339_seconds(self.0).to_string()
+    }
+    pub fn unix_ns(self) -> u64 {
+        self.0.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    }
+}
+
+/// How one sampling parameter was handled.
+#[derive(Debug, Clone, Serialize)]
+pub struct SamplingParam {
+    /// Value in the scenario (null: not set).
+    pub requested: Option<f64>,
+    /// Whether it was put in the request body.
+    pub sent: bool,
+    /// The value the request carried; null means the server's default applied.
+    pub effective_request: Option<f64>,
+}
+
+impl SamplingParam {
+    pub fn from_requested(requested: Option<f64>) -> Self {
+        SamplingParam { requested, sent: requested.is_some(), effective_request: requested }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SamplingRecord {
+    pub temperature: SamplingParam,
+    pub top_p: SamplingParam,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServeFlagsRecord {
+    pub thinking_mode: crate::scenario::ThinkingMode,
+    pub reasoning_effort: Option<crate::scenario::ReasoningEffort>,
+    pub no_thinking: bool,
+    pub shared_prefix_burst: bool,
+}
+
+/// The artifact document. Field names are the contract.
+#[derive(Debug, Clone, Serialize)]
+pub struct Artifact {
+    pub schema: &'static str,
+    pub run_id: String,
+    pub measurement_protocol: Option<String>,
+    pub tier: Option<String>,
+    pub engine: Option<String>,
+    pub gpu: Option<String>,
+    pub model: String,
+    pub api: crate::scenario::Api,
+    pub base_url: String,
+    pub started_at: String,
+    pub started_at_unix_ns: u64,
+    pub finished_at: String,
+    pub finished_at_unix_ns: u64,
+    pub timestamp_precision: &'static str,
+    pub clock_domain_id: Option<String>,
+    pub configuration_fingerprint: String,
+    pub manifest: Option<Value>,
+    pub source_recipe: Option<Value>,
+    pub load_mode: &'static str,
+    pub concurrency: u32,
+    /// Attempted requests (every one is in `request_timings` or `failures`).
+    pub requests: u64,
+    /// Requests that streamed to `[DONE]`.
+    pub completed: u64,
+    pub failed: u64,
+    /// Requests that got any HTTP response from the server.
+    pub responses_received: u64,
+    pub interrupted: bool,
+    /// The planned context: one size, or the mixture's weights.
+    pub context_tokens: Value,
+    pub context_seed: u64,
+    /// Planned contexts actually drawn, counted over attempted requests.
+    pub context_distribution: BTreeMap<String, u64>,
+    pub max_context_tokens: u32,
+    pub max_tokens: u32,
+    pub prompt_cache_mode: &'static str,
+    pub shared_prefix_tokens: u32,
+    pub request_canaries: bool,
+    pub controlled_output_policy: &'static str,
+    pub response_words: u32,
+    pub sampling: SamplingRecord,
+    pub serve_flags: ServeFlagsRecord,
+    /// True when the level's numbers are fit for comparison: requests succeeded, no failures,
+    /// no failed canaries, not interrupted.
+    pub performance_eligible: bool,
+    pub wall_clock_ms: f64,
+    pub metrics: Map<String, Value>,
+    pub metric_population: Population,
+    pub error_counts: BTreeMap<String, u64>,
+    pub warnings: Vec<Warning>,
+    pub timing_methodology: TimingMethodology,
+    pub request_timings: Vec<RequestTiming>,
+    pub failures: Vec<FailureRecord>,
+    /// The validated scenario this level ran (API key excluded; only its variable name).
+    pub scenario: Value,
+    /// The embedded simulator's own counters, when it was the target.
+    pub simulator: Option<Value>,
+    pub client: ClientInfo,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientInfo {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+impl ClientInfo {
+    pub fn this() -> Self {
+        ClientInfo { name: env!("CARGO_PKG_NAME"), version: env!("CARGO_PKG_VERSION") }
+    }
+}
+
+/// Write `value` as pretty JSON to `dir/name` atomically. Returns the final path.
+pub fn write_json_atomic(dir: &Path, name: &str, value: &impl Serialize) -> std::io::Result<PathBuf> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        let mut w = std::io::BufWriter::new(&mut file);
+        serde_json::to_writer_pretty(&mut w, value)?;
+        w.write_all(b"\n")?;
+        w.flush()?;
+        drop(w);
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map(|()| path)
+}
+
+/// Check before a run that artifacts can be written there (so an hour of load is not lost to a
+/// typo in `--out`).
+pub fn ensure_writable_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let probe = dir.join(format!(".anvil-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"probe")?;
+    std::fs::remove_file(&probe)
+}
+
+/// FNV-1a over the canonical JSON of the configuration: equal fingerprints, equal settings.
+pub fn fingerprint(config: &Value) -> String {
+    let bytes = serde_json::to_vec(config).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{h:016x}")
+}

@@ -1,0 +1,135 @@
+//! Command-line interface: arguments, logging setup, exit codes. `main.rs` calls `main()`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::scenario::Overrides;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "anvil-load",
+    version,
+    about = "Load generator for OpenAI-compatible LLM inference servers",
+    long_about = "Runs a TOML scenario against an OpenAI-compatible server (or the embedded simulator when \
+                  no base URL is given) and writes one JSON artifact per load level.\n\n\
+                  Exit codes: 0 run completed; 1 run aborted (interrupted, server unreachable, or no request \
+                  succeeded); 2 bad input (scenario or options), nothing sent.",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a scenario and print the resolved plan. Sends nothing.
+    Validate(RunArgs),
+    /// Run the simulated OpenAI-compatible server in the foreground (Ctrl-C stops it).
+    Mock(MockArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Scenario file (TOML); see README.md for every key.
+    #[arg(required = true)]
+    pub scenario: Option<PathBuf>,
+    /// Server API root, e.g. http://127.0.0.1:8000/v1 (overrides target.base_url; the environment
+    /// variable ANVIL_BASE_URL does the same when this option is absent).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Model name (overrides target.model).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Concurrency level or comma-separated sweep, e.g. 1,2,4,8 (overrides load.concurrency).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: Option<Vec<u32>>,
+    /// Requests per level (overrides run.requests).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+    /// Output budget per request (overrides workload.max_tokens).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: Option<u32>,
+    /// Seed for context draws and prompt text (overrides run.seed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulator profile when no base URL is given: instant, fast, realistic, llamacpp
+    /// (overrides target.simulator).
+    #[arg(long, value_name = "PROFILE")]
+    pub simulator: Option<String>,
+    /// Directory for artifacts (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    /// No progress bar (it is also off when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl RunArgs {
+    pub fn overrides(&self) -> Overrides {
+        let (base_url, base_url_origin) = match &self.base_url {
+            Some(url) => (Some(url.clone()), Some("--base-url")),
+            None => match std::env::var("ANVIL_BASE_URL") {
+                Ok(url) if !url.trim().is_empty() => (Some(url), Some("ANVIL_BASE_URL")),
+                _ => (None, None),
+            },
+        };
+        Overrides {
+            base_url,
+            base_url_origin,
+            model: self.model.clone(),
+            concurrency: self.concurrency.clone(),
+            requests: self.requests,
+            max_tokens: self.max_tokens,
+            seed: self.seed,
+            simulator: self.simulator.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MockArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: String,
+    /// Behaviour profile: instant, fast, realistic, llamacpp.
+    #[arg(long, default_value = "realistic")]
+    pub profile: String,
+}
+
+/// Exit codes (also in `--help` and the README).
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const ABORTED: u8 = 1;
+    pub const BAD_INPUT: u8 = 2;
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::ABORTED);
+        }
+    };
+    match runtime.block_on(crate::app::run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

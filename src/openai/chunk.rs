@@ -1,0 +1,289 @@
+//! One SSE data payload → what it means for timing: text deltas, finish, usage, errors.
+//!
+//! Only the fields the measurements need are read; strings borrow from the payload unless they
+//! contain escapes, and only the first choice is looked at (the tool always asks for `n = 1`).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
+
+/// What a data payload carries.
+#[derive(Debug, PartialEq)]
+pub enum StreamEvent<'a> {
+    /// `data: [DONE]`.
+    Done,
+    Chunk {
+        delta: Delta<'a>,
+        /// `finish_reason` of the first choice, when set (`stop`, `length`, …).
+        finish_reason: Option<Cow<'a, str>>,
+        usage: Option<Usage>,
+    },
+    /// An error object sent inside the stream (engines do this for failures after the headers).
+    Error { kind: Option<String>, message: String },
+}
+
+/// Text of one chunk. Chat puts visible text in `content` and thinking in `reasoning_content`
+/// (llama.cpp, SGLang) or `reasoning` (newer vLLM); completions put text in `text`.
+#[derive(Debug, Default, PartialEq)]
+pub struct Delta<'a> {
+    pub content: Option<Cow<'a, str>>,
+    pub reasoning: Option<Cow<'a, str>>,
+}
+
+/// Server-reported token counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    /// `prompt_tokens_details.cached_tokens`; `None` when the server does not report it.
+    pub cached_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChunkError {
+    #[error("stream chunk is not valid UTF-8")]
+    InvalidUtf8,
+    #[error("stream chunk is not valid JSON: {0}")]
+    InvalidJson(String),
+}
+
+#[derive(Deserialize)]
+struct WireChunk<'a> {
+    #[serde(borrow, default)]
+    choices: FirstOf<WireChoice<'a>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(borrow, default)]
+    error: Option<WireError<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<WireDelta<'a>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<WireDetails>,
+}
+
+#[derive(Deserialize)]
+struct WireDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct WireError<'a> {
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    code: Option<serde_json::Value>,
+}
+
+/// The first element of a JSON array; the rest are skipped without allocating.
+struct FirstOf<T>(Option<T>);
+
+impl<T> Default for FirstOf<T> {
+    fn default() -> Self {
+        FirstOf(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for FirstOf<T> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = FirstOf<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(FirstOf(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let first = seq.next_element()?;
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(FirstOf(first))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// Interpret one data payload.
+pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
+    if data.trim_ascii() == b"[DONE]" {
+        return Ok(StreamEvent::Done);
+    }
+    let chunk: WireChunk<'_> = serde_json::from_slice(data).map_err(|e| {
+        if std::str::from_utf8(data).is_err() {
+            ChunkError::InvalidUtf8
+        } else {
+            ChunkError::InvalidJson(e.to_string())
+        }
+    })?;
+    if let Some(err) = chunk.error {
+        return Ok(StreamEvent::Error {
+            kind: error_kind(err.kind.as_deref(), err.code.as_ref()),
+            message: err.message.unwrap_or_default().into_owned(),
+        });
+    }
+    let (delta, finish_reason) = match chunk.choices.0 {
+        None => (Delta::default(), None),
+        Some(choice) => {
+            let (content, reasoning) = match choice.delta {
+                Some(d) => (d.content.or(choice.text), d.reasoning_content.or(d.reasoning)),
+                None => (choice.text, None),
+            };
+            (Delta { content, reasoning }, choice.finish_reason)
+        }
+    };
+    let usage = chunk.usage.map(|u| Usage {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+    });
+    Ok(StreamEvent::Chunk { delta, finish_reason, usage })
+}
+
+fn error_kind(kind: Option<&str>, code: Option<&serde_json::Value>) -> Option<String> {
+    match (kind, code) {
+        (Some(k), _) => Some(k.to_string()),
+        (None, Some(serde_json::Value::String(c))) => Some(c.clone()),
+        (None, Some(c)) if !c.is_null() => Some(c.to_string()),
+        _ => None,
+    }
+}
+
+/// What an HTTP error body says: `(type or code, message)`. Understands OpenAI's
+/// `{"error": {...}}`, vLLM's flat `{"object": "error", ...}` and FastAPI's `{"detail": ...}`.
+pub fn parse_error_body(body: &[u8]) -> (Option<String>, Option<String>) {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return (None, None);
+    };
+    let obj = v.get("error").filter(|e| e.is_object()).unwrap_or(&v);
+    let text = |key: &str| obj.get(key).and_then(|x| x.as_str()).map(str::to_string);
+    let code = obj.get("code").filter(|c| c.is_string()).and_then(|c| c.as_str()).map(str::to_string);
+    let kind = code.filter(|c| c.chars().any(|ch| ch.is_ascii_alphabetic())).or_else(|| text("type"));
+    let message =
+        text("message").or_else(|| v.get("detail").map(|d| d.as_str().map_or_else(|| d.to_string(), str::to_string)));
+    (kind, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(data: &str) -> StreamEvent<'_> {
+        parse_event(data.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn role_only_chunk_has_no_text() {
+        let e = chunk(
+            r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"id":"x"}"#,
+        );
+        assert_eq!(e, StreamEvent::Chunk { delta: Delta::default(), finish_reason: None, usage: None });
+    }
+
+    #[test]
+    fn content_and_reasoning_fields() {
+        let StreamEvent::Chunk { delta, .. } = chunk(r#"{"choices":[{"delta":{"content":"Hi \"x\""}}]}"#) else {
+            panic!()
+        };
+        assert_eq!(delta.content.as_deref(), Some("Hi \"x\""));
+        let StreamEvent::Chunk { delta, .. } = chunk(r#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#) else {
+            panic!()
+        };
+        assert_eq!((delta.content, delta.reasoning.as_deref()), (None, Some("think")));
+        let StreamEvent::Chunk { delta, .. } = chunk(r#"{"choices":[{"delta":{"reasoning":"vllm"}}]}"#) else {
+            panic!()
+        };
+        assert_eq!(delta.reasoning.as_deref(), Some("vllm"));
+    }
+
+    #[test]
+    fn borrowed_unless_escaped() {
+        let StreamEvent::Chunk { delta, .. } = chunk(r#"{"choices":[{"delta":{"content":"plain"}}]}"#) else {
+            panic!()
+        };
+        assert!(matches!(delta.content, Some(Cow::Borrowed(_))));
+    }
+
+    #[test]
+    fn completions_text_and_usage_on_finish_chunk() {
+        let e = chunk(
+            r#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"usage":{"completion_tokens":8,"prompt_tokens":5,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":0}},"timings":{"cache_n":0}}"#,
+        );
+        let StreamEvent::Chunk { delta, finish_reason, usage } = e else { panic!() };
+        assert_eq!(delta.content.as_deref(), Some(""));
+        assert_eq!(finish_reason.as_deref(), Some("length"));
+        assert_eq!(usage, Some(Usage { prompt_tokens: Some(5), completion_tokens: Some(8), cached_tokens: Some(0) }));
+    }
+
+    #[test]
+    fn usage_chunk_without_choices_and_without_cache_details() {
+        let StreamEvent::Chunk { usage, .. } =
+            chunk(r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#)
+        else {
+            panic!()
+        };
+        assert_eq!(usage, Some(Usage { prompt_tokens: Some(7), completion_tokens: Some(3), cached_tokens: None }));
+        let StreamEvent::Chunk { usage, .. } = chunk(r#"{"choices":[{"delta":{"content":"a"}}],"usage":null}"#) else {
+            panic!()
+        };
+        assert_eq!(usage, None);
+    }
+
+    #[test]
+    fn done_error_and_garbage() {
+        assert_eq!(chunk("[DONE]"), StreamEvent::Done);
+        assert_eq!(
+            chunk(r#"{"error":{"message":"boom","type":"server_error","code":500}}"#),
+            StreamEvent::Error { kind: Some("server_error".into()), message: "boom".into() }
+        );
+        assert!(matches!(parse_event(b"{\"choices\": [tru"), Err(ChunkError::InvalidJson(_))));
+        assert_eq!(parse_event(b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}"), Err(ChunkError::InvalidUtf8));
+    }
+
+    #[test]
+    fn error_bodies_of_known_engines() {
+        let llama = include_bytes!("../../tests/fixtures/sse/llamacpp-context-too-long.body");
+        let (kind, message) = parse_error_body(llama);
+        assert_eq!(kind.as_deref(), Some("exceed_context_size_error"));
+        assert!(message.unwrap().contains("exceeds the available context size"));
+        let vllm = br#"{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}"#;
+        assert_eq!(parse_error_body(vllm).0.as_deref(), Some("BadRequestError"));
+        let openai =
+            br#"{"error":{"message":"too long","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        assert_eq!(parse_error_body(openai).0.as_deref(), Some("context_length_exceeded"));
+        assert_eq!(parse_error_body(br#"{"detail":"Not Found"}"#), (None, Some("Not Found".into())));
+        assert_eq!(parse_error_body(b"<html>"), (None, None));
+    }
+}

@@ -1,0 +1,229 @@
+//! What the user sees: the live progress line, methodology warnings, the end-of-level summary
+//! and the sweep table. Progress and warnings go to stderr; summaries and artifact paths to
+//! stdout, so `anvil-load ... > summary.txt` keeps the results and drops the chatter.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+use crate::aggregate::LiveStats;
+use crate::artifact::Artifact;
+
+/// The live line while a level runs; invisible when disabled or stderr is not a terminal.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    started: Instant,
+}
+
+impl Progress {
+    pub fn new(enabled: bool, total: Option<u64>, label: &str) -> Self {
+        let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
+            let bar = match total {
+                Some(n) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr_with_hz(4)),
+                None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4)),
+            };
+            let template = if total.is_some() {
+                "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"
+            } else {
+                "{prefix} [{elapsed_precise}] {pos} requests {msg}"
+            };
+            bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+            bar.set_prefix(label.to_string());
+            bar
+        });
+        Progress { bar, started: Instant::now() }
+    }
+
+    pub fn update(&self, live: &LiveStats) {
+        let Some(bar) = &self.bar else { return };
+        let done = live.completed + live.failed;
+        bar.set_position(done);
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        let mut msg = format!("{:.1} req/s {:.0} tok/s", done as f64 / secs, live.output_tokens as f64 / secs);
+        if let Some(p50) = live.ttft_quantile(0.5) {
+            let _ = write!(msg, " TTFT p50 {}", fmt_ms(p50.as_secs_f64() * 1e3));
+        }
+        if live.failed > 0 {
+            let _ = write!(msg, " · {} failed", live.failed);
+        }
+        bar.set_message(msg);
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// A methodology problem, shown on the console and saved in the artifact.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Warning {
+    /// Stable identifier, e.g. `canaries_failed`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl Warning {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Warning { code, message: message.into() }
+    }
+}
+
+pub fn print_warnings(warnings: &[Warning]) {
+    for w in warnings {
+        eprintln!("warning: {}", w.message);
+    }
+}
+
+pub fn fmt_ms(ms: f64) -> String {
+    if ms >= 10_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else if ms >= 1.0 {
+        format!("{ms:.2} ms")
+    } else {
+        format!("{:.0} µs", ms * 1000.0)
+    }
+}
+
+fn metric(a: &Artifact, key: &str) -> Option<f64> {
+    a.metrics.get(key).and_then(serde_json::Value::as_f64)
+}
+
+/// The end-of-level summary (stdout).
+pub fn level_summary(a: &Artifact) -> String {
+    let mut s = String::new();
+    let engine = a.engine.as_deref().unwrap_or("unlabelled engine");
+    let _ = writeln!(s, "\n{} · {} · {} · concurrency {}", a.run_id, a.model, engine, a.concurrency);
+    let canaries = if a.request_canaries {
+        format!(
+            ", canaries {}/{} passed",
+            metric(a, "request_canary_passed").unwrap_or(0.0),
+            metric(a, "request_canary_samples").unwrap_or(0.0)
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        s,
+        "requests {} · completed {} · failed {}{} · wall {}{}",
+        a.requests,
+        a.completed,
+        a.failed,
+        canaries,
+        fmt_ms(a.wall_clock_ms),
+        if a.interrupted { " · INTERRUPTED" } else { "" }
+    );
+    let _ = writeln!(s, "{:<22}{:>12}{:>12}{:>12}{:>12}{:>9}", "", "mean", "p50", "p90", "p99", "samples");
+    for (label, stem, unit_ms) in [
+        ("TTFT", "ttft", true),
+        ("time to first output", "time_to_first_output", true),
+        ("TPOT", "tpot", true),
+        ("E2E", "e2e", true),
+        ("prompt tokens", "prompt_tokens", false),
+        ("output tokens", "completion_tokens", false),
+        ("decode tok/s", "decode_tok_s", false),
+    ] {
+        let unit = if unit_ms { "_ms" } else { "" };
+        let cell = |stat: &str| match metric(a, &format!("{stem}_{stat}{unit}")) {
+            Some(v) if unit_ms => fmt_ms(v),
+            Some(v) => format!("{v:.1}"),
+            None => "–".to_string(),
+        };
+        let samples = metric(a, &format!("{stem}_samples")).unwrap_or(0.0);
+        let _ = writeln!(
+            s,
+            "{label:<22}{:>12}{:>12}{:>12}{:>12}{samples:>9}",
+            cell("mean"),
+            cell("p50"),
+            cell("p90"),
+            cell("p99")
+        );
+    }
+    let _ = writeln!(
+        s,
+        "throughput {:.1} output tok/s · {:.2} req/s",
+        metric(a, "throughput_tok_s").unwrap_or(0.0),
+        metric(a, "request_throughput_rps").unwrap_or(0.0)
+    );
+    if !a.error_counts.is_empty() {
+        let kinds: Vec<String> = a.error_counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(s, "failures by kind: {}", kinds.join(", "));
+    }
+    s
+}
+
+/// One row of the sweep summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    pub concurrency: u32,
+    pub run_id: String,
+    pub artifact: String,
+    pub requests: u64,
+    pub failed: u64,
+    pub request_throughput_rps: Option<f64>,
+    pub output_throughput_tok_s: Option<f64>,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    pub e2e_p50_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
+    pub performance_eligible: bool,
+}
+
+impl SweepRow {
+    pub fn from_artifact(a: &Artifact, path: &std::path::Path) -> Self {
+        SweepRow {
+            concurrency: a.concurrency,
+            run_id: a.run_id.clone(),
+            artifact: path.display().to_string(),
+            requests: a.requests,
+            failed: a.failed,
+            request_throughput_rps: metric(a, "request_throughput_rps"),
+            output_throughput_tok_s: metric(a, "throughput_tok_s"),
+            ttft_p50_ms: metric(a, "ttft_p50_ms"),
+            ttft_p99_ms: metric(a, "ttft_p99_ms"),
+            tpot_p50_ms: metric(a, "tpot_p50_ms"),
+            tpot_p99_ms: metric(a, "tpot_p99_ms"),
+            e2e_p50_ms: metric(a, "e2e_p50_ms"),
+            e2e_p99_ms: metric(a, "e2e_p99_ms"),
+            performance_eligible: a.performance_eligible,
+        }
+    }
+}
+
+pub fn sweep_table(rows: &[SweepRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n{:>11}{:>10}{:>14}{:>12}{:>12}{:>12}{:>12}{:>9}",
+        "concurrency", "req/s", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "failed"
+    );
+    let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), fmt_ms);
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>11}{:>10}{:>14}{:>12}{:>12}{:>12}{:>12}{:>9}",
+            r.concurrency,
+            r.request_throughput_rps.map_or_else(|| "–".into(), |v| format!("{v:.2}")),
+            r.output_throughput_tok_s.map_or_else(|| "–".into(), |v| format!("{v:.1}")),
+            ms(r.ttft_p50_ms),
+            ms(r.ttft_p99_ms),
+            ms(r.tpot_p50_ms),
+            ms(r.tpot_p99_ms),
+            r.failed
+        );
+    }
+    s
+}
+
+/// Seconds as the user reads them in messages.
+pub fn fmt_duration(d: Duration) -> String {
+    humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
+}

@@ -1,0 +1,188 @@
+//! The scenario file exactly as written: serde shapes of the TOML, nothing more.
+//!
+//! Every struct denies unknown keys so a typo is an error rather than a silently ignored
+//! setting. Nothing outside `scenario` sees these types: `validate` turns them into the typed
+//! plan once. Each field's doc comment is the scenario reference; a test checks that the README
+//! documents every key these structs accept.
+
+use serde::Deserialize;
+
+/// The whole scenario file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    /// `[target]`: the server under test.
+    pub target: RawTarget,
+    /// `[run]`: how many requests, for how long, with which seed.
+    #[serde(default)]
+    pub run: RawRun,
+    /// `[load]`: how requests are paced.
+    #[serde(default)]
+    pub load: RawLoad,
+    /// `[workload]`: what each request asks for.
+    pub workload: RawWorkload,
+    /// `[sampling]`: sampling parameters sent with each request.
+    #[serde(default)]
+    pub sampling: RawSampling,
+    /// `[serve]`: engine flags translated into request fields.
+    #[serde(default)]
+    pub serve: RawServe,
+    /// `[client]`: client-side timeouts.
+    #[serde(default)]
+    pub client: RawClient,
+}
+
+/// `[target]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    /// OpenAI-compatible base URL, e.g. `http://127.0.0.1:8000/v1`. Omit it to run against the
+    /// embedded simulator. `--base-url` and `ANVIL_BASE_URL` override it.
+    pub base_url: Option<String>,
+    /// Model name sent in every request.
+    pub model: String,
+    /// `"chat"` (`/chat/completions`, the default) or `"completions"` (`/completions`).
+    #[serde(default)]
+    pub api: RawApi,
+    /// Name of the environment variable holding the API key (sent as a bearer token). The key
+    /// itself never appears in the scenario, the artifact or the logs.
+    pub api_key_env: Option<String>,
+    /// Label recorded as the artifact's `engine` (e.g. `"vllm-0.11"`).
+    pub engine: Option<String>,
+    /// Label recorded as the artifact's `gpu`.
+    pub gpu: Option<String>,
+    /// Write `[redacted]` instead of the base URL into the artifact.
+    #[serde(default)]
+    pub redact_base_url: bool,
+    /// Simulator profile used when no base URL is given: `instant`, `fast`, `realistic` or
+    /// `llamacpp` (default `realistic`). `--simulator` overrides it.
+    pub simulator: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawApi {
+    #[default]
+    Chat,
+    Completions,
+}
+
+/// `[run]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRun {
+    /// Number of requests per load level. At least one of `requests` and `duration` is needed;
+    /// with both, the run stops at whichever comes first.
+    pub requests: Option<u64>,
+    /// Stop issuing new requests after this long (e.g. `"90s"`, `"10m"`, `"8h"`).
+    pub duration: Option<String>,
+    /// Seed for context draws and prompt text (default 0). Same seed, same prompts.
+    pub seed: Option<u64>,
+    /// Protocol name recorded as the artifact's `measurement_protocol`.
+    pub protocol: Option<String>,
+    /// Free-form tier label recorded as the artifact's `tier`.
+    pub tier: Option<String>,
+    /// Clock-domain label recorded as `clock_domain_id`: give two runs the same label only when
+    /// their Unix timestamps may be compared.
+    pub clock_domain_id: Option<String>,
+}
+
+/// `[load]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLoad {
+    /// Concurrent requests in flight (closed loop): one level, e.g. `4`, or a sweep, e.g.
+    /// `[1, 2, 4, 8]` (one run and one artifact per level). Default 1.
+    pub concurrency: Option<Concurrency>,
+}
+
+/// One level or a list of levels.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Concurrency {
+    One(i64),
+    Many(Vec<i64>),
+}
+
+/// `[workload]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkload {
+    /// Planned context per request, in tokens: one size (`65536`) or a weighted mixture
+    /// (`{ 4096 = 3, 65536 = 1 }`: draw 4096 three times as often as 65536), drawn per request
+    /// from the seed.
+    pub context_tokens: toml::Value,
+    /// The server's context window. Every planned context plus `max_tokens` must fit in it.
+    pub max_context_tokens: i64,
+    /// Output budget sent as `max_tokens` in each request.
+    pub max_tokens: i64,
+    /// Prefix-cache mode: `"unique"` (every prompt starts with a unique prefix, so no request can
+    /// reuse another's cache).
+    #[serde(default)]
+    pub prompt_cache: RawPromptCache,
+    /// Ask each response to begin with a per-request marker and check it (default `true`).
+    /// Set `false` for models that cannot follow the instruction.
+    pub canaries: Option<bool>,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawPromptCache {
+    #[default]
+    Unique,
+}
+
+/// `[sampling]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSampling {
+    /// Sampling temperature; omitted from requests (server default) when not set.
+    pub temperature: Option<f64>,
+    /// Nucleus sampling `top_p`; omitted from requests when not set.
+    pub top_p: Option<f64>,
+}
+
+/// `[serve]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServe {
+    /// `"default"` (send nothing), `"enabled"` or `"disabled"`: sent as
+    /// `chat_template_kwargs.enable_thinking` (Qwen3-style templates in vLLM, SGLang, llama.cpp).
+    #[serde(default)]
+    pub thinking_mode: RawThinkingMode,
+    /// Sent as the request's `reasoning_effort` (`"low"`, `"medium"`, `"high"`).
+    pub reasoning_effort: Option<RawReasoningEffort>,
+    /// Shorthand for `thinking_mode = "disabled"`; contradicts `thinking_mode = "enabled"`.
+    #[serde(default)]
+    pub no_thinking: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawThinkingMode {
+    #[default]
+    Default,
+    Enabled,
+    Disabled,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawReasoningEffort {
+    Low,
+    Medium,
+    High,
+}
+
+/// `[client]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClient {
+    /// Time allowed to open a connection (default `"10s"`).
+    pub connect_timeout: Option<String>,
+    /// Time allowed from sending a request to the first response byte (default `"10m"`: long
+    /// prompts on a busy server take minutes to prefill).
+    pub first_byte_timeout: Option<String>,
+    /// Longest silence allowed between two reads of a streaming response (default `"2m"`).
+    pub idle_timeout: Option<String>,
+}

@@ -1,0 +1,481 @@
+//! Raw TOML → typed `Scenario`, once, with errors a user can act on.
+//!
+//! Every error names the file, the key path (`load.concurrency`), what is wrong and how to fix
+//! it. Command-line overrides are applied before validation, so a bad `--concurrency` is caught
+//! by the same rules and the message says which option set the value.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use super::raw::{self, RawScenario};
+use super::{
+    Api, ApiKey, ClientTimeouts, ContextDistribution, Endpoint, Load, Overrides, PromptCache, ReasoningEffort,
+    RunLimits, Sampling, Scenario, ServeFlags, Target, ThinkingMode, Workload,
+};
+
+/// A scenario that cannot be run. Exit code 2; nothing was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: String,
+    /// Key path such as `load.concurrency`; empty when the whole file is at fault.
+    pub key: String,
+    pub problem: String,
+    pub fix: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.file, self.problem)?;
+        } else {
+            write!(f, "{}: `{}`: {}", self.file, self.key, self.problem)?;
+        }
+        if !self.fix.is_empty() {
+            write!(f, "\n  fix: {}", self.fix)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+impl ScenarioError {
+    pub(super) fn unreadable(path: &Path, e: &std::io::Error) -> Self {
+        ScenarioError {
+            file: path.display().to_string(),
+            key: String::new(),
+            problem: format!("cannot read the scenario file: {e}"),
+            fix: "check the path; example scenarios live in scenarios/".into(),
+        }
+    }
+}
+
+/// Largest context anyone serves today is ~10M tokens; above this a value is a typo.
+const CONTEXT_SANITY_LIMIT: i64 = 16 * 1024 * 1024;
+
+struct Checker<'a> {
+    file: String,
+    /// Keys whose values came from the command line, with the option that set them.
+    overridden: Vec<(&'static str, &'a str)>,
+}
+
+impl Checker<'_> {
+    fn err(&self, key: &str, problem: impl Into<String>, fix: impl Into<String>) -> ScenarioError {
+        let mut problem = problem.into();
+        if let Some((_, origin)) = self.overridden.iter().find(|(k, _)| *k == key) {
+            problem.push_str(&format!(" (value set by {origin})"));
+        }
+        ScenarioError { file: self.file.clone(), key: key.to_string(), problem, fix: fix.into() }
+    }
+
+    fn duration(&self, key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ScenarioError> {
+        let Some(text) = value else { return Ok(default) };
+        let d = humantime::parse_duration(text.trim()).map_err(|e| {
+            self.err(
+                key,
+                format!("{text:?} is not a duration ({e})"),
+                format!("write it like \"90s\", \"10m\" or \"1h 30m\""),
+            )
+        })?;
+        if d.is_zero() {
+            return Err(self.err(key, "must be longer than zero", "give a positive duration such as \"30s\""));
+        }
+        Ok(d)
+    }
+}
+
+pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+    let file = path.display().to_string();
+    let mut raw = parse(&file, text)?;
+    let mut c = Checker { file, overridden: Vec::new() };
+    apply_overrides(&mut raw, overrides, &mut c.overridden);
+
+    let target = target(&c, &raw.target)?;
+    let run = run(&c, &raw.run)?;
+    let load = load(&c, &raw.load)?;
+    let workload = workload(&c, &raw.workload)?;
+    let sampling = sampling(&c, &raw.sampling)?;
+    let serve = serve(&c, &raw.serve)?;
+    let client = ClientTimeouts {
+        connect: c.duration(
+            "client.connect_timeout",
+            raw.client.connect_timeout.as_deref(),
+            Duration::from_secs(10),
+        )?,
+        first_byte: c.duration(
+            "client.first_byte_timeout",
+            raw.client.first_byte_timeout.as_deref(),
+            Duration::from_secs(600),
+        )?,
+        idle: c.duration("client.idle_timeout", raw.client.idle_timeout.as_deref(), Duration::from_secs(120))?,
+    };
+    Ok(Scenario { path: path.to_path_buf(), target, run, load, workload, sampling, serve, client })
+}
+
+/// TOML syntax first (with line and column), then shape (with the key path).
+fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let at = e
+            .span()
+            .map(|s| line_col(text, s.start))
+            .map(|(l, c)| format!(" at line {l}, column {c}"))
+            .unwrap_or_default();
+        ScenarioError {
+            file: file.to_string(),
+            key: String::new(),
+            problem: format!("not valid TOML{at}: {}", e.message().trim()),
+            fix: "fix the syntax; see the scenario reference in README.md".into(),
+        }
+    })?;
+    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        let message = inner.message().trim().to_string();
+        let fix = if message.starts_with("unknown field") {
+            "remove or rename the key; README.md lists every key the scenario accepts".to_string()
+        } else if message.starts_with("missing field") {
+            "add the key; README.md's scenario reference shows an example".to_string()
+        } else {
+            "see README.md's scenario reference for the expected type".to_string()
+        };
+        ScenarioError {
+            file: file.to_string(),
+            key: if key == "." { String::new() } else { key },
+            problem: message,
+            fix,
+        }
+    })
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+fn apply_overrides<'a>(raw: &mut RawScenario, o: &'a Overrides, overridden: &mut Vec<(&'static str, &'a str)>) {
+    if let Some(url) = &o.base_url {
+        raw.target.base_url = Some(url.clone());
+        overridden.push(("target.base_url", o.base_url_origin.unwrap_or("--base-url")));
+    }
+    if let Some(model) = &o.model {
+        raw.target.model = model.clone();
+        overridden.push(("target.model", "--model"));
+    }
+    if let Some(levels) = &o.concurrency {
+        raw.load.concurrency = Some(raw::Concurrency::Many(levels.iter().map(|&l| i64::from(l)).collect()));
+        overridden.push(("load.concurrency", "--concurrency"));
+    }
+    if let Some(n) = o.requests {
+        raw.run.requests = Some(n);
+        overridden.push(("run.requests", "--requests"));
+    }
+    if let Some(n) = o.max_tokens {
+        raw.workload.max_tokens = i64::from(n);
+        overridden.push(("workload.max_tokens", "--max-tokens"));
+    }
+    if let Some(seed) = o.seed {
+        raw.run.seed = Some(seed);
+        overridden.push(("run.seed", "--seed"));
+    }
+    if let Some(profile) = &o.simulator {
+        raw.target.simulator = Some(profile.clone());
+        overridden.push(("target.simulator", "--simulator"));
+    }
+}
+
+fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
+    if t.model.trim().is_empty() {
+        return Err(c.err(
+            "target.model",
+            "is empty",
+            "set the model name the server serves, e.g. model = \"Qwen/Qwen3-8B\"",
+        ));
+    }
+    let endpoint = match &t.base_url {
+        Some(url) => Endpoint::Remote { base_url: normalize_base_url(c, url)? },
+        None => {
+            let profile = t.simulator.clone().unwrap_or_else(|| "realistic".to_string());
+            if !crate::mock::PROFILE_NAMES.contains(&profile.as_str()) {
+                return Err(c.err(
+                    "target.simulator",
+                    format!("unknown simulator profile {profile:?}"),
+                    format!("use one of: {}", crate::mock::PROFILE_NAMES.join(", ")),
+                ));
+            }
+            Endpoint::Simulator { profile }
+        }
+    };
+    let api_key = match &t.api_key_env {
+        None => None,
+        Some(var) if var.trim().is_empty() => {
+            return Err(c.err(
+                "target.api_key_env",
+                "is empty",
+                "name an environment variable, e.g. api_key_env = \"OPENAI_API_KEY\", or remove the key",
+            ));
+        }
+        Some(var) => match std::env::var(var) {
+            Ok(key) if !key.is_empty() => Some(ApiKey::new(key)),
+            _ => {
+                return Err(c.err(
+                    "target.api_key_env",
+                    format!("names the environment variable {var}, which is not set or empty"),
+                    format!("export {var}=<your key> before running, or remove api_key_env if the server needs no key"),
+                ));
+            }
+        },
+    };
+    Ok(Target {
+        endpoint,
+        model: t.model.clone(),
+        api: match t.api {
+            raw::RawApi::Chat => Api::Chat,
+            raw::RawApi::Completions => Api::Completions,
+        },
+        api_key_env: t.api_key_env.clone(),
+        api_key,
+        engine: t.engine.clone(),
+        gpu: t.gpu.clone(),
+        redact_base_url: t.redact_base_url,
+    })
+}
+
+/// `http://host:port` gets `/v1` appended (the OpenAI API root); a trailing slash is dropped.
+fn normalize_base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
+    let url = url.trim().trim_end_matches('/');
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).ok_or_else(|| {
+        c.err(
+            "target.base_url",
+            format!("{url:?} is not an http:// or https:// URL"),
+            "write it like \"http://127.0.0.1:8000/v1\"",
+        )
+    })?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if host.is_empty() {
+        return Err(c.err(
+            "target.base_url",
+            format!("{url:?} has no host"),
+            "write it like \"http://127.0.0.1:8000/v1\"",
+        ));
+    }
+    if path.contains("chat/completions") || path.ends_with("completions") {
+        return Err(c.err(
+            "target.base_url",
+            format!("{url:?} includes the endpoint path"),
+            "give the API root only (e.g. \"http://host:8000/v1\"); the endpoint follows from target.api",
+        ));
+    }
+    Ok(if path.is_empty() { format!("{url}/v1") } else { url.to_string() })
+}
+
+fn run(c: &Checker, r: &raw::RawRun) -> Result<RunLimits, ScenarioError> {
+    if r.requests == Some(0) {
+        return Err(c.err(
+            "run.requests",
+            "must be at least 1",
+            "set requests to a positive number, e.g. requests = 100",
+        ));
+    }
+    let duration = match &r.duration {
+        None => None,
+        Some(text) => Some(c.duration("run.duration", Some(text), Duration::ZERO)?),
+    };
+    if r.requests.is_none() && duration.is_none() {
+        return Err(c.err(
+            "run.requests",
+            "neither run.requests nor run.duration is set",
+            "add requests = N, duration = \"10m\", or both",
+        ));
+    }
+    Ok(RunLimits {
+        requests: r.requests,
+        duration,
+        seed: r.seed.unwrap_or(0),
+        protocol: r.protocol.clone(),
+        tier: r.tier.clone(),
+        clock_domain_id: r.clock_domain_id.clone(),
+    })
+}
+
+/// One client process can hold about this many streams; above it a level is a typo.
+const MAX_CONCURRENCY: i64 = 100_000;
+
+fn load(c: &Checker, l: &raw::RawLoad) -> Result<Load, ScenarioError> {
+    let values = match &l.concurrency {
+        None => vec![1],
+        Some(raw::Concurrency::One(n)) => vec![*n],
+        Some(raw::Concurrency::Many(v)) => v.clone(),
+    };
+    if values.is_empty() {
+        return Err(c.err(
+            "load.concurrency",
+            "is an empty list",
+            "give at least one level, e.g. concurrency = [1, 2, 4]",
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    let mut levels = Vec::with_capacity(values.len());
+    for n in values {
+        if n < 1 {
+            return Err(c.err(
+                "load.concurrency",
+                format!("{n} is not a valid level: concurrency must be at least 1"),
+                "use positive integers, e.g. concurrency = 4 or concurrency = [1, 2, 4, 8]",
+            ));
+        }
+        if n > MAX_CONCURRENCY {
+            return Err(c.err(
+                "load.concurrency",
+                format!("{n} is above the supported maximum of {MAX_CONCURRENCY}"),
+                "use a smaller level",
+            ));
+        }
+        if !seen.insert(n) {
+            return Err(c.err("load.concurrency", format!("level {n} appears twice"), "list each level once"));
+        }
+        levels.push(n as u32);
+    }
+    Ok(Load::Closed { levels })
+}
+
+fn workload(c: &Checker, w: &raw::RawWorkload) -> Result<Workload, ScenarioError> {
+    let max_context = w.max_context_tokens;
+    if !(1..=CONTEXT_SANITY_LIMIT).contains(&max_context) {
+        return Err(c.err(
+            "workload.max_context_tokens",
+            format!("{max_context} is not a plausible context window"),
+            "set the server's context length, e.g. max_context_tokens = 131072",
+        ));
+    }
+    if !(1..=max_context).contains(&w.max_tokens) {
+        return Err(c.err(
+            "workload.max_tokens",
+            format!("{} must be between 1 and max_context_tokens ({max_context})", w.max_tokens),
+            "set the output budget per request, e.g. max_tokens = 1024",
+        ));
+    }
+    let context = context_distribution(c, &w.context_tokens)?;
+    for &(tokens, _) in &context.choices {
+        let tokens = i64::from(tokens);
+        if tokens > max_context {
+            return Err(c.err(
+                "workload.context_tokens",
+                format!("planned context {tokens} is above workload.max_context_tokens ({max_context})"),
+                "lower the context or raise max_context_tokens to the server's real context window",
+            ));
+        }
+        if tokens + w.max_tokens > max_context {
+            return Err(c.err(
+                "workload.context_tokens",
+                format!(
+                    "planned context {tokens} plus max_tokens {} does not fit in max_context_tokens ({max_context})",
+                    w.max_tokens
+                ),
+                format!("keep every context at or below {} or lower max_tokens", max_context - w.max_tokens),
+            ));
+        }
+    }
+    Ok(Workload {
+        context,
+        max_context_tokens: max_context as u32,
+        max_tokens: w.max_tokens as u32,
+        prompt_cache: match w.prompt_cache {
+            raw::RawPromptCache::Unique => PromptCache::Unique,
+        },
+        canaries: w.canaries.unwrap_or(true),
+    })
+}
+
+/// Smallest context a synthetic prompt can be sized to (instructions and markers need room).
+pub const MIN_CONTEXT_TOKENS: u32 = 64;
+
+fn context_distribution(c: &Checker, value: &toml::Value) -> Result<ContextDistribution, ScenarioError> {
+    const KEY: &str = "workload.context_tokens";
+    const FIX: &str = "write one size (context_tokens = 8192) or weights (context_tokens = { 4096 = 3, 65536 = 1 })";
+    let check_size = |tokens: i64| -> Result<u32, ScenarioError> {
+        if tokens < i64::from(MIN_CONTEXT_TOKENS) || tokens > CONTEXT_SANITY_LIMIT {
+            return Err(c.err(
+                KEY,
+                format!("{tokens} is not a usable context size (minimum {MIN_CONTEXT_TOKENS})"),
+                FIX,
+            ));
+        }
+        Ok(tokens as u32)
+    };
+    let mut choices = match value {
+        toml::Value::Integer(n) => vec![(check_size(*n)?, 1)],
+        toml::Value::Table(t) => {
+            if t.is_empty() {
+                return Err(c.err(KEY, "is an empty distribution", FIX));
+            }
+            let mut out = Vec::with_capacity(t.len());
+            for (size, weight) in t {
+                let tokens: i64 = size
+                    .trim()
+                    .parse()
+                    .map_err(|_| c.err(&format!("{KEY}.{size}"), format!("{size:?} is not a token count"), FIX))?;
+                let weight = match weight {
+                    toml::Value::Integer(w) if *w >= 1 && *w <= i64::from(u32::MAX) => *w as u32,
+                    other => {
+                        return Err(c.err(
+                            &format!("{KEY}.{size}"),
+                            format!("weight {other} must be a positive integer"),
+                            FIX,
+                        ));
+                    }
+                };
+                out.push((check_size(tokens)?, weight));
+            }
+            out
+        }
+        other => return Err(c.err(KEY, format!("a {} is not a context distribution", other.type_str()), FIX)),
+    };
+    choices.sort_unstable();
+    Ok(ContextDistribution { choices })
+}
+
+fn sampling(c: &Checker, s: &raw::RawSampling) -> Result<Sampling, ScenarioError> {
+    if let Some(t) = s.temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(c.err(
+                "sampling.temperature",
+                format!("{t} is outside 0–2"),
+                "use a temperature between 0 and 2, or remove the key for the server default",
+            ));
+        }
+    }
+    if let Some(p) = s.top_p {
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(c.err(
+                "sampling.top_p",
+                format!("{p} is outside (0, 1]"),
+                "use a top_p above 0 and at most 1, or remove the key",
+            ));
+        }
+    }
+    Ok(Sampling { temperature: s.temperature, top_p: s.top_p })
+}
+
+fn serve(c: &Checker, s: &raw::RawServe) -> Result<ServeFlags, ScenarioError> {
+    let thinking_mode = match s.thinking_mode {
+        raw::RawThinkingMode::Default => ThinkingMode::Default,
+        raw::RawThinkingMode::Enabled => ThinkingMode::Enabled,
+        raw::RawThinkingMode::Disabled => ThinkingMode::Disabled,
+    };
+    if s.no_thinking && thinking_mode == ThinkingMode::Enabled {
+        return Err(c.err("serve.no_thinking", "contradicts serve.thinking_mode = \"enabled\"", "keep one of the two"));
+    }
+    Ok(ServeFlags {
+        thinking_mode,
+        reasoning_effort: s.reasoning_effort.map(|e| match e {
+            raw::RawReasoningEffort::Low => ReasoningEffort::Low,
+            raw::RawReasoningEffort::Medium => ReasoningEffort::Medium,
+            raw::RawReasoningEffort::High => ReasoningEffort::High,
+        }),
+        no_thinking: s.no_thinking,
+    })
+}

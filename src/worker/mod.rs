@@ -1,0 +1,397 @@
+//! One request, sent, streamed and timed.
+//!
+//! The clock starts immediately before the request is handed to the HTTP client and every read
+//! of the body is stamped once, as soon as its bytes are available, before any parsing. Nothing
+//! on this path blocks the runtime or takes a lock shared with other workers.
+
+mod outcome;
+mod stream;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use tokio::time::{Instant, timeout_at};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
+pub use outcome::{Completed, ErrorKind, Failed, Outcome, TokenSource, sanitize_message};
+pub use stream::{CAPTURE_CHARS, StreamFault, StreamState};
+
+use crate::openai::parse_error_body;
+use crate::scenario::{ApiKey, ClientTimeouts};
+use crate::workload::{PreparedRequest, check_canary};
+
+/// Error bodies are read up to this size; the rest is not needed to classify them.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// After `[DONE]`, how long to wait for the body to end so the connection can be reused.
+const DRAIN_AFTER_DONE: Duration = Duration::from_secs(1);
+
+/// The HTTP client for one run: a connection pool sized to the concurrency, no proxy (a proxy
+/// would be measured along with the server), keep-alive, Nagle off.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    url: reqwest::Url,
+    auth: Option<HeaderValue>,
+    api_key: Option<ApiKey>,
+    timeouts: ClientTimeouts,
+}
+
+impl Client {
+    pub fn new(
+        endpoint_url: &str,
+        api_key: Option<ApiKey>,
+        timeouts: ClientTimeouts,
+        pool_size: usize,
+    ) -> anyhow::Result<Self> {
+        let url = reqwest::Url::parse(endpoint_url)?;
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .connect_timeout(timeouts.connect)
+            .pool_max_idle_per_host(pool_size)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()?;
+        let auth = match &api_key {
+            Some(key) => {
+                let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose()))?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+            None => None,
+        };
+        Ok(Client { http, url, auth, api_key, timeouts })
+    }
+
+    /// Send one request and stream it to the end. Never panics on what the server sends;
+    /// `cancel` ends an in-flight request as `Interrupted`, keeping what was observed.
+    pub async fn execute(&self, req: &PreparedRequest, level_start: Instant, cancel: &CancellationToken) -> Outcome {
+        let mut a = Attempt::new(req, level_start, self.api_key.as_ref().map(ApiKey::expose));
+        // Registered once per request, then polled by every wait below.
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
+        let response = loop {
+            a.start = Instant::now();
+            a.start_offset = a.start.saturating_duration_since(level_start);
+            let mut builder =
+                self.http.post(self.url.clone()).header(CONTENT_TYPE, "application/json").body(req.body.clone());
+            if let Some(auth) = &self.auth {
+                builder = builder.header(AUTHORIZATION, auth.clone());
+            }
+            match wait(&mut cancelled, a.start + self.timeouts.first_byte, builder.send()).await {
+                Wait::Cancelled => return a.interrupted(&StreamState::default()),
+                Wait::TimedOut => {
+                    return a.fail(
+                        ErrorKind::FirstByteTimeout,
+                        None,
+                        None,
+                        "no response headers within client.first_byte_timeout",
+                    );
+                }
+                Wait::Ready(Ok(response)) => break response,
+                // A pooled connection the server already closed (llama.cpp closes after every
+                // stream while saying keep-alive): reconnect once, untimed, and say so.
+                Wait::Ready(Err(e)) if a.stale_connection_retries == 0 && is_stale_connection(&e) => {
+                    a.stale_connection_retries += 1;
+                }
+                Wait::Ready(Err(e)) => return a.fail(send_error_kind(&e), None, None, &error_chain(&e)),
+            }
+        };
+        if !response.status().is_success() {
+            return self.http_failure(&a, response).await;
+        }
+        let mut state = StreamState::new(req.canary.is_some());
+        let mut body = response.bytes_stream();
+        let mut deadline = a.start + self.timeouts.first_byte;
+        loop {
+            let next = wait(&mut cancelled, deadline, body.next()).await;
+            // One timestamp per read, taken before any parsing.
+            let now = Instant::now();
+            let at = now.saturating_duration_since(a.start);
+            match next {
+                Wait::Cancelled => return a.interrupted(&state),
+                Wait::TimedOut if state.done.is_some() => break, // body never ended after [DONE]: fine
+                Wait::TimedOut => {
+                    let (kind, what) = if state.first_output.is_none() && state.buffered() == 0 {
+                        (ErrorKind::FirstByteTimeout, "no streamed output within client.first_byte_timeout")
+                    } else {
+                        (ErrorKind::IdleTimeout, "the stream went silent for longer than client.idle_timeout")
+                    };
+                    return a.fail_with_state(kind, &state, at, None, what);
+                }
+                Wait::Ready(None) => {
+                    if let Err(fault) = state.finish(at) {
+                        return a.fail_with_state(fault.kind, &state, at, fault.server_error_type, &fault.message);
+                    }
+                    break;
+                }
+                // A close after [DONE] is not a failure: the response was complete.
+                Wait::Ready(Some(Err(_))) if state.done.is_some() => break,
+                Wait::Ready(Some(Err(e))) => {
+                    return a.fail_with_state(ErrorKind::StreamBroken, &state, at, None, &error_chain(&e));
+                }
+                Wait::Ready(Some(Ok(bytes))) => {
+                    if let Err(fault) = state.observe(&bytes, at) {
+                        return a.fail_with_state(fault.kind, &state, at, fault.server_error_type, &fault.message);
+                    }
+                    deadline = now + if state.done.is_some() { DRAIN_AFTER_DONE } else { self.timeouts.idle };
+                }
+            }
+        }
+        a.complete(req, state)
+    }
+
+    async fn http_failure(&self, a: &Attempt<'_>, response: reqwest::Response) -> Outcome {
+        let status = response.status().as_u16();
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        let deadline = Instant::now() + self.timeouts.idle;
+        while let Ok(Some(Ok(bytes))) = timeout_at(deadline, stream.next()).await {
+            body.extend_from_slice(&bytes[..bytes.len().min(ERROR_BODY_LIMIT - body.len())]);
+            if body.len() >= ERROR_BODY_LIMIT {
+                break;
+            }
+        }
+        let (server_type, message) = parse_error_body(&body);
+        let message = message.unwrap_or_else(|| format!("HTTP {status}"));
+        let kind = if status == 400 && is_context_overflow(server_type.as_deref(), &message) {
+            ErrorKind::ContextLengthExceeded
+        } else {
+            ErrorKind::Http(status)
+        };
+        a.fail(kind, Some(status), server_type, &message)
+    }
+}
+
+enum Wait<T> {
+    Ready(T),
+    TimedOut,
+    Cancelled,
+}
+
+/// `fut` until `deadline`, unless the run is stopped first.
+async fn wait<F: std::future::Future>(
+    cancelled: &mut std::pin::Pin<&mut WaitForCancellationFuture<'_>>,
+    deadline: Instant,
+    fut: F,
+) -> Wait<F::Output> {
+    tokio::select! {
+        biased;
+        () = cancelled.as_mut() => Wait::Cancelled,
+        r = timeout_at(deadline, fut) => match r {
+            Ok(v) => Wait::Ready(v),
+            Err(_) => Wait::TimedOut,
+        },
+    }
+}
+
+/// Per-request bookkeeping shared by the success and failure paths.
+struct Attempt<'a> {
+    index: u64,
+    planned_context_tokens: u32,
+    start: Instant,
+    start_offset: Duration,
+    stale_connection_retries: u32,
+    secret: Option<&'a str>,
+}
+
+impl<'a> Attempt<'a> {
+    fn new(req: &PreparedRequest, level_start: Instant, secret: Option<&'a str>) -> Self {
+        let start = Instant::now();
+        Attempt {
+            index: req.index,
+            planned_context_tokens: req.planned_context_tokens,
+            start,
+            start_offset: start.saturating_duration_since(level_start),
+            stale_connection_retries: 0,
+            secret,
+        }
+    }
+
+    fn failure(
+        &self,
+        kind: ErrorKind,
+        http_status: Option<u16>,
+        server_error_type: Option<String>,
+        message: &str,
+    ) -> Failed {
+        Failed {
+            index: self.index,
+            planned_context_tokens: self.planned_context_tokens,
+            start_offset: self.start_offset,
+            kind,
+            http_status,
+            server_error_type,
+            message: sanitize_message(message, self.secret),
+            elapsed: self.start.elapsed(),
+            first_output: None,
+            first_content: None,
+            content_chunks: 0,
+            reasoning_chunks: 0,
+            stale_connection_retries: self.stale_connection_retries,
+        }
+    }
+
+    fn fail(
+        &self,
+        kind: ErrorKind,
+        http_status: Option<u16>,
+        server_error_type: Option<String>,
+        message: &str,
+    ) -> Outcome {
+        Outcome::Failed(self.failure(kind, http_status, server_error_type, message))
+    }
+
+    /// A failure after a 200 response started streaming, with the partial timings.
+    fn fail_with_state(
+        &self,
+        kind: ErrorKind,
+        state: &StreamState,
+        at: Duration,
+        server_error_type: Option<String>,
+        message: &str,
+    ) -> Outcome {
+        Outcome::Failed(Failed {
+            elapsed: at,
+            first_output: state.first_output,
+            first_content: state.first_content,
+            content_chunks: state.content_chunks,
+            reasoning_chunks: state.reasoning_chunks,
+            ..self.failure(kind, Some(200), server_error_type, message)
+        })
+    }
+
+    fn interrupted(&self, state: &StreamState) -> Outcome {
+        let at = self.start.elapsed();
+        let mut f = self.fail_with_state(
+            ErrorKind::Interrupted,
+            state,
+            at,
+            None,
+            "the run was stopped while this request was in flight",
+        );
+        if let Outcome::Failed(f) = &mut f {
+            f.http_status = None;
+        }
+        f
+    }
+
+    fn complete(&self, req: &PreparedRequest, state: StreamState) -> Outcome {
+        let Some(end) = state.done else {
+            let at = self.start.elapsed();
+            return self.fail_with_state(
+                ErrorKind::MissingDone,
+                &state,
+                at,
+                None,
+                "the stream ended without data: [DONE]",
+            );
+        };
+        let Some(first_output) = state.first_output else {
+            return self.fail_with_state(
+                ErrorKind::EmptyResponse,
+                &state,
+                end,
+                None,
+                "the response carried no reasoning or content text",
+            );
+        };
+        let truncated = state.visible_truncated();
+        let canary = match (&req.canary, &state.capture) {
+            (Some(marker), Some(capture)) => Some(check_canary(marker, capture, !truncated)),
+            _ => None,
+        };
+        let (output_tokens, output_token_source) = state.output_tokens();
+        Outcome::Completed(Completed {
+            index: self.index,
+            planned_context_tokens: self.planned_context_tokens,
+            prompt_target_tokens: req.prompt_target_tokens,
+            start_offset: self.start_offset,
+            first_output,
+            first_content: state.first_content,
+            end,
+            content_chunks: state.content_chunks,
+            reasoning_chunks: state.reasoning_chunks,
+            prompt_tokens: state.usage.prompt_tokens,
+            cached_tokens: state.usage.cached_tokens,
+            output_tokens,
+            output_token_source,
+            finish_reason: state.finish_reason,
+            visible_content_truncated: truncated,
+            canary,
+            stale_connection_retries: self.stale_connection_retries,
+        })
+    }
+}
+
+/// A send that failed on an already-open connection that was closed under us.
+fn is_stale_connection(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() || e.is_builder() {
+        return false;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            if matches!(io.kind(), K::ConnectionReset | K::BrokenPipe | K::ConnectionAborted | K::UnexpectedEof) {
+                return true;
+            }
+        }
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_canceled() {
+                return true;
+            }
+        }
+        source = err.source();
+    }
+    false
+}
+
+fn send_error_kind(e: &reqwest::Error) -> ErrorKind {
+    if e.is_connect() {
+        if e.is_timeout() { ErrorKind::ConnectTimeout } else { ErrorKind::ConnectFailed }
+    } else if e.is_timeout() {
+        ErrorKind::FirstByteTimeout
+    } else if e.is_request() {
+        ErrorKind::StreamBroken
+    } else {
+        ErrorKind::RequestFailed
+    }
+}
+
+/// The error and its causes on one line (reqwest's top-level message alone says little).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// A 400 that says the prompt does not fit (OpenAI, vLLM, SGLang and llama.cpp wordings).
+fn is_context_overflow(server_type: Option<&str>, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    matches!(server_type, Some("context_length_exceeded" | "exceed_context_size_error"))
+        || m.contains("maximum context length")
+        || m.contains("context length")
+        || m.contains("context size")
+        || m.contains("context window")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_overflow_wordings() {
+        assert!(is_context_overflow(Some("exceed_context_size_error"), "request exceeds the available context size"));
+        assert!(is_context_overflow(Some("BadRequestError"), "This model's maximum context length is 4096 tokens."));
+        assert!(!is_context_overflow(Some("invalid_request_error"), "temperature must be positive"));
+    }
+}

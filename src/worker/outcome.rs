@@ -1,0 +1,225 @@
+//! What one request produced: a completed measurement or a failure, both compact and free of
+//! prompt text, response text and credentials. Durations are measured from the request's own
+//! start; `start_offset` places the request on the level's clock.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use crate::workload::CanaryCheck;
+
+/// Every attempted request ends as exactly one of these.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Completed(Completed),
+    Failed(Failed),
+}
+
+impl Outcome {
+    pub fn index(&self) -> u64 {
+        match self {
+            Outcome::Completed(c) => c.index,
+            Outcome::Failed(f) => f.index,
+        }
+    }
+}
+
+/// A response that streamed to its end (`[DONE]`).
+#[derive(Debug, Clone)]
+pub struct Completed {
+    pub index: u64,
+    pub planned_context_tokens: u32,
+    pub prompt_target_tokens: u32,
+    /// When the request was sent, from the start of the level.
+    pub start_offset: Duration,
+    /// First non-empty reasoning or content delta.
+    pub first_output: Duration,
+    /// First non-empty content delta; `None` when the response had no visible content.
+    pub first_content: Option<Duration>,
+    /// `[DONE]` received.
+    pub end: Duration,
+    pub content_chunks: u32,
+    pub reasoning_chunks: u32,
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub output_tokens: u64,
+    pub output_token_source: TokenSource,
+    pub finish_reason: Option<String>,
+    pub visible_content_truncated: bool,
+    pub canary: Option<CanaryCheck>,
+    /// Sends repeated because a pooled connection turned out to be closed (not timed).
+    pub stale_connection_retries: u32,
+}
+
+/// Where `output_tokens` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's `usage.completion_tokens`.
+    Usage,
+    /// No usage was reported: the count of non-empty reasoning and content chunks, which
+    /// undercounts when a chunk carries several tokens.
+    ChunkCount,
+}
+
+impl TokenSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::ChunkCount => "chunk_count",
+        }
+    }
+}
+
+/// A request that did not complete, with whatever was observed before it ended.
+#[derive(Debug, Clone)]
+pub struct Failed {
+    pub index: u64,
+    pub planned_context_tokens: u32,
+    pub start_offset: Duration,
+    pub kind: ErrorKind,
+    pub http_status: Option<u16>,
+    /// The server's error type or code, when it sent one.
+    pub server_error_type: Option<String>,
+    /// Short, sanitized description (never prompt text or credentials).
+    pub message: String,
+    /// Time from sending to the failure.
+    pub elapsed: Duration,
+    pub first_output: Option<Duration>,
+    pub first_content: Option<Duration>,
+    pub content_chunks: u32,
+    pub reasoning_chunks: u32,
+    pub stale_connection_retries: u32,
+}
+
+/// Stable failure classes; their string forms are part of the artifact contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorKind {
+    /// The TCP/TLS connection could not be opened.
+    ConnectFailed,
+    ConnectTimeout,
+    /// Nothing streamed within `client.first_byte_timeout` of sending.
+    FirstByteTimeout,
+    /// A streaming response went silent for longer than `client.idle_timeout`.
+    IdleTimeout,
+    /// HTTP 400 saying the prompt does not fit the context window.
+    ContextLengthExceeded,
+    /// Any other non-2xx status.
+    Http(u16),
+    /// The connection broke while the response was streaming.
+    StreamBroken,
+    /// A line of the stream is no SSE field, or one event grew without bound.
+    MalformedSse,
+    InvalidJson,
+    InvalidUtf8,
+    /// The server sent an error object inside the stream.
+    ServerErrorEvent,
+    /// The stream ended without `data: [DONE]`.
+    MissingDone,
+    /// The stream finished without any reasoning or content text.
+    EmptyResponse,
+    /// The run was stopped (Ctrl-C) while the request was in flight; not a server error.
+    Interrupted,
+    /// Any other client-side error while sending.
+    RequestFailed,
+}
+
+impl ErrorKind {
+    /// Interrupted requests are the operator's doing, not the server's.
+    pub fn is_server_fault(self) -> bool {
+        self != ErrorKind::Interrupted
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            ErrorKind::ConnectFailed => "connect_failed",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::FirstByteTimeout => "first_byte_timeout",
+            ErrorKind::IdleTimeout => "idle_timeout",
+            ErrorKind::ContextLengthExceeded => "context_length_exceeded",
+            ErrorKind::Http(code) => return write!(f, "http_{code}"),
+            ErrorKind::StreamBroken => "stream_broken",
+            ErrorKind::MalformedSse => "malformed_sse",
+            ErrorKind::InvalidJson => "invalid_json",
+            ErrorKind::InvalidUtf8 => "invalid_utf8",
+            ErrorKind::ServerErrorEvent => "server_error_event",
+            ErrorKind::MissingDone => "missing_done",
+            ErrorKind::EmptyResponse => "empty_response",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::RequestFailed => "request_failed",
+        };
+        f.write_str(s)
+    }
+}
+
+impl Serialize for ErrorKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Longest failure message kept.
+const MESSAGE_CHARS: usize = 200;
+
+/// Make a server or library message safe to store: one line, bounded, and withheld entirely if it
+/// quotes the prompt (servers echo input in validation errors) or contains the API key.
+pub fn sanitize_message(message: &str, secret: Option<&str>) -> String {
+    if secret.is_some_and(|s| !s.is_empty() && message.contains(s)) {
+        return "[message withheld: it contained the API key]".to_string();
+    }
+    if quotes_prompt(message) {
+        return "[message withheld: it quoted the prompt]".to_string();
+    }
+    let mut out: String = message.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MESSAGE_CHARS).collect();
+    if message.chars().count() > MESSAGE_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+/// Synthetic prompts are runs of dictionary words and carry `ANVIL_REQ_` instructions; a message
+/// holding the instruction text or six dictionary words in a row is quoting one.
+fn quotes_prompt(message: &str) -> bool {
+    if message.contains("reference text") || message.contains("Task: ") {
+        return true;
+    }
+    let mut run = 0;
+    for word in message.split_whitespace() {
+        if crate::workload::is_filler_word(word) {
+            run += 1;
+            if run >= 6 {
+                return true;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_have_stable_names() {
+        assert_eq!(ErrorKind::Http(503).to_string(), "http_503");
+        assert_eq!(serde_json::to_string(&ErrorKind::StreamBroken).unwrap(), "\"stream_broken\"");
+    }
+
+    #[test]
+    fn messages_are_bounded_and_never_quote_prompts_or_keys() {
+        let long = "x".repeat(500);
+        assert_eq!(sanitize_message(&long, None).chars().count(), MESSAGE_CHARS + 1);
+        assert_eq!(sanitize_message("a\nb", None), "a b");
+        assert!(sanitize_message("bad token sk-123 in header", Some("sk-123")).contains("withheld"));
+        assert!(sanitize_message("invalid input: the river of the city was north", None).contains("withheld"));
+        assert_eq!(
+            sanitize_message("maximum context length is 4096 tokens", None),
+            "maximum context length is 4096 tokens"
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! Simulator profiles: the knobs that decide how the mock server behaves on the wire
+//! (latencies, output lengths, chunking, engine quirks) and the named presets.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Names accepted by [`Profile::named`].
+pub const PROFILE_NAMES: &[&str] = &["instant", "fast", "realistic", "llamacpp"];
+
+/// Which delta key carries reasoning text in streamed chat chunks (and the `message` of
+/// non-streamed chat responses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningField {
+    /// `reasoning_content`, as llama.cpp, SGLang and older vLLM send it.
+    ReasoningContent,
+    /// `reasoning`, as newer vLLM sends it.
+    Reasoning,
+}
+
+impl ReasoningField {
+    /// The JSON key this variant stands for.
+    pub fn key(self) -> &'static str {
+        match self {
+            ReasoningField::ReasoningContent => "reasoning_content",
+            ReasoningField::Reasoning => "reasoning",
+        }
+    }
+}
+
+/// Where `usage` goes in a streamed response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsagePlacement {
+    /// OpenAI / vLLM: only with `stream_options.include_usage`, in one extra chunk with
+    /// `"choices": []` after the finish chunk.
+    SeparateChunk,
+    /// llama.cpp: on `/v1/completions` usage rides on the finish chunk itself, always. Chat
+    /// streams behave as [`UsagePlacement::SeparateChunk`], because llama.cpp's chat endpoint
+    /// does too.
+    FinishChunk,
+}
+
+/// How the simulated engine behaves. Plain data so a scenario file can override any field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Shown by `GET /mock/profile`; informational only.
+    pub name: String,
+    /// Prompt processing rate in tokens per second, applied to uncached prompt tokens only.
+    /// `None` makes prefill instant.
+    pub prefill_tok_s: Option<f64>,
+    /// Decode time per output token; zero makes decoding instant. Serialized as fractional
+    /// milliseconds because that is how people quote it.
+    #[serde(rename = "time_per_output_token_ms", with = "duration_ms")]
+    pub time_per_output_token: Duration,
+    /// Inclusive range of the model's natural reasoning length in tokens, drawn per request
+    /// from a hash of the prompt so runs are reproducible.
+    pub reasoning_tokens: (u32, u32),
+    /// Inclusive range of the model's natural visible answer length in tokens, drawn like
+    /// `reasoning_tokens`.
+    pub content_tokens: (u32, u32),
+    /// Tokens per SSE chunk (at least 1); more than one imitates speculative decoding.
+    pub tokens_per_chunk: u32,
+    /// Prompts with more tokens than this are refused with HTTP 400 before any stream bytes;
+    /// output stops with `length` at this edge too.
+    pub context_limit: u32,
+    /// Delta key used for reasoning text.
+    pub reasoning_field: ReasoningField,
+    /// Where usage is reported in streams.
+    pub usage_placement: UsagePlacement,
+    /// llama.cpp quirk: on `finish_reason: "stop"` the reported `completion_tokens` includes
+    /// one end-of-turn token that is never streamed.
+    pub eos_in_usage: bool,
+    /// Answer every generation request with `Connection: close`, so each stream ends its
+    /// connection the way llama.cpp does; exercises the client's reconnect path.
+    pub close_connection: bool,
+    /// Simulate a prefix cache: repeated prompt prefixes skip prefill and are reported in
+    /// `usage.prompt_tokens_details.cached_tokens`.
+    pub prefix_cache: bool,
+    /// Load-dependent slowdown: time per output token and prefill time are multiplied by
+    /// `1 + batch_slowdown * (active_requests - 1)`. Zero makes latency independent of load.
+    pub batch_slowdown: f64,
+}
+
+impl Profile {
+    /// A named preset, or `None` for an unknown name (see [`PROFILE_NAMES`]).
+    pub fn named(name: &str) -> Option<Profile> {
+        let base = Profile {
+            name: name.to_string(),
+            prefill_tok_s: None,
+            time_per_output_token: Duration::ZERO,
+            reasoning_tokens: (0, 0),
+            content_tokens: (256, 256),
+            tokens_per_chunk: 1,
+            context_limit: 262_144,
+            reasoning_field: ReasoningField::ReasoningContent,
+            usage_placement: UsagePlacement::SeparateChunk,
+            eos_in_usage: false,
+            close_connection: false,
+            prefix_cache: false,
+            batch_slowdown: 0.0,
+        };
+        match name {
+            // Measures the client's own cost per chunk: nothing on the server side may sleep,
+            // and the prefix cache stays off so the server does as little as possible.
+            "instant" => Some(base),
+            "fast" => Some(Profile {
+                prefill_tok_s: Some(2_000_000.0),
+                time_per_output_token: Duration::from_micros(200),
+                reasoning_tokens: (8, 24),
+                content_tokens: (8, 24),
+                tokens_per_chunk: 2,
+                prefix_cache: true,
+                ..base
+            }),
+            // One large GPU running a reasoning model; the slowdown gives a capacity search a
+            // knee to find (16 concurrent streams decode 1.75x slower than one).
+            "realistic" => Some(Profile {
+                prefill_tok_s: Some(7_700.0),
+                time_per_output_token: Duration::from_micros(4_300),
+                reasoning_tokens: (200, 450),
+                content_tokens: (20, 60),
+                tokens_per_chunk: 4,
+                prefix_cache: true,
+                batch_slowdown: 0.05,
+                ..base
+            }),
+            "llamacpp" => Some(Profile {
+                prefill_tok_s: Some(50_000.0),
+                time_per_output_token: Duration::from_millis(1),
+                reasoning_tokens: (0, 0),
+                content_tokens: (16, 48),
+                tokens_per_chunk: 1,
+                usage_placement: UsagePlacement::FinishChunk,
+                eos_in_usage: true,
+                close_connection: true,
+                prefix_cache: true,
+                ..base
+            }),
+            _ => None,
+        }
+    }
+
+    /// Checks the values a hand-written profile could get wrong. The server tolerates all
+    /// of them anyway (it clamps), so this is for callers that want to tell the user early.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.tokens_per_chunk == 0 {
+            return Err("tokens_per_chunk must be at least 1".into());
+        }
+        if self.reasoning_tokens.0 > self.reasoning_tokens.1 {
+            return Err("reasoning_tokens: lower bound above upper bound".into());
+        }
+        if self.content_tokens.0 > self.content_tokens.1 {
+            return Err("content_tokens: lower bound above upper bound".into());
+        }
+        if self
+            .prefill_tok_s
+            .is_some_and(|rate| !(rate.is_finite() && rate > 0.0))
+        {
+            return Err("prefill_tok_s must be a positive number".into());
+        }
+        if !(self.batch_slowdown.is_finite() && self.batch_slowdown >= 0.0) {
+            return Err("batch_slowdown must be zero or positive".into());
+        }
+        if self.context_limit == 0 {
+            return Err("context_limit must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Load factor for `active` concurrent generation requests.
+    pub(crate) fn load_factor(&self, active: u64) -> f64 {
+        let extra = active.saturating_sub(1) as f64;
+        let slowdown = if self.batch_slowdown.is_finite() && self.batch_slowdown > 0.0 {
+            self.batch_slowdown
+        } else {
+            0.0
+        };
+        1.0 + slowdown * extra
+    }
+
+    /// Prefill time for `uncached` prompt tokens at load factor `factor`.
+    pub(crate) fn prefill_time(&self, uncached: u32, factor: f64) -> Duration {
+        match self.prefill_tok_s {
+            Some(rate) if rate.is_finite() && rate > 0.0 && uncached > 0 => {
+                Duration::try_from_secs_f64(f64::from(uncached) / rate * factor)
+                    .unwrap_or(Duration::ZERO)
+            }
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// Durations as fractional milliseconds (`4.3` rather than `{"secs":0,"nanos":4300000}`).
+mod duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(value.as_secs_f64() * 1000.0)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let ms = f64::deserialize(deserializer)?;
+        Duration::try_from_secs_f64(ms / 1000.0)
+            .map_err(|_| D::Error::custom("expected a finite, non-negative number of milliseconds"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_name_resolves_and_validates() {
+        for name in PROFILE_NAMES {
+            let profile = Profile::named(name).expect("listed profile exists");
+            assert_eq!(&profile.name, name);
+            profile.validate().expect("preset is valid");
+        }
+        assert!(Profile::named("nope").is_none());
+    }
+
+    #[test]
+    fn presets_carry_the_documented_values() {
+        let instant = Profile::named("instant").expect("instant");
+        assert_eq!(instant.time_per_output_token, Duration::ZERO);
+        assert_eq!(instant.prefill_tok_s, None);
+        assert_eq!(instant.content_tokens, (256, 256));
+        assert_eq!(instant.reasoning_tokens, (0, 0));
+        let llama = Profile::named("llamacpp").expect("llamacpp");
+        assert!(llama.eos_in_usage && llama.close_connection);
+        assert_eq!(llama.usage_placement, UsagePlacement::FinishChunk);
+        let realistic = Profile::named("realistic").expect("realistic");
+        assert_eq!(
+            realistic.time_per_output_token,
+            Duration::from_micros(4_300)
+        );
+    }
+
+    #[test]
+    fn serde_round_trip_uses_milliseconds() {
+        let profile = Profile::named("realistic").expect("realistic");
+        let json = serde_json::to_value(&profile).expect("serialize");
+        let ms = json["time_per_output_token_ms"].as_f64().expect("ms");
+        assert!((ms - 4.3).abs() < 1e-9);
+        assert_eq!(json["reasoning_field"], "reasoning_content");
+        let back: Profile = serde_json::from_value(json).expect("deserialize");
+        assert_eq!(back, profile);
+    }
+
+    #[test]
+    fn negative_milliseconds_are_refused() {
+        let mut json = serde_json::to_value(Profile::named("fast").expect("fast")).expect("ser");
+        json["time_per_output_token_ms"] = serde_json::json!(-1.0);
+        assert!(serde_json::from_value::<Profile>(json).is_err());
+    }
+
+    #[test]
+    fn load_factor_and_prefill() {
+        let mut profile = Profile::named("fast").expect("fast");
+        profile.batch_slowdown = 0.5;
+        assert_eq!(profile.load_factor(0), 1.0);
+        assert_eq!(profile.load_factor(1), 1.0);
+        assert_eq!(profile.load_factor(3), 2.0);
+        profile.prefill_tok_s = Some(1000.0);
+        assert_eq!(profile.prefill_time(500, 2.0), Duration::from_secs(1));
+        assert_eq!(profile.prefill_time(0, 2.0), Duration::ZERO);
+        profile.prefill_tok_s = None;
+        assert_eq!(profile.prefill_time(500, 1.0), Duration::ZERO);
+    }
+}

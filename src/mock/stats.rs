@@ -1,0 +1,102 @@
+//! Server-side counters of the mock server, shared with whoever started it, so tests and the
+//! demo can compare what the client measured with what the server actually did.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+/// Live counters. Every field is updated with relaxed atomics: each counter is meaningful on
+/// its own and nothing orders one against another.
+#[derive(Debug, Default)]
+pub struct MockStats {
+    pub(crate) requests_received: AtomicU64,
+    pub(crate) requests_rejected: AtomicU64,
+    pub(crate) requests_completed: AtomicU64,
+    pub(crate) requests_disconnected: AtomicU64,
+    pub(crate) active_requests: AtomicU64,
+    pub(crate) prompt_tokens: AtomicU64,
+    pub(crate) cached_tokens: AtomicU64,
+    pub(crate) completion_tokens: AtomicU64,
+    pub(crate) tokens_streamed: AtomicU64,
+    pub(crate) chunks_streamed: AtomicU64,
+}
+
+/// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MockStatsSnapshot {
+    /// Every POST to a generation endpoint, rejected ones included.
+    pub requests_received: u64,
+    /// Generation requests answered with a 4xx/5xx status.
+    pub requests_rejected: u64,
+    /// Streams that reached `[DONE]`, and non-streamed bodies that were sent.
+    pub requests_completed: u64,
+    /// Accepted requests whose client went away before the end.
+    pub requests_disconnected: u64,
+    /// Generation requests currently in flight (a gauge).
+    pub active_requests: u64,
+    /// Sum of `prompt_tokens` over accepted requests.
+    pub prompt_tokens: u64,
+    /// Sum of `cached_tokens` over accepted requests.
+    pub cached_tokens: u64,
+    /// Sum of the `completion_tokens` reported in usage by completed requests.
+    pub completion_tokens: u64,
+    /// Tokens actually sent in reasoning or content deltas.
+    pub tokens_streamed: u64,
+    /// Delta chunks that carried reasoning or content.
+    pub chunks_streamed: u64,
+}
+
+impl MockStats {
+    /// Fresh counters, all zero.
+    pub fn new() -> MockStats {
+        MockStats::default()
+    }
+
+    /// Reads every counter. Counters are read one after another, so a snapshot taken while
+    /// requests run may mix instants; it is exact once the server is idle.
+    pub fn snapshot(&self) -> MockStatsSnapshot {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        MockStatsSnapshot {
+            requests_received: get(&self.requests_received),
+            requests_rejected: get(&self.requests_rejected),
+            requests_completed: get(&self.requests_completed),
+            requests_disconnected: get(&self.requests_disconnected),
+            active_requests: get(&self.active_requests),
+            prompt_tokens: get(&self.prompt_tokens),
+            cached_tokens: get(&self.cached_tokens),
+            completion_tokens: get(&self.completion_tokens),
+            tokens_streamed: get(&self.tokens_streamed),
+            chunks_streamed: get(&self.chunks_streamed),
+        }
+    }
+
+    pub(crate) fn add(counter: &AtomicU64, value: u64) {
+        if value != 0 {
+            counter.fetch_add(value, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn active(&self) -> u64 {
+        self.active_requests.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_reflects_counters() {
+        let stats = MockStats::new();
+        MockStats::add(&stats.requests_received, 3);
+        MockStats::add(&stats.tokens_streamed, 40);
+        MockStats::add(&stats.active_requests, 2);
+        let snap = stats.snapshot();
+        assert_eq!(snap.requests_received, 3);
+        assert_eq!(snap.tokens_streamed, 40);
+        assert_eq!(snap.active_requests, 2);
+        assert_eq!(snap.requests_completed, 0);
+        let json = serde_json::to_value(snap).expect("serialize");
+        assert_eq!(json["tokens_streamed"], 40);
+    }
+}

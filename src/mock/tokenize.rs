@@ -1,0 +1,274 @@
+//! The simulator's own "tokenizer": how many prompt tokens a request costs, and the walk over
+//! a prompt's pieces that the prefix cache and the per-request seed are built on.
+//!
+//! The rule is deliberately simple and deliberately *not* the client's estimate: a
+//! whitespace-separated piece of `n` bytes counts `ceil(n / 5)` tokens (at least 1), each chat
+//! message adds 3 template tokens, the assistant turn adds 3 more, and a completion prompt
+//! adds 1 for BOS. Because it differs from whatever the client assumes, a client that
+//! calibrates its prompt sizes against the server's reported `prompt_tokens` gets exercised.
+
+use serde_json::Value;
+
+/// Template tokens around every chat message (role header and end-of-turn).
+const MESSAGE_OVERHEAD: u32 = 3;
+/// Template tokens that open the assistant turn at the end of a chat prompt.
+const ASSISTANT_TURN: u32 = 3;
+/// The beginning-of-sequence token of a completion prompt.
+const BOS: u32 = 1;
+
+/// Tokens in free text: split on Unicode whitespace, each piece `ceil(bytes / 5)`, at least 1.
+pub fn count_text_tokens(text: &str) -> u32 {
+    text.split_whitespace()
+        .fold(0u32, |sum, piece| sum.saturating_add(piece_tokens(piece)))
+}
+
+/// Prompt tokens of a request body: a chat body (with `messages`) or a completion body (with
+/// `prompt`). `None` when the body has neither or they are ill-typed.
+pub fn count_prompt_tokens(body: &Value) -> Option<u32> {
+    let prompt = if body.get("messages").is_some() {
+        Prompt::from_chat(body).ok()?
+    } else {
+        Prompt::from_completion(body).ok()?
+    };
+    Some(prompt.token_count())
+}
+
+fn piece_tokens(piece: &str) -> u32 {
+    u32::try_from(piece.len().div_ceil(5))
+        .unwrap_or(u32::MAX)
+        .max(1)
+}
+
+/// Which endpoint a prompt came from; decides the template overhead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PromptKind {
+    Chat,
+    Completion,
+}
+
+/// One chat message (or the single completion prompt), borrowing from the request body.
+#[derive(Debug)]
+pub(crate) struct Message<'a> {
+    pub role: &'a str,
+    /// Text parts in order; a plain string content is one part.
+    pub parts: Vec<&'a str>,
+}
+
+/// A validated prompt, borrowing from the parsed request body.
+#[derive(Debug)]
+pub(crate) struct Prompt<'a> {
+    pub kind: PromptKind,
+    pub messages: Vec<Message<'a>>,
+}
+
+/// One step of [`Prompt::walk`]: template tokens (`header`) or one whitespace-separated word.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Step<'a> {
+    pub header: bool,
+    pub bytes: &'a [u8],
+    pub tokens: u32,
+}
+
+impl<'a> Prompt<'a> {
+    /// Reads `messages` of a chat body. Content may be a string, an array of parts (text parts
+    /// count, other part types such as images are skipped), null or absent.
+    pub fn from_chat(body: &'a Value) -> Result<Prompt<'a>, String> {
+        let Some(messages) = body.get("messages") else {
+            return Err("'messages' is required".into());
+        };
+        let Some(messages) = messages.as_array() else {
+            return Err("'messages' must be an array".into());
+        };
+        if messages.is_empty() {
+            return Err("'messages' must not be empty".into());
+        }
+        let mut out = Vec::with_capacity(messages.len());
+        for (i, message) in messages.iter().enumerate() {
+            let Some(role) = message.get("role").and_then(Value::as_str) else {
+                return Err(format!("messages[{i}].role must be a string"));
+            };
+            let parts = match message.get("content") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::String(text)) => vec![text.as_str()],
+                Some(Value::Array(items)) => content_parts(i, items)?,
+                Some(_) => {
+                    return Err(format!(
+                        "messages[{i}].content must be a string, an array of parts or null"
+                    ));
+                }
+            };
+            out.push(Message { role, parts });
+        }
+        Ok(Prompt {
+            kind: PromptKind::Chat,
+            messages: out,
+        })
+    }
+
+    /// Reads `prompt` of a completion body: a string, or an array holding exactly one string
+    /// (several prompts would mean several choices, which the simulator does not produce).
+    pub fn from_completion(body: &'a Value) -> Result<Prompt<'a>, String> {
+        let text = match body.get("prompt") {
+            None => return Err("'prompt' is required".into()),
+            Some(Value::String(text)) => text.as_str(),
+            Some(Value::Array(items)) => match items.as_slice() {
+                [Value::String(text)] => text.as_str(),
+                _ => return Err("'prompt' must be a string or an array of one string".into()),
+            },
+            Some(_) => return Err("'prompt' must be a string".into()),
+        };
+        Ok(Prompt {
+            kind: PromptKind::Completion,
+            messages: vec![Message {
+                role: "",
+                parts: vec![text],
+            }],
+        })
+    }
+
+    /// Visits the prompt in token order. The sum of `tokens` over all steps is the prompt's
+    /// token count, so counting and prefix hashing cannot disagree.
+    pub fn walk(&self, mut visit: impl FnMut(Step<'_>)) {
+        let header = |bytes: &'a [u8], tokens| Step {
+            header: true,
+            bytes,
+            tokens,
+        };
+        match self.kind {
+            PromptKind::Completion => visit(header(b"", BOS)),
+            PromptKind::Chat => {}
+        }
+        for message in &self.messages {
+            if self.kind == PromptKind::Chat {
+                visit(header(message.role.as_bytes(), MESSAGE_OVERHEAD));
+            }
+            for part in &message.parts {
+                for word in part.split_whitespace() {
+                    visit(Step {
+                        header: false,
+                        bytes: word.as_bytes(),
+                        tokens: piece_tokens(word),
+                    });
+                }
+            }
+        }
+        if self.kind == PromptKind::Chat {
+            // Shaped like the header of an assistant message, so the next turn of the same
+            // conversation (which contains this assistant message) shares this prefix.
+            visit(header(b"assistant", ASSISTANT_TURN));
+        }
+    }
+
+    /// Total prompt tokens.
+    pub fn token_count(&self) -> u32 {
+        let mut total = 0u32;
+        self.walk(|step| total = total.saturating_add(step.tokens));
+        total
+    }
+
+    /// The text a canary marker is looked for in: the last user message of a chat, or the
+    /// completion prompt.
+    pub fn canary_source(&self) -> &[&'a str] {
+        let found = match self.kind {
+            PromptKind::Completion => self.messages.first(),
+            PromptKind::Chat => self.messages.iter().rev().find(|m| m.role == "user"),
+        };
+        found.map_or(&[], |message| message.parts.as_slice())
+    }
+}
+
+fn content_parts(index: usize, items: &[Value]) -> Result<Vec<&str>, String> {
+    let mut parts = Vec::with_capacity(items.len());
+    for item in items {
+        if !item.is_object() {
+            return Err(format!("messages[{index}].content parts must be objects"));
+        }
+        if item.get("type").and_then(Value::as_str) != Some("text") {
+            continue;
+        }
+        match item.get("text") {
+            Some(Value::String(text)) => parts.push(text.as_str()),
+            _ => return Err(format!("messages[{index}].content text part needs 'text'")),
+        }
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn text_rule_examples() {
+        assert_eq!(count_text_tokens(""), 0);
+        assert_eq!(count_text_tokens("   \n\t "), 0);
+        assert_eq!(count_text_tokens("a"), 1);
+        assert_eq!(count_text_tokens("hello"), 1);
+        assert_eq!(count_text_tokens("hello!"), 2);
+        assert_eq!(count_text_tokens("a b c"), 3);
+        assert_eq!(count_text_tokens("abcdefghijk"), 3);
+        // Non-breaking space (U+00A0) is Unicode whitespace; "é" is two bytes.
+        assert_eq!(count_text_tokens("ab\u{a0}cd"), 2);
+        assert_eq!(count_text_tokens("ééé"), 2);
+    }
+
+    #[test]
+    fn chat_counts_template_overhead() {
+        let body = json!({"messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "hello world"},
+                                         {"type": "image_url", "image_url": {"url": "x"}}]},
+            {"role": "assistant", "content": null},
+        ]});
+        // (2 + 3) + (2 + 3) + (0 + 3) + 3 for the assistant turn.
+        assert_eq!(count_prompt_tokens(&body), Some(16));
+    }
+
+    #[test]
+    fn completion_counts_bos() {
+        assert_eq!(
+            count_prompt_tokens(&json!({"prompt": "hello world"})),
+            Some(3)
+        );
+        assert_eq!(count_prompt_tokens(&json!({"prompt": ["abcdef"]})), Some(3));
+        assert_eq!(count_prompt_tokens(&json!({"prompt": ""})), Some(1));
+    }
+
+    #[test]
+    fn same_text_costs_differently_per_endpoint() {
+        let chat = json!({"messages": [{"role": "user", "content": "one two three"}]});
+        let completion = json!({"prompt": "one two three"});
+        assert_eq!(count_prompt_tokens(&chat), Some(9));
+        assert_eq!(count_prompt_tokens(&completion), Some(4));
+    }
+
+    #[test]
+    fn ill_typed_bodies_are_refused() {
+        assert_eq!(count_prompt_tokens(&json!({})), None);
+        assert_eq!(count_prompt_tokens(&json!({"messages": "hi"})), None);
+        assert_eq!(count_prompt_tokens(&json!({"messages": []})), None);
+        assert_eq!(
+            count_prompt_tokens(&json!({"messages": [{"content": "x"}]})),
+            None
+        );
+        assert_eq!(
+            count_prompt_tokens(&json!({"messages": [{"role": "user", "content": 5}]})),
+            None
+        );
+        assert_eq!(count_prompt_tokens(&json!({"prompt": 5})), None);
+        assert_eq!(count_prompt_tokens(&json!({"prompt": ["a", "b"]})), None);
+    }
+
+    #[test]
+    fn canary_source_is_last_user_message() {
+        let body = json!({"messages": [
+            {"role": "user", "content": "first"},
+            {"role": "user", "content": "second"},
+            {"role": "assistant", "content": "reply"},
+        ]});
+        let prompt = Prompt::from_chat(&body).expect("valid");
+        assert_eq!(prompt.canary_source(), &["second"]);
+    }
+}

@@ -1,0 +1,269 @@
+//! What a request will generate: how many reasoning and content tokens, why it stops, what it
+//! reports in usage, and the words themselves. All of it is drawn from a generator seeded by
+//! the prompt hash, so the same prompt always produces the same answer.
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
+use super::profile::Profile;
+use super::request::GenRequest;
+use super::tokenize::PromptKind;
+
+/// Vocabulary of the simulated model; every token is one of these with a leading space.
+/// Plain ASCII letters keep chunks cheap to build (nothing to escape) and easy to read.
+const WORDS: &[&str] = &[
+    " the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on",
+    " this", " by", " from", " at", " model", " token", " time", " load", " request", " server",
+    " answer", " first", " second", " then", " because", " which", " each", " more", " less",
+    " fast", " slow", " queue", " batch", " cache", " prompt", " stream", " chunk", " latency",
+    " result", " value", " number", " system", " check", " simple", " clear", " step", " next",
+    " think", " count", " reply", " word", " line", " test", " data", " point", " rate", " peak",
+    " steady", " window", " engine", " output", " input",
+];
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// The model reached its natural end of turn.
+    Stop,
+    /// Cut by `max_tokens` (or `ignore_eos` + `max_tokens`, or the context edge).
+    Length,
+}
+
+impl Finish {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+        }
+    }
+}
+
+/// Token counts of one response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OutputPlan {
+    pub reasoning: u32,
+    pub content: u32,
+    pub finish: Finish,
+    /// What usage reports; one more than streamed with the end-of-turn quirk.
+    pub completion_tokens: u32,
+    /// The never-streamed end-of-turn token takes one decode step before the finish chunk.
+    pub eos_step: bool,
+}
+
+impl OutputPlan {
+    pub fn total(&self) -> u32 {
+        self.reasoning.saturating_add(self.content)
+    }
+}
+
+fn draw(rng: &mut Xoshiro256PlusPlus, (a, b): (u32, u32)) -> u32 {
+    rng.random_range(a.min(b)..=a.max(b))
+}
+
+/// Decides the token counts for `req`. Reasoning counts against `max_tokens` first, as it
+/// does in real engines; completions have no reasoning channel at all.
+pub(crate) fn plan_output(
+    profile: &Profile,
+    req: &GenRequest<'_>,
+    prompt_tokens: u32,
+    rng: &mut Xoshiro256PlusPlus,
+) -> OutputPlan {
+    // Both lengths are always drawn so the content length of a prompt does not change when
+    // thinking is switched off.
+    let natural_reasoning = draw(rng, profile.reasoning_tokens);
+    let natural_content = draw(rng, profile.content_tokens);
+    let mut reasoning = if req.prompt.kind == PromptKind::Chat && req.thinking {
+        natural_reasoning
+    } else {
+        0
+    };
+    let mut content = natural_content;
+    // Every answer carries at least one token, and a canary needs a content token to ride on.
+    if content == 0 && (reasoning == 0 || req.canary.is_some()) {
+        content = 1;
+    }
+    if reasoning.saturating_add(content) < req.min_tokens {
+        content = req.min_tokens - reasoning;
+    }
+    // Output past the context edge stops with `length`, like llama.cpp.
+    let room = profile.context_limit.saturating_sub(prompt_tokens).max(1);
+    let cap = req.max_tokens.map_or(room, |limit| limit.min(room));
+    // `ignore_eos` with a limit runs to exactly the limit; otherwise only a natural length
+    // over the limit is cut.
+    let cut =
+        (req.ignore_eos && req.max_tokens.is_some()) || reasoning.saturating_add(content) > cap;
+    let finish = if cut {
+        reasoning = reasoning.min(cap);
+        content = cap - reasoning;
+        Finish::Length
+    } else {
+        Finish::Stop
+    };
+    let eos_step = profile.eos_in_usage && finish == Finish::Stop;
+    OutputPlan {
+        reasoning,
+        content,
+        finish,
+        completion_tokens: reasoning
+            .saturating_add(content)
+            .saturating_add(u32::from(eos_step)),
+        eos_step,
+    }
+}
+
+/// Produces the words of one response in order: reasoning tokens, then content tokens (the
+/// first of which is the canary marker when there is one).
+pub(crate) struct TextSource {
+    /// Separate streams, so the answer's words do not depend on how much reasoning came
+    /// before them (thinking on or off, reasoning cut by `max_tokens`).
+    reasoning_rng: Xoshiro256PlusPlus,
+    content_rng: Xoshiro256PlusPlus,
+    canary: Option<String>,
+    content_started: bool,
+}
+
+impl TextSource {
+    pub fn new(seed: u64, canary: Option<&str>) -> TextSource {
+        TextSource {
+            // Different streams from the one that drew the lengths.
+            reasoning_rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_7e47_0000_0001),
+            content_rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_7e47_0000_0002),
+            canary: canary.map(str::to_owned),
+            content_started: false,
+        }
+    }
+
+    /// Appends `n` reasoning tokens.
+    pub fn push_reasoning(&mut self, out: &mut String, n: u32) {
+        for _ in 0..n {
+            out.push_str(word(&mut self.reasoning_rng));
+        }
+    }
+
+    /// Appends `n` content tokens.
+    pub fn push_content(&mut self, out: &mut String, n: u32) {
+        let mut n = n;
+        if n > 0 && !self.content_started {
+            self.content_started = true;
+            if let Some(marker) = &self.canary {
+                out.push_str(marker);
+                n -= 1;
+            }
+        }
+        for _ in 0..n {
+            out.push_str(word(&mut self.content_rng));
+        }
+    }
+}
+
+fn word(rng: &mut Xoshiro256PlusPlus) -> &'static str {
+    WORDS[rng.random_range(0..WORDS.len())]
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::mock::request::parse;
+
+    fn plan_for(profile: &Profile, kind: PromptKind, body: &Value) -> OutputPlan {
+        let req = parse(kind, body).expect("valid request");
+        let tokens = req.prompt.token_count();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(42);
+        plan_output(profile, &req, tokens, &mut rng)
+    }
+
+    fn profile() -> Profile {
+        Profile {
+            reasoning_tokens: (30, 30),
+            content_tokens: (20, 20),
+            ..Profile::named("fast").expect("fast")
+        }
+    }
+
+    #[test]
+    fn natural_length_stops() {
+        let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+        let plan = plan_for(&profile(), PromptKind::Chat, &body);
+        assert_eq!(
+            (plan.reasoning, plan.content, plan.finish),
+            (30, 20, Finish::Stop)
+        );
+        assert_eq!(plan.completion_tokens, 50);
+    }
+
+    #[test]
+    fn max_tokens_cuts_reasoning_first() {
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 40});
+        let plan = plan_for(&profile(), PromptKind::Chat, &body);
+        assert_eq!(
+            (plan.reasoning, plan.content, plan.finish),
+            (30, 10, Finish::Length)
+        );
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10});
+        let plan = plan_for(&profile(), PromptKind::Chat, &body);
+        assert_eq!((plan.reasoning, plan.content), (10, 0));
+    }
+
+    #[test]
+    fn ignore_eos_generates_exactly_max_tokens() {
+        let body = json!({"messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 100, "ignore_eos": true});
+        let plan = plan_for(&profile(), PromptKind::Chat, &body);
+        assert_eq!(
+            (plan.reasoning, plan.content, plan.finish),
+            (30, 70, Finish::Length)
+        );
+    }
+
+    #[test]
+    fn min_tokens_extends_content() {
+        let body = json!({"prompt": "hi", "min_tokens": 64});
+        let plan = plan_for(&profile(), PromptKind::Completion, &body);
+        assert_eq!(
+            (plan.reasoning, plan.content, plan.finish),
+            (0, 64, Finish::Stop)
+        );
+    }
+
+    #[test]
+    fn thinking_off_and_eos_quirk() {
+        let mut profile = profile();
+        profile.eos_in_usage = true;
+        let body = json!({"messages": [{"role": "user", "content": "hi"}],
+            "chat_template_kwargs": {"enable_thinking": false}});
+        let plan = plan_for(&profile, PromptKind::Chat, &body);
+        assert_eq!((plan.reasoning, plan.content), (0, 20));
+        assert_eq!(plan.completion_tokens, 21);
+        assert!(plan.eos_step);
+    }
+
+    #[test]
+    fn context_edge_stops_with_length() {
+        let mut profile = profile();
+        profile.context_limit = 20;
+        let body = json!({"prompt": "a b c d e f g h i"});
+        let plan = plan_for(&profile, PromptKind::Completion, &body);
+        assert_eq!((plan.total(), plan.finish), (10, Finish::Length));
+    }
+
+    #[test]
+    fn text_starts_with_canary_and_is_deterministic() {
+        let make = || {
+            let mut source = TextSource::new(7, Some("ANVIL_REQ_x1"));
+            let mut reasoning = String::new();
+            let mut content = String::new();
+            source.push_reasoning(&mut reasoning, 3);
+            source.push_content(&mut content, 1);
+            source.push_content(&mut content, 2);
+            (reasoning, content)
+        };
+        let (reasoning, content) = make();
+        assert_eq!(reasoning.split(' ').count(), 4);
+        assert!(content.starts_with("ANVIL_REQ_x1 "));
+        assert_eq!(content.split(' ').count(), 3);
+        assert_eq!(make(), (reasoning, content));
+    }
+}

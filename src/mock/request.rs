@@ -1,0 +1,187 @@
+//! Reading a generation request body: the prompt plus the sampling fields the simulator
+//! honours. Everything else (temperature, top_p, tools, …) is accepted and ignored, as real
+//! engines accept fields they do not use.
+
+use serde_json::Value;
+
+use super::tokenize::{Prompt, PromptKind};
+
+/// Echoed when the request names no model.
+pub(crate) const DEFAULT_MODEL: &str = "anvil-sim";
+
+/// The canary prefix a load generator embeds in prompts to match answers to requests.
+const CANARY_PREFIX: &str = "ANVIL_REQ_";
+
+/// A validated generation request, borrowing from the parsed body.
+#[derive(Debug)]
+pub(crate) struct GenRequest<'a> {
+    pub prompt: Prompt<'a>,
+    pub stream: bool,
+    pub include_usage: bool,
+    /// Output token limit; `None` lets the model stop at its natural length.
+    pub max_tokens: Option<u32>,
+    /// vLLM's `min_tokens`: the model does not stop before this many tokens.
+    pub min_tokens: u32,
+    pub ignore_eos: bool,
+    /// False when `chat_template_kwargs.enable_thinking` is `false`.
+    pub thinking: bool,
+    pub model: &'a str,
+    /// `ANVIL_REQ_…` marker the visible answer must start with.
+    pub canary: Option<&'a str>,
+}
+
+/// Validates `body` for the endpoint `kind`. The error is the message of a 400 answer.
+pub(crate) fn parse(kind: PromptKind, body: &Value) -> Result<GenRequest<'_>, String> {
+    if !body.is_object() {
+        return Err("request body must be a JSON object".into());
+    }
+    let prompt = match kind {
+        PromptKind::Chat => Prompt::from_chat(body)?,
+        PromptKind::Completion => Prompt::from_completion(body)?,
+    };
+    let include_usage = match body.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(options @ Value::Object(_)) => opt_bool(options, "include_usage")?.unwrap_or(false),
+        Some(_) => return Err("'stream_options' must be an object".into()),
+    };
+    // llama.cpp's precedence: n_predict, then max_completion_tokens, then max_tokens.
+    let mut max_tokens = None;
+    for key in ["n_predict", "max_completion_tokens", "max_tokens"] {
+        if let Some(limit) = opt_int(body, key)? {
+            // Negative means unlimited (llama.cpp's -1); 0 still yields one token.
+            if limit >= 0 {
+                max_tokens = Some(u32::try_from(limit).unwrap_or(u32::MAX).max(1));
+            }
+            break;
+        }
+    }
+    let min_tokens = opt_int(body, "min_tokens")?
+        .map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX))
+        .unwrap_or(0);
+    let thinking = match body.get("chat_template_kwargs") {
+        Some(kwargs @ Value::Object(_)) => opt_bool(kwargs, "enable_thinking")?.unwrap_or(true),
+        _ => true,
+    };
+    let model = match body.get("model") {
+        None | Some(Value::Null) => DEFAULT_MODEL,
+        Some(Value::String(name)) => name.as_str(),
+        Some(_) => return Err("'model' must be a string".into()),
+    };
+    let canary = prompt
+        .canary_source()
+        .iter()
+        .find_map(|text| find_canary(text));
+    Ok(GenRequest {
+        stream: opt_bool(body, "stream")?.unwrap_or(false),
+        include_usage,
+        max_tokens,
+        min_tokens,
+        ignore_eos: opt_bool(body, "ignore_eos")?.unwrap_or(false),
+        thinking,
+        model,
+        canary,
+        prompt,
+    })
+}
+
+/// `ANVIL_REQ_` plus the longest following run of `[A-Za-z0-9_]`, at its first occurrence.
+pub(crate) fn find_canary(text: &str) -> Option<&str> {
+    let start = memchr::memmem::find(text.as_bytes(), CANARY_PREFIX.as_bytes())?;
+    let tail = &text.as_bytes()[start + CANARY_PREFIX.len()..];
+    let run = tail
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+        .count();
+    // The run is ASCII, so the end is a char boundary.
+    text.get(start..start + CANARY_PREFIX.len() + run)
+}
+
+fn opt_bool(object: &Value, key: &str) -> Result<Option<bool>, String> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(format!("'{key}' must be a boolean")),
+    }
+}
+
+fn opt_int(object: &Value, key: &str) -> Result<Option<i64>, String> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => {
+            if let Some(i) = n.as_i64() {
+                Ok(Some(i))
+            } else if n.as_u64().is_some() {
+                Ok(Some(i64::MAX))
+            } else {
+                Err(format!("'{key}' must be an integer"))
+            }
+        }
+        Some(_) => Err(format!("'{key}' must be an integer")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn canary_takes_the_maximal_identifier_run() {
+        assert_eq!(
+            find_canary("Begin with ANVIL_REQ_ab12_X9. then"),
+            Some("ANVIL_REQ_ab12_X9")
+        );
+        assert_eq!(find_canary("ANVIL_REQ_"), Some("ANVIL_REQ_"));
+        assert_eq!(find_canary("ANVIL_REQ_é"), Some("ANVIL_REQ_"));
+        assert_eq!(find_canary("no marker"), None);
+    }
+
+    #[test]
+    fn fields_are_read_with_defaults() {
+        let body = json!({"messages": [{"role": "user", "content": "hi ANVIL_REQ_7"}]});
+        let req = parse(PromptKind::Chat, &body).expect("valid");
+        assert!(!req.stream && !req.include_usage && !req.ignore_eos && req.thinking);
+        assert_eq!(req.max_tokens, None);
+        assert_eq!(req.model, DEFAULT_MODEL);
+        assert_eq!(req.canary, Some("ANVIL_REQ_7"));
+
+        let body = json!({"prompt": "x", "stream": true, "stream_options": {"include_usage": true},
+            "max_tokens": 0, "min_tokens": 4, "ignore_eos": true, "model": "m",
+            "temperature": 0.7, "chat_template_kwargs": {"enable_thinking": false}});
+        let req = parse(PromptKind::Completion, &body).expect("valid");
+        assert!(req.stream && req.include_usage && req.ignore_eos && !req.thinking);
+        assert_eq!(req.max_tokens, Some(1));
+        assert_eq!(req.min_tokens, 4);
+        assert_eq!(req.model, "m");
+    }
+
+    #[test]
+    fn max_tokens_precedence_and_unlimited() {
+        let body = json!({"prompt": "x", "max_tokens": 5, "max_completion_tokens": 9});
+        let req = parse(PromptKind::Completion, &body).expect("valid");
+        assert_eq!(req.max_tokens, Some(9));
+        let body = json!({"prompt": "x", "max_tokens": -1});
+        let req = parse(PromptKind::Completion, &body).expect("valid");
+        assert_eq!(req.max_tokens, None);
+    }
+
+    #[test]
+    fn ill_typed_fields_are_refused() {
+        let cases = [
+            json!([1, 2]),
+            json!({"prompt": "x", "stream": "yes"}),
+            json!({"prompt": "x", "max_tokens": 1.5}),
+            json!({"prompt": "x", "max_tokens": "10"}),
+            json!({"prompt": "x", "model": 3}),
+            json!({"prompt": "x", "stream_options": 1}),
+            json!({"messages": [{"role": "user", "content": "x"}]}),
+        ];
+        for body in cases {
+            assert!(
+                parse(PromptKind::Completion, &body).is_err(),
+                "accepted {body}"
+            );
+        }
+    }
+}

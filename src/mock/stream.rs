@@ -1,0 +1,259 @@
+//! Paced generation of one response: the SSE body of a streamed request, and the wait of a
+//! non-streamed one, with the counters each outcome updates.
+//!
+//! The stream is a `futures::stream::unfold` driven directly by the HTTP body rather than a
+//! spawned task feeding a channel: when the client goes away hyper drops the body, which
+//! drops the unfold state, which stops generation and counts the disconnect, with no second
+//! task to cancel and no channel hop per chunk (that matters for the `instant` profile).
+//!
+//! Timing uses absolute deadlines: token `i` is ready at `arrival + prefill + i * tpot` and a
+//! chunk leaves when its last token is ready. Sleeping until such deadlines keeps the average
+//! rate exact although tokio's timer only has millisecond granularity (late wakeups are
+//! absorbed by the next deadline instead of accumulating).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::Stream;
+use tokio::time::Instant;
+
+use super::plan::{OutputPlan, TextSource};
+use super::profile::{Profile, UsagePlacement};
+use super::stats::MockStats;
+use super::tokenize::PromptKind;
+use super::wire::{Channel, ChunkWriter, Usage};
+
+/// Counts one generation request as active for as long as it lives, and records how it
+/// ended: completed (via [`ActiveGuard::complete`]) or disconnected (dropped before that).
+pub(crate) struct ActiveGuard {
+    stats: Arc<MockStats>,
+    completed: bool,
+    tokens_streamed: u64,
+    chunks_streamed: u64,
+}
+
+impl ActiveGuard {
+    pub fn new(stats: Arc<MockStats>) -> ActiveGuard {
+        stats.active_requests.fetch_add(1, Ordering::Relaxed);
+        ActiveGuard {
+            stats,
+            completed: false,
+            tokens_streamed: 0,
+            chunks_streamed: 0,
+        }
+    }
+
+    fn record_chunk(&mut self, tokens: u32) {
+        // Kept locally and published once at the end: a shared atomic per chunk would be
+        // contended by every concurrent stream.
+        self.tokens_streamed += u64::from(tokens);
+        self.chunks_streamed += 1;
+    }
+
+    /// Publishes the outcome. Called before the last bytes are handed to the client, so a
+    /// client that has seen the end of the response also sees the counters.
+    pub fn complete(&mut self, completion_tokens: u32) {
+        let stats = &self.stats;
+        MockStats::add(&stats.requests_completed, 1);
+        MockStats::add(&stats.completion_tokens, u64::from(completion_tokens));
+        self.publish_streamed();
+        self.stats.active_requests.fetch_sub(1, Ordering::Relaxed);
+        self.completed = true;
+    }
+
+    fn publish_streamed(&mut self) {
+        MockStats::add(&self.stats.tokens_streamed, self.tokens_streamed);
+        MockStats::add(&self.stats.chunks_streamed, self.chunks_streamed);
+        self.tokens_streamed = 0;
+        self.chunks_streamed = 0;
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        if !self.completed {
+            self.publish_streamed();
+            MockStats::add(&self.stats.requests_disconnected, 1);
+            self.stats.active_requests.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Everything one accepted request needs to produce its response.
+pub(crate) struct Generation {
+    pub profile: Arc<Profile>,
+    pub kind: PromptKind,
+    pub plan: OutputPlan,
+    pub text: TextSource,
+    pub usage: Usage,
+    pub include_usage: bool,
+    pub arrival: Instant,
+    pub uncached_tokens: u32,
+    pub guard: ActiveGuard,
+}
+
+impl Generation {
+    fn load_factor(&self) -> f64 {
+        self.profile.load_factor(self.guard.stats.active())
+    }
+
+    /// `tokens` decode steps at the current load.
+    fn decode_time(&self, tokens: u32, factor: f64) -> Duration {
+        let tpot = self.profile.time_per_output_token;
+        if tpot.is_zero() || tokens == 0 {
+            return Duration::ZERO;
+        }
+        Duration::try_from_secs_f64(tpot.as_secs_f64() * f64::from(tokens) * factor)
+            .unwrap_or(Duration::MAX)
+    }
+
+    /// When the first output token is ready.
+    fn first_token_at(&self) -> Instant {
+        let prefill = self
+            .profile
+            .prefill_time(self.uncached_tokens, self.load_factor());
+        after(self.arrival, prefill)
+    }
+
+    /// Waits out the whole generation, for a non-streamed response. The load factor is
+    /// sampled once, at the start, since nothing is sent in between.
+    pub async fn wait_until_generated(&self) {
+        let factor = self.load_factor();
+        let mut steps = self.plan.total().saturating_sub(1);
+        steps = steps.saturating_add(u32::from(self.plan.eos_step));
+        let end = after(self.first_token_at(), self.decode_time(steps, factor));
+        sleep_until(end).await;
+    }
+}
+
+/// `base + offset`, saturating far in the future instead of overflowing.
+fn after(base: Instant, offset: Duration) -> Instant {
+    base.checked_add(offset)
+        .unwrap_or_else(|| base + Duration::from_secs(365 * 24 * 3600))
+}
+
+async fn sleep_until(deadline: Instant) {
+    // Past deadlines return at once without registering a timer: with a sub-millisecond
+    // time per token several chunks are due per timer tick.
+    if deadline > Instant::now() {
+        tokio::time::sleep_until(deadline).await;
+    }
+}
+
+/// State of one SSE body between chunks.
+struct StreamState {
+    generation: Generation,
+    writer: ChunkWriter,
+    /// Tokens emitted so far.
+    emitted: u32,
+    /// When the last emitted token was ready.
+    last_ready: Option<Instant>,
+    finished: bool,
+    buf: BytesMut,
+    text: String,
+}
+
+/// The SSE body of a streamed response.
+pub(crate) fn sse_stream(
+    generation: Generation,
+    writer: ChunkWriter,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    let state = StreamState {
+        generation,
+        writer,
+        emitted: 0,
+        last_ready: None,
+        finished: false,
+        buf: BytesMut::with_capacity(1024),
+        text: String::new(),
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        if state.finished {
+            return None;
+        }
+        let frame = state.next_frame().await;
+        Some((Ok(frame), state))
+    })
+}
+
+impl StreamState {
+    /// The next body frame: one delta chunk (preceded by the role chunk the first time), or
+    /// finally the finish chunk, the usage chunk and `[DONE]` together.
+    async fn next_frame(&mut self) -> Bytes {
+        let plan = self.generation.plan;
+        let total = plan.total();
+        if self.emitted < total {
+            self.delta_frame(plan).await;
+        } else {
+            self.final_frame(plan).await;
+        }
+        self.buf.split().freeze()
+    }
+
+    async fn delta_frame(&mut self, plan: OutputPlan) {
+        let start = self.emitted;
+        let per_chunk = self.generation.profile.tokens_per_chunk.max(1);
+        // A chunk never mixes reasoning and content.
+        let (channel, channel_end) = if start < plan.reasoning {
+            (Channel::Reasoning, plan.reasoning)
+        } else {
+            (Channel::Content, plan.total())
+        };
+        let end = start.saturating_add(per_chunk).min(channel_end);
+        let count = end - start;
+        let factor = self.generation.load_factor();
+        let ready = match self.last_ready {
+            None => after(
+                self.generation.first_token_at(),
+                self.generation.decode_time(count - 1, factor),
+            ),
+            Some(last) => after(last, self.generation.decode_time(count, factor)),
+        };
+        if self.last_ready != Some(ready) {
+            sleep_until(ready).await;
+        }
+        self.last_ready = Some(ready);
+
+        self.text.clear();
+        match channel {
+            Channel::Reasoning => self.generation.text.push_reasoning(&mut self.text, count),
+            Channel::Content => self.generation.text.push_content(&mut self.text, count),
+        }
+        if start == 0 && self.generation.kind == PromptKind::Chat {
+            // The role chunk is not a token: it goes out together with the first one.
+            self.writer.role(&mut self.buf);
+        }
+        self.writer.delta(&mut self.buf, channel, &self.text);
+        self.generation.guard.record_chunk(count);
+        self.emitted = end;
+    }
+
+    async fn final_frame(&mut self, plan: OutputPlan) {
+        let generation = &self.generation;
+        if plan.eos_step {
+            // The end-of-turn token is decoded but never streamed.
+            let factor = generation.load_factor();
+            let last = self
+                .last_ready
+                .unwrap_or_else(|| generation.first_token_at());
+            sleep_until(after(last, generation.decode_time(1, factor))).await;
+        }
+        let usage = generation.usage;
+        let on_finish = generation.kind == PromptKind::Completion
+            && generation.profile.usage_placement == UsagePlacement::FinishChunk;
+        if self.emitted == 0 && generation.kind == PromptKind::Chat {
+            self.writer.role(&mut self.buf);
+        }
+        self.writer
+            .finish(&mut self.buf, plan.finish, on_finish.then_some(&usage));
+        if generation.include_usage && !on_finish {
+            self.writer.usage(&mut self.buf, &usage);
+        }
+        ChunkWriter::done(&mut self.buf);
+        self.generation.guard.complete(plan.completion_tokens);
+        self.finished = true;
+    }
+}

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use profile::{PROFILE_NAMES, Profile, ReasoningField, UsagePlacement};
 pub use stats::{MockStats, MockStatsSnapshot};
+pub use tokenize::{count_prompt_tokens, count_text_tokens};
 
 /// After shutdown is requested, in-flight responses get this long to finish before `serve`
 /// returns anyway (a client that stops reading would otherwise hold it forever).
@@ -78,12 +79,16 @@ pub async fn serve(
 }
 
 /// A server running in-process on `127.0.0.1` with an ephemeral port (tests, the demo).
+///
+/// Dropping it without [`MockServer::shutdown`] still asks the server to stop, but does not
+/// wait for it.
 #[derive(Debug)]
 pub struct MockServer {
     addr: SocketAddr,
     stats: Arc<MockStats>,
     stop: CancellationToken,
-    task: JoinHandle<std::io::Result<()>>,
+    /// Taken by `shutdown`; `None` only after it.
+    task: Option<JoinHandle<std::io::Result<()>>>,
 }
 
 impl MockServer {
@@ -103,10 +108,11 @@ impl MockServer {
             addr,
             stats,
             stop,
-            task,
+            task: Some(task),
         })
     }
 
+    /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -116,18 +122,29 @@ impl MockServer {
         format!("http://{}/v1", self.addr)
     }
 
+    /// The server's counters right now.
     pub fn stats(&self) -> MockStatsSnapshot {
         self.stats.snapshot()
     }
 
     /// Stops accepting connections, lets in-flight responses finish (bounded by a grace
     /// period) and waits for the server task to end.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         self.stop.cancel();
-        match self.task.await {
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        match task.await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => tracing::warn!("mock server ended with an error: {err}"),
             Err(err) => tracing::warn!("mock server task failed: {err}"),
         }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        // A server forgotten by a failing test must not keep its port and task alive.
+        self.stop.cancel();
     }
 }

@@ -528,3 +528,66 @@ async fn side_endpoints() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn headers_precede_prefill_and_disconnect_during_prefill_is_seen() {
+    within(async {
+        let profile = Profile {
+            // 1 + 4 tokens at 10 tok/s: half a second of prefill.
+            prefill_tok_s: Some(10.0),
+            ..fast()
+        };
+        let server = MockServer::start(profile).await.expect("start");
+        let body = json!({"prompt": "a b c d", "stream": true});
+        let started = tokio::time::Instant::now();
+        let response = post(&server, "/completions", &body).await;
+        let headers_at = started.elapsed();
+        assert!(headers_at < Duration::from_millis(300), "{headers_at:?}");
+        drop(response);
+        let stats = wait_for_stats(&server, |s| s.requests_disconnected == 1).await;
+        let seen_at = started.elapsed();
+        // Seen while the body was still waiting for prefill, not at the first write.
+        assert!(seen_at < Duration::from_millis(400), "{seen_at:?}");
+        assert_eq!(stats.tokens_streamed, 0);
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn concurrent_streams_slow_each_other_down() {
+    within(async {
+        let profile = Profile {
+            prefill_tok_s: None,
+            time_per_output_token: Duration::from_millis(2),
+            reasoning_tokens: (0, 0),
+            content_tokens: (20, 20),
+            tokens_per_chunk: 1,
+            batch_slowdown: 1.0,
+            ..fast()
+        };
+        let server = MockServer::start(profile).await.expect("start");
+        let run = |prompt: &'static str| {
+            let server = &server;
+            async move {
+                let body = json!({"prompt": prompt, "stream": true});
+                sse_events(post(server, "/completions", &body).await)
+                    .await
+                    .len()
+            }
+        };
+        let started = tokio::time::Instant::now();
+        assert_eq!(run("alone").await, 22);
+        let alone = started.elapsed();
+        assert!(alone >= Duration::from_millis(38), "{alone:?}");
+
+        let started = tokio::time::Instant::now();
+        let (a, b, c) = tokio::join!(run("one"), run("two"), run("three"));
+        let together = started.elapsed();
+        assert_eq!((a, b, c), (22, 22, 22));
+        // Three active streams decode three times slower while all three run.
+        assert!(together >= Duration::from_millis(90), "{together:?}");
+        server.shutdown().await;
+    })
+    .await;
+}

@@ -64,19 +64,19 @@ struct WireChunk<'a> {
 struct WireChoice<'a> {
     #[serde(borrow, default)]
     delta: Option<WireDelta<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct WireDelta<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     reasoning_content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     reasoning: Option<Cow<'a, str>>,
 }
 
@@ -104,6 +104,37 @@ struct WireError<'a> {
     kind: Option<Cow<'a, str>>,
     #[serde(default)]
     code: Option<serde_json::Value>,
+}
+
+/// An optional string that borrows from the input unless it holds escapes. (serde's own
+/// `Option<Cow<str>>` always copies; borrowing is what keeps a chunk free of allocations.)
+fn opt_str<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    struct Str;
+    impl<'de> Visitor<'de> for Str {
+        type Value = Option<Cow<'de, str>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string or null")
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_str(Str)
+        }
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Borrowed(v)))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_owned())))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v)))
+        }
+    }
+    d.deserialize_option(Str)
 }
 
 /// The first element of a JSON array; the rest are skipped without allocating.

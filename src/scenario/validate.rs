@@ -70,6 +70,11 @@ impl Checker<'_> {
         ScenarioError { file: self.file.clone(), key: key.to_string(), problem, fix: fix.into() }
     }
 
+    /// ` (set by --option)` when the key's value came from the command line.
+    fn origin(&self, key: &str) -> String {
+        self.overridden.iter().find(|(k, _)| *k == key).map(|(_, o)| format!(" (set by {o})")).unwrap_or_default()
+    }
+
     fn duration(&self, key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ScenarioError> {
         let Some(text) = value else { return Ok(default) };
         let d = humantime::parse_duration(text.trim()).map_err(|e| {
@@ -372,8 +377,9 @@ fn workload(c: &Checker, w: &raw::RawWorkload) -> Result<Workload, ScenarioError
             return Err(c.err(
                 "workload.context_tokens",
                 format!(
-                    "planned context {tokens} plus max_tokens {} does not fit in max_context_tokens ({max_context})",
-                    w.max_tokens
+                    "planned context {tokens} plus workload.max_tokens {}{} does not fit in max_context_tokens ({max_context})",
+                    w.max_tokens,
+                    c.origin("workload.max_tokens")
                 ),
                 format!("keep every context at or below {} or lower max_tokens", max_context - w.max_tokens),
             ));

@@ -1,0 +1,269 @@
+//! The whole pipeline through the real binary: scenario → simulator → artifact, checked against
+//! the reference contract and against the simulator's own counts.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anvil_load::mock::{MockServer, Profile};
+use common::{anvil, artifacts, check_artifact, read_json, run, scenario, text};
+use serde_json::Value;
+
+fn fast() -> Profile {
+    Profile::named("fast").expect("fast profile exists")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_v4_reproduces_the_reference_configuration() {
+    let server = MockServer::start(fast()).await.unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = anvil();
+    cmd.arg(scenario("capacity-v4.toml")).arg("--base-url").arg(server.base_url()).arg("--out").arg(out.path());
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+
+    let paths = artifacts(out.path());
+    assert_eq!(paths.len(), 1);
+    let a = check_artifact(&paths[0]);
+    let reference = read_json(&common::manifest_dir().join("tests/fixtures/reference-artifact.json"));
+    for key in [
+        "schema",
+        "measurement_protocol",
+        "concurrency",
+        "requests",
+        "context_tokens",
+        "context_seed",
+        "context_distribution",
+        "max_context_tokens",
+        "max_tokens",
+        "prompt_cache_mode",
+        "request_canaries",
+        "shared_prefix_tokens",
+        "sampling",
+        "serve_flags",
+    ] {
+        assert_eq!(a[key], reference[key], "configuration field {key}");
+    }
+    let m = &a["metrics"];
+    assert_eq!(m["request_canary_passed"], 6);
+    assert!(m["reasoning_chunks"].as_u64().unwrap() > 0);
+    let stats = server.stats();
+    assert_eq!(a["completed"], 6);
+    assert_eq!(stats.requests_received, 6);
+    assert_eq!(stats.requests_completed, 6);
+    assert_eq!(m["output_tokens"].as_u64(), Some(stats.completion_tokens));
+    assert_eq!(m["prompt_tokens"].as_u64(), Some(stats.prompt_tokens));
+    // redact_base_url = true in the scenario.
+    assert_eq!(a["base_url"], "[redacted]");
+    assert_eq!(a["engine"], "ninfer");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_simulator_runs_when_no_base_url_is_given() {
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = anvil();
+    cmd.arg(scenario("smoke.toml")).arg("--out").arg(out.path()).arg("--requests").arg("12");
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    assert!(text(&result.stderr).contains("embedded simulator"), "banner missing: {}", text(&result.stderr));
+    let a = check_artifact(&artifacts(out.path())[0]);
+    assert_eq!(a["engine"], "anvil-simulator/fast");
+    assert_eq!(a["requests"], 12);
+    // The simulator's own counters travel in the artifact and agree with the client's.
+    assert_eq!(a["simulator"]["requests_received"], 12);
+    assert_eq!(a["simulator"]["requests_completed"], a["completed"]);
+    assert_eq!(a["simulator"]["completion_tokens"], a["metrics"]["output_tokens"]);
+    assert!(a["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "simulated_target"));
+    // The artifact path is the last thing printed.
+    let stdout = text(&result.stdout);
+    assert!(stdout.trim_end().lines().last().unwrap().starts_with("artifact: "), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_simulator_serves_a_separate_run() {
+    let mut child = anvil()
+        .args(["mock", "--listen", "127.0.0.1:0", "--profile", "fast"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mock starts");
+    let stderr = child.stderr.take().unwrap();
+    let banner = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stderr).read_line(&mut line).map(|_| line)
+    });
+    let banner = tokio::time::timeout(Duration::from_secs(30), banner).await.expect("banner in time").unwrap().unwrap();
+    let base_url = banner.split_whitespace().find(|w| w.starts_with("http://")).expect("banner has the URL").to_string();
+
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = anvil();
+    cmd.arg(scenario("smoke.toml")).arg("--base-url").arg(&base_url).arg("--out").arg(out.path());
+    let result = run(cmd).await;
+    let stats: Value = serde_json::from_slice(
+        &reqwest::get(format!("{}/mock/stats", base_url.trim_end_matches("/v1"))).await.unwrap().bytes().await.unwrap(),
+    )
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let a = check_artifact(&artifacts(out.path())[0]);
+    assert_eq!(a["requests"], 20);
+    assert_eq!(stats["requests_received"], 20);
+    assert_eq!(stats["requests_completed"], a["completed"]);
+    assert_eq!(a["base_url"], base_url.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_sweep_writes_one_artifact_per_level_and_a_summary() {
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = anvil();
+    cmd.arg(scenario("sweep.toml")).arg("--out").arg(out.path()).arg("--requests").arg("16");
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let paths = artifacts(out.path());
+    assert_eq!(paths.len(), 4);
+    let mut levels: Vec<u64> = paths.iter().map(|p| check_artifact(p)["concurrency"].as_u64().unwrap()).collect();
+    levels.sort_unstable();
+    assert_eq!(levels, [1, 2, 4, 8]);
+    let summary = std::fs::read_dir(out.path())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with("-sweep.json"))
+        .expect("sweep summary written");
+    let summary = read_json(&summary);
+    let rows = summary["levels"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        assert_eq!(row["requests"], 16);
+        assert!(row["ttft_p99_ms"].as_f64().unwrap() >= row["ttft_p50_ms"].as_f64().unwrap());
+    }
+    let stdout = text(&result.stdout);
+    assert!(stdout.contains("concurrency") && stdout.contains("TTFT p99"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_line_overrides_reach_the_artifact() {
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = anvil();
+    cmd.arg(scenario("smoke.toml"))
+        .args(["--requests", "5", "--concurrency", "2", "--max-tokens", "64", "--seed", "99", "--model", "other"])
+        .arg("--out")
+        .arg(out.path());
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let a = check_artifact(&artifacts(out.path())[0]);
+    assert_eq!((a["requests"].as_u64(), a["concurrency"].as_u64()), (Some(5), Some(2)));
+    assert_eq!((a["max_tokens"].as_u64(), a["context_seed"].as_u64()), (Some(64), Some(99)));
+    assert_eq!(a["model"], "other");
+    assert_eq!(a["request_timings"][0]["request_canary"]["marker"], "ANVIL_REQ_99_00000");
+    for r in a["request_timings"].as_array().unwrap() {
+        assert!(r["output_tokens"].as_u64().unwrap() <= 64);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_become_failure_records_not_crashes() {
+    // Contexts above the simulator's 262,144-token window: every request is refused with the
+    // OpenAI-style 400, recorded as a failure, and the run exits 1 (nothing succeeded).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("too-long.toml");
+    std::fs::write(
+        &file,
+        "[target]\nmodel = \"m\"\nsimulator = \"fast\"\n[run]\nrequests = 3\n[workload]\ncontext_tokens = 300000\nmax_context_tokens = 400000\nmax_tokens = 16\n",
+    )
+    .unwrap();
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--out").arg(dir.path().join("out"));
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(1), "{}", text(&result.stderr));
+    let a = check_artifact(&artifacts(&dir.path().join("out"))[0]);
+    assert_eq!((a["completed"].as_u64(), a["failed"].as_u64()), (Some(0), Some(3)));
+    for f in a["failures"].as_array().unwrap() {
+        assert_eq!(f["error_kind"], "context_length_exceeded");
+        assert_eq!(f["http_status"], 400);
+        assert!(!f["message"].as_str().unwrap().contains("reference text"));
+    }
+    assert_eq!(a["error_counts"]["context_length_exceeded"], 3);
+    assert_eq!(a["performance_eligible"], false);
+    assert!(text(&result.stderr).contains("requests failed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llamacpp_quirks_are_handled_for_chat_and_completions() {
+    // Connection closed after every stream, one token per chunk, an end-of-turn token counted
+    // but never streamed, usage on the finish chunk for completions.
+    for api in ["chat", "completions"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("llamacpp.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[target]\nmodel = \"m\"\napi = \"{api}\"\nsimulator = \"llamacpp\"\n[run]\nrequests = 16\n[load]\nconcurrency = 4\n[workload]\ncontext_tokens = 512\nmax_context_tokens = 8192\nmax_tokens = 64\n"
+            ),
+        )
+        .unwrap();
+        let mut cmd = anvil();
+        cmd.arg(&file).arg("--out").arg(dir.path());
+        let result = run(cmd).await;
+        assert!(result.status.success(), "{api}: {}", text(&result.stderr));
+        let a = check_artifact(&artifacts(dir.path())[0]);
+        assert_eq!(a["completed"], 16, "{api}: {}", serde_json::to_string_pretty(&a["failures"]).unwrap());
+        assert_eq!(a["metrics"]["request_canary_passed"], 16, "{api}");
+        assert_eq!(a["metrics"]["output_token_sources"]["usage"], 16, "{api}");
+        assert_eq!(a["simulator"]["requests_received"], 16, "{api}: the client must not resend requests");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_key_is_sent_but_never_written() {
+    let secret = "sk-anvil-test-1f2e3d4c5b6a";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keyed.toml");
+    std::fs::write(
+        &file,
+        "[target]\nmodel = \"m\"\nsimulator = \"fast\"\napi_key_env = \"ANVIL_TEST_SECRET\"\n[run]\nrequests = 4\n[workload]\ncontext_tokens = 256\nmax_context_tokens = 4096\nmax_tokens = 32\n",
+    )
+    .unwrap();
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--out").arg(dir.path().join("out")).env("ANVIL_TEST_SECRET", secret);
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let path = &artifacts(&dir.path().join("out"))[0];
+    let raw = std::fs::read_to_string(path).unwrap();
+    check_artifact(path);
+    assert!(!raw.contains(secret), "the API key leaked into the artifact");
+    assert!(raw.contains("ANVIL_TEST_SECRET"), "the variable's name is recorded");
+    assert!(!text(&result.stdout).contains(secret) && !text(&result.stderr).contains(secret));
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_writes_an_interrupted_artifact_and_exits_1() {
+    let out = tempfile::tempdir().unwrap();
+    // The realistic profile makes each 65k-context request take seconds: the signal lands mid-run.
+    let child = anvil()
+        .arg(scenario("capacity-v4.toml"))
+        .arg("--out")
+        .arg(out.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let pid = child.id();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let status = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+    assert!(status.success());
+    let output = tokio::time::timeout(Duration::from_secs(30), tokio::task::spawn_blocking(move || child.wait_with_output()))
+        .await
+        .expect("exits soon after the signal")
+        .unwrap()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let a = check_artifact(&artifacts(out.path())[0]);
+    assert_eq!(a["interrupted"], true);
+    assert!(a["requests"].as_u64().unwrap() < 6);
+    assert_eq!(a["error_counts"]["interrupted"], 1, "the in-flight request is recorded as interrupted");
+    assert_eq!(a["performance_eligible"], false);
+}

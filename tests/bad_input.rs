@@ -19,7 +19,10 @@ async fn expect_rejected(toml: &str, key: &str, extra: &[&str]) {
     let stderr = text(&result.stderr);
     assert_eq!(result.status.code(), Some(2), "stderr: {stderr}");
     assert!(stderr.contains(key), "the message names {key}: {stderr}");
-    assert!(stderr.contains("bad.toml") || extra.iter().any(|a| stderr.contains(a)), "the message names the file: {stderr}");
+    assert!(
+        stderr.contains("bad.toml") || extra.iter().any(|a| stderr.contains(a)),
+        "the message names the file: {stderr}"
+    );
     assert!(stderr.contains("fix:") || !extra.is_empty(), "the message says how to fix it: {stderr}");
     assert_eq!(server.stats().requests_received, 0, "nothing may be sent for bad input");
     assert!(!dir.path().join("out").join("x").exists());
@@ -40,11 +43,13 @@ async fn concurrency_zero() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_above_max_context() {
-    expect_rejected(&GOOD.replace("context_tokens = 1024", "context_tokens = 9000"), "workload.context_tokens", &[]).await;
+    expect_rejected(&GOOD.replace("context_tokens = 1024", "context_tokens = 9000"), "workload.context_tokens", &[])
+        .await;
     // Fits alone but not with the output reserve.
     expect_rejected(&GOOD.replace("context_tokens = 1024", "context_tokens = 8180"), "workload.context_tokens", &[])
         .await;
-    expect_rejected(&GOOD.replace("context_tokens = 1024", "context_tokens = {}"), "workload.context_tokens", &[]).await;
+    expect_rejected(&GOOD.replace("context_tokens = 1024", "context_tokens = {}"), "workload.context_tokens", &[])
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,8 +64,12 @@ async fn wrong_types_and_bad_values() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_command_line_values() {
     // An override is validated by the same rules and the message names the option.
-    expect_rejected(&GOOD.replace("max_context_tokens = 8192", "max_context_tokens = 1100"), "workload.max_tokens", &["--max-tokens", "200"])
-        .await;
+    expect_rejected(
+        &GOOD.replace("max_context_tokens = 8192", "max_context_tokens = 1100"),
+        "workload.max_tokens",
+        &["--max-tokens", "200"],
+    )
+    .await;
     expect_rejected(GOOD, "--concurrency", &["--concurrency", "0"]).await;
 }
 

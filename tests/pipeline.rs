@@ -95,7 +95,8 @@ async fn standalone_simulator_serves_a_separate_run() {
         BufReader::new(stderr).read_line(&mut line).map(|_| line)
     });
     let banner = tokio::time::timeout(Duration::from_secs(30), banner).await.expect("banner in time").unwrap().unwrap();
-    let base_url = banner.split_whitespace().find(|w| w.starts_with("http://")).expect("banner has the URL").to_string();
+    let base_url =
+        banner.split_whitespace().find(|w| w.starts_with("http://")).expect("banner has the URL").to_string();
 
     let out = tempfile::tempdir().unwrap();
     let mut cmd = anvil();
@@ -255,11 +256,12 @@ async fn ctrl_c_writes_an_interrupted_artifact_and_exits_1() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let status = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
     assert!(status.success());
-    let output = tokio::time::timeout(Duration::from_secs(30), tokio::task::spawn_blocking(move || child.wait_with_output()))
-        .await
-        .expect("exits soon after the signal")
-        .unwrap()
-        .unwrap();
+    let output =
+        tokio::time::timeout(Duration::from_secs(30), tokio::task::spawn_blocking(move || child.wait_with_output()))
+            .await
+            .expect("exits soon after the signal")
+            .unwrap()
+            .unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
     let a = check_artifact(&artifacts(out.path())[0]);
     assert_eq!(a["interrupted"], true);

@@ -78,11 +78,7 @@ impl Checker<'_> {
     fn duration(&self, key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ScenarioError> {
         let Some(text) = value else { return Ok(default) };
         let d = humantime::parse_duration(text.trim()).map_err(|e| {
-            self.err(
-                key,
-                format!("{text:?} is not a duration ({e})"),
-                format!("write it like \"90s\", \"10m\" or \"1h 30m\""),
-            )
+            self.err(key, format!("{text:?} is not a duration ({e})"), "write it like \"90s\", \"10m\" or \"1h 30m\"")
         })?;
         if d.is_zero() {
             return Err(self.err(key, "must be longer than zero", "give a positive duration such as \"30s\""));

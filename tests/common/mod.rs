@@ -73,7 +73,9 @@ pub fn check_artifact(path: &Path) -> Value {
                 text(&out.stderr)
             );
         }
-        None => eprintln!("check_artifact.py or python3 not available: skipped the independent check of {}", path.display()),
+        None => {
+            eprintln!("check_artifact.py or python3 not available: skipped the independent check of {}", path.display())
+        }
     }
     artifact
 }

@@ -1,0 +1,35 @@
+//! Per-chunk cost of the streaming client's parsing: SSE framing plus delta parsing, for the
+//! chunk shapes real engines send. Run with `make bench`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use anvil_load::worker::StreamState;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+const CONTENT: &str = r#"data: {"id":"chatcmpl-7SbJZDz8Incavod4IS5DFPSvCqJ3NkKp","object":"chat.completion.chunk","created":1795983988,"model":"SmolLM2-135M-Instruct","choices":[{"index":0,"delta":{"content":" the"},"finish_reason":null}]}"#;
+const REASONING: &str = r#"data: {"id":"chatcmpl-7SbJZDz8Incavod4IS5DFPSvCqJ3NkKp","object":"chat.completion.chunk","created":1795983988,"model":"qwen3","choices":[{"index":0,"delta":{"reasoning_content":" so the"},"finish_reason":null}]}"#;
+const MULTI_TOKEN: &str = r#"data: {"id":"chatcmpl-7SbJZDz8Incavod4IS5DFPSvCqJ3NkKp","object":"chat.completion.chunk","created":1795983988,"model":"qwen3","choices":[{"index":0,"delta":{"content":" the river ran north \"quickly\""},"finish_reason":null}]}"#;
+const USAGE: &str = r#"data: {"id":"chatcmpl-7SbJZDz8Incavod4IS5DFPSvCqJ3NkKp","object":"chat.completion.chunk","created":1795983988,"model":"qwen3","choices":[],"usage":{"prompt_tokens":62327,"completion_tokens":281,"total_tokens":62608,"prompt_tokens_details":{"cached_tokens":0}}}"#;
+
+fn per_chunk(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sse_chunk");
+    for (name, line) in [("content", CONTENT), ("reasoning", REASONING), ("multi_token", MULTI_TOKEN), ("usage", USAGE)]
+    {
+        // 256 events in one read, as a zero-delay server delivers them.
+        let event = format!("{line}\n\n");
+        let read = event.repeat(256);
+        group.throughput(Throughput::Elements(256));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut state = StreamState::new(true);
+                state.observe(black_box(read.as_bytes()), Duration::from_millis(1)).expect("valid stream");
+                black_box(state.content_chunks)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, per_chunk);
+criterion_main!(benches);

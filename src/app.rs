@@ -15,9 +15,11 @@ use crate::cli::{Cli, Command, MockArgs, RunArgs, exit};
 use crate::mock::{self, MockServer};
 use crate::report::{self, Progress, SweepRow, Warning};
 use crate::scenario::{Endpoint, Scenario, ScenarioError};
+use crate::scenario::{PromptSource, SizingMode};
 use crate::schedule::{self, ClosedLoop};
 use crate::worker::Client;
-use crate::workload::Workload;
+use crate::workload::sizing::{self, ProbeResult, default_overhead, probe_sizes};
+use crate::workload::{Sizer, SizingRecord, Workload};
 
 /// Why the program stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -235,7 +237,12 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     watch_signals(cancel.clone());
 
     let run_id = new_run_id(Stamp::now());
-    let workload = Arc::new(Workload::new(&scenario));
+    let run_salt: u64 = rand::random();
+    let (sizer, sizing) = size_prompts(&scenario, &client, run_salt).await;
+    if let Some(reason) = &sizing.fallback_reason {
+        eprintln!("warning: prompt sizing fell back to the built-in estimate: {reason}");
+    }
+    let workload = Arc::new(Workload::new(&scenario, run_salt, sizer));
     let mut written: Vec<PathBuf> = Vec::new();
     let mut rows = Vec::new();
     let mut any_success = false;
@@ -255,6 +262,8 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             collected,
             interrupted: cancel.is_cancelled(),
             simulator,
+            sizing: &sizing,
+            prompt_salt: workload.salt(),
         });
         let path = artifact::write_json_atomic(&args.out, &format!("{level_id}.json"), &artifact)
             .map_err(|e| AppError::Aborted(format!("cannot write the artifact to {}: {e}", args.out.display())))?;
@@ -288,6 +297,48 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     Ok(exit::OK)
 }
 
+/// Decide how prompts are sized: the built-in estimate, a fit to the server's counts for a few
+/// probe requests, or a local tokenizer (with one probe pair for the template overhead).
+async fn size_prompts(scenario: &Scenario, client: &Client, salt: u64) -> (Sizer, SizingRecord) {
+    let default = default_overhead(scenario.target.api);
+    let (initial, mode, path) = match &scenario.workload.sizing {
+        SizingMode::Estimate => {
+            let sizer = Sizer::Estimate { overhead: default };
+            let record = SizingRecord::for_sizer("estimate", &sizer, None);
+            return (sizer, record);
+        }
+        SizingMode::Calibrate => (Sizer::Estimate { overhead: default }, "calibrate", None),
+        SizingMode::Tokenizer { path, tokenizer } => (
+            Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead: default },
+            "tokenizer",
+            Some(path.display().to_string()),
+        ),
+    };
+    let w = &scenario.workload;
+    let largest = match &w.prompts {
+        PromptSource::Synthetic { context } => context.largest(),
+        PromptSource::Dataset(_) => w.max_context_tokens.saturating_sub(w.max_tokens) / 2,
+    };
+    let mut sizes = probe_sizes(largest);
+    if mode == "tokenizer" {
+        // The tokenizer counts text exactly; two probes only measure the template overhead.
+        sizes = vec![sizes[0], sizes[sizes.len() - 1]];
+    }
+    eprintln!("sizing prompts: {} probe requests (max_tokens 1) to fit the server's token count", sizes.len());
+    let probe_workload = Workload::new(scenario, salt, initial.clone());
+    let mut probes = Vec::with_capacity(sizes.len());
+    for (k, words) in sizes.into_iter().enumerate() {
+        let (body, predicted_text_tokens) = probe_workload.probe(k as u64, words);
+        let result = client.probe(body).await;
+        probes.push(ProbeResult {
+            predicted_text_tokens,
+            server_prompt_tokens: result.as_ref().ok().copied(),
+            error: result.err(),
+        });
+    }
+    sizing::fit_from_probes(&initial, mode, path, probes, default)
+}
+
 /// One load level: workers and the aggregator run side by side until the workers are done.
 async fn run_level(
     scenario: &Scenario,
@@ -297,7 +348,12 @@ async fn run_level(
     cancel: &CancellationToken,
     progress: bool,
 ) -> aggregate::Collected {
-    let plan = ClosedLoop { concurrency, requests: scenario.run.requests, duration: scenario.run.duration };
+    let plan = ClosedLoop {
+        concurrency,
+        requests: scenario.run.requests,
+        duration: scenario.run.duration,
+        warm_up_first: scenario.workload.prompt_cache.burst(),
+    };
     let label = format!("c={concurrency}");
     let progress = Progress::new(progress, scenario.run.requests, &label);
     // Bounded: a stalled aggregator slows the workers instead of growing memory.

@@ -62,6 +62,10 @@ pub struct RunArgs {
     /// (overrides target.simulator).
     #[arg(long, value_name = "PROFILE")]
     pub simulator: Option<String>,
+    /// Prompt sizing: calibrate (probe the server), estimate (built-in estimate) or a path to a
+    /// local tokenizer.json (overrides workload.tokenizer).
+    #[arg(long, value_name = "MODE|PATH")]
+    pub tokenizer: Option<String>,
     /// Directory for artifacts (created if missing).
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
@@ -88,6 +92,7 @@ impl RunArgs {
             max_tokens: self.max_tokens,
             seed: self.seed,
             simulator: self.simulator.clone(),
+            tokenizer: self.tokenizer.clone(),
         }
     }
 }

@@ -121,10 +121,33 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
     m.insert("request_canary_samples".into(), json!(canaries.len()));
     m.insert("request_canary_passed".into(), json!(canaries.iter().filter(|c| c.passed).count()));
 
-    m.insert("controlled_output_samples".into(), json!(0));
-    m.insert("controlled_output_exact_adherence".into(), json!(0));
-    m.insert("controlled_output_exact_adherence_rate".into(), Value::Null);
-    m.insert("controlled_output_unobservable".into(), json!(0));
+    // Controlled output is judged over every completed response, eligible or not: under the
+    // strict policy the misses are exactly what gets excluded.
+    let controlled: Vec<_> = records.iter().filter_map(|r| r.controlled_output.as_ref()).collect();
+    let observable = controlled.iter().filter(|c| c.observable).count();
+    let exact = controlled.iter().filter(|c| c.exact).count();
+    m.insert("controlled_output_samples".into(), json!(controlled.len()));
+    m.insert("controlled_output_exact_adherence".into(), json!(exact));
+    m.insert(
+        "controlled_output_exact_adherence_rate".into(),
+        json!((observable > 0).then(|| exact as f64 / observable as f64)),
+    );
+    m.insert("controlled_output_unobservable".into(), json!(controlled.len() - observable));
+    m.insert("controlled_output_truncated".into(), json!(controlled.iter().filter(|c| c.truncated).count()));
+
+    // Prompt sizing: how far the server's count was from the size the prompt was built to.
+    let sizing: Vec<f64> = records.iter().filter_map(|r| r.prompt_sizing_error_pct).collect();
+    let abs: Vec<f64> = sizing.iter().map(|e| e.abs()).collect();
+    m.insert(
+        "prompt_sizing_error_pct_mean".into(),
+        json!((!abs.is_empty()).then(|| abs.iter().sum::<f64>() / abs.len() as f64)),
+    );
+    m.insert("prompt_sizing_error_pct_max".into(), json!(abs.iter().copied().reduce(f64::max)));
+    m.insert(
+        "prompt_sizing_error_pct_bias".into(),
+        json!((!sizing.is_empty()).then(|| sizing.iter().sum::<f64>() / sizing.len() as f64)),
+    );
+    m.insert("prompt_sizing_samples".into(), json!(sizing.len()));
 
     let excluded = input.attempted.saturating_sub(eligible.len() as u64);
     // Aggregate throughput divides eligible tokens by the whole wall clock; it is comparable only

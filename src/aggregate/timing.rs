@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::worker::{Completed, ErrorKind, Failed, TokenSource};
-use crate::workload::CanaryCheck;
+use crate::workload::{CanaryCheck, ControlledOutput};
 
 pub fn ms(d: Duration) -> f64 {
     d.as_nanos() as f64 / 1e6
@@ -50,16 +50,27 @@ pub struct RequestTiming {
     pub finish_reason: Option<String>,
     pub visible_content_truncated: bool,
     pub request_canary: Option<CanaryCheck>,
-    /// Reserved for controlled-output checks; null when none were requested.
-    pub controlled_output: Option<serde_json::Value>,
+    /// `(prompt_tokens − prompt_target_tokens) / prompt_target_tokens · 100`.
+    pub prompt_sizing_error_pct: Option<f64>,
+    /// The `response_words` check; null when no word count was requested.
+    pub controlled_output: Option<ControlledOutput>,
     /// False when the record is kept but left out of the distributions.
     pub performance_eligible: bool,
     pub exclusion_reason: Option<&'static str>,
     pub stale_connection_retries: u32,
 }
 
+/// Why a completed request is kept out of the distributions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Exclusions {
+    /// `controlled_output_policy = "strict"`: responses off the requested length are excluded.
+    pub strict_output: bool,
+    /// The request that warmed a shared prefix before a burst (its cache was cold by design).
+    pub prefix_warmup_index: Option<u64>,
+}
+
 impl RequestTiming {
-    pub fn from_completed(c: &Completed) -> Self {
+    pub fn from_completed(c: &Completed, rules: Exclusions) -> Self {
         let time_to_first_output_ms = ms(c.first_output);
         let ttft_ms = c.first_content.map(ms);
         let e2e_ms = ms(c.end);
@@ -72,7 +83,19 @@ impl RequestTiming {
             Some(p) if p > 0 && time_to_first_output_ms > 0.0 => Some(p as f64 / (time_to_first_output_ms / 1000.0)),
             _ => None,
         };
-        let canary_failed = c.canary.as_ref().is_some_and(|k| !k.passed);
+        let exclusion_reason = if c.canary.as_ref().is_some_and(|k| !k.passed) {
+            Some("canary_failed")
+        } else if rules.strict_output && c.controlled_output.as_ref().is_some_and(|o| !o.exact || o.truncated) {
+            Some("controlled_output")
+        } else if rules.prefix_warmup_index == Some(c.index) {
+            Some("prefix_warmup")
+        } else {
+            None
+        };
+        let prompt_sizing_error_pct = c
+            .prompt_tokens
+            .filter(|_| c.prompt_target_tokens > 0)
+            .map(|p| (p as f64 - f64::from(c.prompt_target_tokens)) / f64::from(c.prompt_target_tokens) * 100.0);
         RequestTiming {
             request_index: c.index,
             planned_context_tokens: c.planned_context_tokens,
@@ -97,9 +120,10 @@ impl RequestTiming {
             finish_reason: c.finish_reason.clone(),
             visible_content_truncated: c.visible_content_truncated,
             request_canary: c.canary.clone(),
-            controlled_output: None,
-            performance_eligible: !canary_failed,
-            exclusion_reason: canary_failed.then_some("canary_failed"),
+            prompt_sizing_error_pct,
+            controlled_output: c.controlled_output.clone(),
+            performance_eligible: exclusion_reason.is_none(),
+            exclusion_reason,
             stale_connection_retries: c.stale_connection_retries,
         }
     }

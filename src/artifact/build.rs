@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
     Artifact, ClientInfo, SCHEMA, SamplingParam, SamplingRecord, ServeFlagsRecord, Stamp, TimingMethodology,
@@ -11,10 +11,11 @@ use super::{
 };
 use crate::aggregate::Collected;
 use crate::aggregate::metrics::{self, MetricsInput, P99_MIN_SAMPLES};
-use crate::aggregate::timing::{FailureRecord, RequestTiming, error_counts, ms};
+use crate::aggregate::timing::{Exclusions, FailureRecord, RequestTiming, error_counts, ms};
 use crate::report::Warning;
-use crate::scenario::{Endpoint, Scenario};
+use crate::scenario::{ControlledOutputPolicy, Endpoint, PromptCache, Scenario};
 use crate::worker::{ErrorKind, TokenSource};
+use crate::workload::SizingRecord;
 
 /// What one level produced, plus the context needed to describe it.
 pub struct LevelRun<'a> {
@@ -28,11 +29,19 @@ pub struct LevelRun<'a> {
     pub interrupted: bool,
     /// The embedded simulator's counters for this level, when it was the target.
     pub simulator: Option<Value>,
+    pub sizing: &'a SizingRecord,
+    /// The salt mixed into prompt text (0: reproducible prompts).
+    pub prompt_salt: u64,
 }
 
 pub fn build(run: LevelRun<'_>) -> Artifact {
     let s = run.scenario;
-    let mut records: Vec<RequestTiming> = run.collected.completed.iter().map(RequestTiming::from_completed).collect();
+    let rules = Exclusions {
+        strict_output: s.output.policy == ControlledOutputPolicy::Strict,
+        prefix_warmup_index: s.workload.prompt_cache.burst().then_some(0),
+    };
+    let mut records: Vec<RequestTiming> =
+        run.collected.completed.iter().map(|c| RequestTiming::from_completed(c, rules)).collect();
     records.sort_by_key(|r| r.request_index);
     let mut failures: Vec<FailureRecord> = run.collected.failed.iter().map(FailureRecord::from_failed).collect();
     failures.sort_by_key(|f| f.request_index);
@@ -63,21 +72,21 @@ pub fn build(run: LevelRun<'_>) -> Artifact {
     {
         *context_distribution.entry(planned.to_string()).or_default() += 1;
     }
-    let context_tokens = if s.workload.context.is_single() {
-        json!(s.workload.context.largest())
-    } else {
-        json!(s.workload.context.choices.iter().map(|(t, w)| (t.to_string(), *w)).collect::<BTreeMap<_, _>>())
-    };
+    let context_tokens = s.workload.prompts.context_json();
 
     let canary_failures = records.iter().filter(|r| r.request_canary.as_ref().is_some_and(|c| !c.passed)).count();
-    let warnings = warnings(&run, &records, &failures, canary_failures, &population);
+    let warnings = warnings(&run, &records, &failures, canary_failures, &population, &metrics);
     let scenario_json = serde_json::to_value(s).unwrap_or(Value::Null);
     let engine = match &s.target.endpoint {
         Endpoint::Simulator { profile } => Some(format!("anvil-simulator/{profile}")),
         Endpoint::Remote { .. } => s.target.engine.clone(),
     };
     let responses_received = records.len() as u64 + failures.iter().filter(|f| f.http_status.is_some()).count() as u64;
-    let performance_eligible = !run.interrupted && failures.is_empty() && canary_failures == 0 && !records.is_empty();
+    // Eligible when nothing was left out except by design (the burst's warm-up request).
+    let unplanned_exclusions =
+        records.iter().filter(|r| matches!(r.exclusion_reason, Some(reason) if reason != "prefix_warmup")).count();
+    let performance_eligible =
+        !run.interrupted && failures.is_empty() && unplanned_exclusions == 0 && !records.is_empty();
 
     Artifact {
         schema: SCHEMA,
@@ -111,10 +120,13 @@ pub fn build(run: LevelRun<'_>) -> Artifact {
         max_context_tokens: s.workload.max_context_tokens,
         max_tokens: s.workload.max_tokens,
         prompt_cache_mode: s.workload.prompt_cache.as_str(),
-        shared_prefix_tokens: 0,
+        shared_prefix_tokens: s.workload.prompt_cache.shared_prefix_tokens(),
+        prompts_reproducible: s.workload.prompt_cache.reproducible(),
+        prompt_salt: format!("{:016x}", run.prompt_salt),
+        prompt_sizing: run.sizing.clone(),
         request_canaries: s.workload.canaries,
-        controlled_output_policy: "observe",
-        response_words: 0,
+        controlled_output_policy: s.output.policy.as_str(),
+        response_words: s.output.response_words.unwrap_or(0),
         sampling: SamplingRecord {
             temperature: SamplingParam::from_requested(s.sampling.temperature),
             top_p: SamplingParam::from_requested(s.sampling.top_p),
@@ -123,7 +135,7 @@ pub fn build(run: LevelRun<'_>) -> Artifact {
             thinking_mode: s.serve.thinking_mode,
             reasoning_effort: s.serve.reasoning_effort,
             no_thinking: s.serve.no_thinking,
-            shared_prefix_burst: false,
+            shared_prefix_burst: s.workload.prompt_cache.burst(),
         },
         performance_eligible,
         wall_clock_ms,
@@ -149,6 +161,7 @@ fn warnings(
     failures: &[FailureRecord],
     canary_failures: usize,
     population: &metrics::Population,
+    metrics: &serde_json::Map<String, Value>,
 ) -> Vec<Warning> {
     let mut w = Vec::new();
     if let Endpoint::Simulator { profile } = &run.scenario.target.endpoint {
@@ -196,19 +209,35 @@ fn warnings(
             format!("{chunk_counted} responses reported no usage: their output tokens are counted from chunks, which undercounts when a chunk carries several tokens (TPOT and decode rates use that count)"),
         ));
     }
-    let errors: Vec<f64> = records
-        .iter()
-        .filter_map(|r| {
-            r.prompt_tokens
-                .map(|p| (p as f64 - f64::from(r.prompt_target_tokens)) / f64::from(r.prompt_target_tokens) * 100.0)
-        })
-        .collect();
-    if !errors.is_empty() {
-        let mean = errors.iter().sum::<f64>() / errors.len() as f64;
-        if mean.abs() > SIZING_WARN_PCT {
+    if let Some(reason) = &run.sizing.fallback_reason {
+        w.push(Warning::new("sizing_fallback", format!("prompt sizing fell back to the built-in estimate: {reason}")));
+    }
+    if let Some(bias) = metrics.get("prompt_sizing_error_pct_bias").and_then(Value::as_f64) {
+        let mean = metrics.get("prompt_sizing_error_pct_mean").and_then(Value::as_f64).unwrap_or(0.0);
+        if mean > SIZING_WARN_PCT {
             w.push(Warning::new(
                 "prompt_sizing_off",
-                format!("the server counted prompts {mean:+.1}% against their target on average: the planned context is not what the server saw"),
+                format!(
+                    "the server counted prompts {mean:.1}% away from their target on average (bias {bias:+.1}%): the planned context is not what the server saw; use workload.tokenizer = \"calibrate\" or a tokenizer.json"
+                ),
+            ));
+        }
+    }
+    if let PromptCache::Unique { .. } = run.scenario.workload.prompt_cache {
+        // A few cached tokens are the chat template's shared opening (token-granular caches
+        // report them); more than that means a prompt prefix was already in the cache.
+        let warm: Vec<&RequestTiming> = records
+            .iter()
+            .filter(|r| matches!((r.cached_tokens, r.prompt_tokens), (Some(c), Some(p)) if c > 32.max(p / 100)))
+            .collect();
+        if !warm.is_empty() {
+            w.push(Warning::new(
+                "cache_warm_in_unique_mode",
+                format!(
+                    "{} of {} requests reported cached prompt tokens although every prompt starts with a unique prefix: the cache was warm (reproducible prompts sent before, or another client), so this cold-cache measurement was partly warm",
+                    warm.len(),
+                    records.len()
+                ),
             ));
         }
     }

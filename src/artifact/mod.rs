@@ -112,6 +112,12 @@ pub struct Artifact {
     pub max_tokens: u32,
     pub prompt_cache_mode: &'static str,
     pub shared_prefix_tokens: u32,
+    /// Prompts identical across runs with the same seed (no salt).
+    pub prompts_reproducible: bool,
+    /// The salt mixed into this run's prompt text (zeros when reproducible).
+    pub prompt_salt: String,
+    /// How prompts were sized to the server's token count, with the calibration evidence.
+    pub prompt_sizing: crate::workload::SizingRecord,
     pub request_canaries: bool,
     pub controlled_output_policy: &'static str,
     pub response_words: u32,

@@ -8,5 +8,5 @@ mod request;
 mod sse;
 
 pub use chunk::{ChunkError, Delta, StreamEvent, Usage, parse_error_body, parse_event};
-pub use request::{RequestParams, request_body};
+pub use request::{PromptBody, RequestParams, probe_body, request_body};
 pub use sse::{SseDecoder, SseError};

@@ -1,11 +1,12 @@
 //! Request bodies for `/chat/completions` and `/completions`.
 //!
-//! Every request streams and asks for usage (`stream_options.include_usage`), because the
-//! server's own token counts are what the throughput and TPOT figures divide by.
+//! Every measured request streams and asks for usage (`stream_options.include_usage`), because
+//! the server's own token counts are what the throughput and TPOT figures divide by.
 
 use serde::Serialize;
+use serde_json::{Map, Value};
 
-use crate::scenario::{Api, ReasoningEffort, Scenario};
+use crate::scenario::{Api, ChatMessage, Dialect, ReasoningEffort, Scenario};
 
 /// The parts of a request body that are the same for every request of a run.
 #[derive(Debug, Clone)]
@@ -18,6 +19,12 @@ pub struct RequestParams {
     /// `chat_template_kwargs.enable_thinking`, when the scenario sets a thinking mode.
     pub enable_thinking: Option<bool>,
     pub reasoning_effort: Option<ReasoningEffort>,
+    /// `ignore_eos: true`, in the dialects that have it.
+    pub ignore_eos: bool,
+    pub min_tokens: Option<u32>,
+    pub dialect: Dialect,
+    /// The scenario's `extra_body`, merged last.
+    pub extra: Map<String, Value>,
 }
 
 impl RequestParams {
@@ -30,20 +37,33 @@ impl RequestParams {
             top_p: s.sampling.top_p,
             enable_thinking: s.serve.enable_thinking(),
             reasoning_effort: s.serve.reasoning_effort,
+            ignore_eos: s.output.ignore_eos,
+            min_tokens: s.output.min_tokens,
+            dialect: s.target.dialect,
+            extra: s.target.extra_body.clone(),
         }
     }
+}
+
+/// What the prompt is: one text (a user message for chat, the prompt for completions) or a
+/// conversation (chat only; completions get the turns joined).
+#[derive(Debug, Clone, Copy)]
+pub enum PromptBody<'a> {
+    Text(&'a str),
+    Messages(&'a [ChatMessage]),
 }
 
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    messages: Option<[Message<'a>; 1]>,
+    messages: Option<Messages<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    prompt: Option<&'a str>,
+    prompt: Option<std::borrow::Cow<'a, str>>,
     max_tokens: u32,
     stream: bool,
-    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -52,6 +72,19 @@ struct Body<'a> {
     chat_template_kwargs: Option<TemplateKwargs>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<ReasoningEffort>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    ignore_eos: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_tokens: Option<u32>,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Messages<'a> {
+    One([Message<'a>; 1]),
+    Many(&'a [ChatMessage]),
 }
 
 #[derive(Serialize)]
@@ -70,16 +103,26 @@ struct TemplateKwargs {
     enable_thinking: bool,
 }
 
-/// The JSON body for one prompt.
-pub fn request_body(p: &RequestParams, prompt: &str) -> Vec<u8> {
+fn body<'a>(p: &'a RequestParams, prompt: PromptBody<'a>, stream: bool, max_tokens: u32) -> Body<'a> {
     let chat = p.api == Api::Chat;
-    let body = Body {
+    let (messages, text) = match (chat, prompt) {
+        (true, PromptBody::Text(t)) => (Some(Messages::One([Message { role: "user", content: t }])), None),
+        (true, PromptBody::Messages(m)) => (Some(Messages::Many(m)), None),
+        (false, PromptBody::Text(t)) => (None, Some(std::borrow::Cow::Borrowed(t))),
+        (false, PromptBody::Messages(m)) => {
+            (None, Some(std::borrow::Cow::Owned(m.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n\n"))))
+        }
+    };
+    // Hosted OpenAI-style APIs reject fields they do not know; validation keeps output control
+    // away from that dialect, and this keeps the body clean whatever happens.
+    let engine_fields = p.dialect != crate::scenario::Dialect::Openai;
+    Body {
         model: &p.model,
-        messages: chat.then_some([Message { role: "user", content: prompt }]),
-        prompt: (!chat).then_some(prompt),
-        max_tokens: p.max_tokens,
-        stream: true,
-        stream_options: StreamOptions { include_usage: true },
+        messages,
+        prompt: text,
+        max_tokens,
+        stream,
+        stream_options: stream.then_some(StreamOptions { include_usage: true }),
         temperature: p.temperature,
         top_p: p.top_p,
         // Template kwargs only exist for chat templates.
@@ -88,9 +131,25 @@ pub fn request_body(p: &RequestParams, prompt: &str) -> Vec<u8> {
             .filter(|_| chat)
             .map(|enable_thinking| TemplateKwargs { enable_thinking }),
         reasoning_effort: p.reasoning_effort,
-    };
+        ignore_eos: p.ignore_eos && engine_fields,
+        min_tokens: p.min_tokens.filter(|_| engine_fields && p.dialect != crate::scenario::Dialect::Llamacpp),
+        extra: &p.extra,
+    }
+}
+
+/// The JSON body of a measured (streaming) request.
+pub fn request_body(p: &RequestParams, prompt: PromptBody<'_>) -> Vec<u8> {
     // Serializing plain structs of strings and numbers cannot fail.
-    serde_json::to_vec(&body).unwrap_or_default()
+    serde_json::to_vec(&body(p, prompt, true, p.max_tokens)).unwrap_or_default()
+}
+
+/// The JSON body of a calibration probe: the same fields, one output token, not streamed (so
+/// usage comes back even from servers that ignore `stream_options`).
+pub fn probe_body(p: &RequestParams, prompt: &str) -> Vec<u8> {
+    let mut b = body(p, PromptBody::Text(prompt), false, 1);
+    b.ignore_eos = false;
+    b.min_tokens = None;
+    serde_json::to_vec(&b).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -98,6 +157,8 @@ mod tests {
     use super::*;
 
     fn params(api: Api) -> RequestParams {
+        let mut extra = Map::new();
+        extra.insert("top_k".into(), Value::from(20));
         RequestParams {
             api,
             model: "m".into(),
@@ -106,12 +167,20 @@ mod tests {
             top_p: None,
             enable_thinking: Some(false),
             reasoning_effort: Some(ReasoningEffort::High),
+            ignore_eos: true,
+            min_tokens: Some(8),
+            dialect: Dialect::Generic,
+            extra,
         }
     }
 
+    fn json(bytes: Vec<u8>) -> Value {
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
     #[test]
-    fn chat_body_has_messages_usage_and_flags() {
-        let v: serde_json::Value = serde_json::from_slice(&request_body(&params(Api::Chat), "hi \"x\"")).unwrap();
+    fn chat_body_has_messages_usage_flags_and_extras() {
+        let v = json(request_body(&params(Api::Chat), PromptBody::Text("hi \"x\"")));
         assert_eq!(v["messages"][0]["content"], "hi \"x\"");
         assert_eq!(v["messages"][0]["role"], "user");
         assert_eq!(v["stream"], true);
@@ -120,15 +189,45 @@ mod tests {
         assert!(v.get("top_p").is_none());
         assert_eq!(v["chat_template_kwargs"]["enable_thinking"], false);
         assert_eq!(v["reasoning_effort"], "high");
+        assert_eq!((v["ignore_eos"].as_bool(), v["min_tokens"].as_u64()), (Some(true), Some(8)));
+        assert_eq!(v["top_k"], 20);
         assert!(v.get("prompt").is_none());
     }
 
     #[test]
     fn completions_body_has_prompt_only() {
-        let v: serde_json::Value = serde_json::from_slice(&request_body(&params(Api::Completions), "p")).unwrap();
+        let v = json(request_body(&params(Api::Completions), PromptBody::Text("p")));
         assert_eq!(v["prompt"], "p");
         assert!(v.get("messages").is_none());
         assert!(v.get("chat_template_kwargs").is_none());
         assert_eq!(v["max_tokens"], 16);
+    }
+
+    #[test]
+    fn conversations_and_dialects() {
+        let turns = [
+            ChatMessage { role: "system".into(), content: "s".into() },
+            ChatMessage { role: "user".into(), content: "u".into() },
+        ];
+        let v = json(request_body(&params(Api::Chat), PromptBody::Messages(&turns)));
+        assert_eq!(
+            (v["messages"][0]["role"].as_str(), v["messages"][1]["content"].as_str()),
+            (Some("system"), Some("u"))
+        );
+        let mut llama = params(Api::Chat);
+        llama.dialect = Dialect::Llamacpp;
+        let v = json(request_body(&llama, PromptBody::Text("x")));
+        assert!(v["ignore_eos"].as_bool().unwrap() && v.get("min_tokens").is_none());
+        let mut openai = params(Api::Chat);
+        openai.dialect = Dialect::Openai;
+        let v = json(request_body(&openai, PromptBody::Text("x")));
+        assert!(v.get("ignore_eos").is_none() && v.get("min_tokens").is_none());
+    }
+
+    #[test]
+    fn probes_ask_for_one_token_without_streaming() {
+        let v = json(probe_body(&params(Api::Chat), "p"));
+        assert_eq!((v["max_tokens"].as_u64(), v["stream"].as_bool()), (Some(1), Some(false)));
+        assert!(v.get("stream_options").is_none() && v.get("ignore_eos").is_none());
     }
 }

@@ -2,8 +2,9 @@
 
 use std::fmt::Write as _;
 
-use super::{Endpoint, Scenario};
-use crate::workload::Workload;
+use super::{Endpoint, PromptCache, Scenario, SizingMode};
+use crate::workload::sizing::default_overhead;
+use crate::workload::{Sizer, Workload};
 
 pub fn describe(s: &Scenario) -> String {
     let mut out = String::new();
@@ -29,20 +30,44 @@ pub fn describe(s: &Scenario) -> String {
         (None, None) => "unbounded".to_string(),
     };
     let _ = writeln!(out, "per level: {limit}; seed {}", s.run.seed);
-    let context: Vec<String> = s.workload.context.choices.iter().map(|(t, w)| format!("{t} ×{w}")).collect();
     let _ = writeln!(
         out,
-        "context: {} tokens; max_context_tokens {}; max_tokens {}",
-        if s.workload.context.is_single() { s.workload.context.largest().to_string() } else { context.join(", ") },
+        "context: {}; max_context_tokens {}; max_tokens {}",
+        s.workload.prompts.describe(),
         s.workload.max_context_tokens,
         s.workload.max_tokens
     );
+    let sizing = match &s.workload.sizing {
+        SizingMode::Tokenizer { path, .. } => {
+            format!("exact counts with {} (one probe measures the template)", path.display())
+        }
+        SizingMode::Calibrate => "calibrated against the server with a few probe requests before the run".to_string(),
+        SizingMode::Estimate => "built-in estimate, no probe".to_string(),
+    };
+    let _ = writeln!(out, "prompt sizing: {sizing}");
+    let cache = match s.workload.prompt_cache {
+        PromptCache::Unique { .. } => "unique prefix per request".to_string(),
+        PromptCache::SharedPrefix { tokens, burst, .. } => {
+            format!("{tokens} shared prefix tokens{}", if burst { ", one warm-up request then a burst" } else { "" })
+        }
+    };
     let _ = writeln!(
         out,
-        "prompt cache: {}; canaries: {}",
-        s.workload.prompt_cache.as_str(),
+        "prompt cache: {cache}; prompts {}; canaries {}",
+        if s.workload.prompt_cache.reproducible() { "identical across runs (reproducible)" } else { "salted per run" },
         if s.workload.canaries { "on" } else { "off" }
     );
+    let o = &s.output;
+    if o.ignore_eos || o.min_tokens.is_some() || o.response_words.is_some() {
+        let _ = writeln!(
+            out,
+            "output: ignore_eos {}, min_tokens {}, response_words {} ({})",
+            o.ignore_eos,
+            o.min_tokens.map_or_else(|| "not sent".to_string(), |n| n.to_string()),
+            o.response_words.map_or_else(|| "not asked".to_string(), |n| n.to_string()),
+            o.policy.as_str()
+        );
+    }
     let fmt_opt = |v: Option<f64>| v.map_or_else(|| "server default".to_string(), |x| x.to_string());
     let _ =
         writeln!(out, "sampling: temperature {}, top_p {}", fmt_opt(s.sampling.temperature), fmt_opt(s.sampling.top_p));
@@ -59,10 +84,17 @@ pub fn describe(s: &Scenario) -> String {
         humantime::format_duration(s.client.first_byte),
         humantime::format_duration(s.client.idle)
     );
-    let first = Workload::new(s).prepare(0);
+    // Before calibration the plan can only show the built-in estimate.
+    let sizer = match &s.workload.sizing {
+        SizingMode::Tokenizer { tokenizer, .. } => {
+            Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead: default_overhead(s.target.api) }
+        }
+        _ => Sizer::Estimate { overhead: default_overhead(s.target.api) },
+    };
+    let first = Workload::new(s, 0, sizer).prepare(0);
     let _ = writeln!(
         out,
-        "request 0: planned context {} tokens, prompt target {} tokens (built-in estimate), body {} bytes{}",
+        "request 0: planned context {} tokens, prompt target {} tokens (before calibration), body {} bytes{}",
         first.planned_context_tokens,
         first.prompt_target_tokens,
         first.body.len(),

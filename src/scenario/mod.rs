@@ -7,9 +7,11 @@
 mod describe;
 mod raw;
 mod validate;
+mod workload_rules;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -17,6 +19,7 @@ use serde::Serialize;
 pub use describe::describe;
 pub use raw::RawScenario;
 pub use validate::ScenarioError;
+pub use workload_rules::MIN_CONTEXT_TOKENS;
 
 /// Values given on the command line (or in the environment) that replace the file's.
 #[derive(Debug, Default, Clone)]
@@ -30,6 +33,8 @@ pub struct Overrides {
     pub max_tokens: Option<u32>,
     pub seed: Option<u64>,
     pub simulator: Option<String>,
+    /// `--tokenizer`: `estimate`, `calibrate` or a path.
+    pub tokenizer: Option<String>,
 }
 
 /// A fully validated scenario.
@@ -44,6 +49,7 @@ pub struct Scenario {
     pub workload: Workload,
     pub sampling: Sampling,
     pub serve: ServeFlags,
+    pub output: OutputControl,
     pub client: ClientTimeouts,
 }
 
@@ -59,6 +65,23 @@ pub struct Target {
     pub engine: Option<String>,
     pub gpu: Option<String>,
     pub redact_base_url: bool,
+    pub dialect: Dialect,
+    /// Extra fields merged into every request body.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Request spellings for fields outside the OpenAI API.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// vLLM and SGLang (and most OpenAI-compatible engines): `ignore_eos`, `min_tokens`.
+    Generic,
+    Vllm,
+    Sglang,
+    /// llama.cpp: `ignore_eos`; `min_tokens` does not exist.
+    Llamacpp,
+    /// Hosted OpenAI-style APIs: no fields beyond the OpenAI API.
+    Openai,
 }
 
 /// Where requests go.
@@ -139,39 +162,215 @@ impl Load {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Workload {
-    pub context: ContextDistribution,
+    pub prompts: PromptSource,
     pub max_context_tokens: u32,
     pub max_tokens: u32,
+    pub sizing: SizingMode,
     pub prompt_cache: PromptCache,
     pub canaries: bool,
 }
 
-/// Planned context sizes and their weights; a single size is one entry of weight 1.
+/// Where prompt text comes from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PromptSource {
+    /// Seeded filler text sized to a planned context drawn per request.
+    Synthetic { context: ContextDistribution },
+    /// Prompts read from a file, used as they are.
+    Dataset(Arc<Dataset>),
+}
+
+/// Prompts loaded from a JSON Lines or ShareGPT file.
+#[derive(Debug, Clone, Serialize)]
+pub struct Dataset {
+    pub path: PathBuf,
+    pub format: DatasetFormat,
+    /// Number of prompts; the prompts themselves are not written into artifacts.
+    pub count: usize,
+    #[serde(skip)]
+    pub prompts: Vec<DatasetPrompt>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetFormat {
+    Jsonl,
+    Sharegpt,
+}
+
+/// One prompt from a dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DatasetPrompt {
+    Text(String),
+    /// A chat conversation, sent as it is; the canary instruction joins the last user turn.
+    Messages(Vec<ChatMessage>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+/// Planned context sizes. Draws are clamped to `[min, max]`: at least the smallest prompt the
+/// tool can build, and at most the context window minus the output reserve.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ContextDistribution {
-    /// `(tokens, weight)`, sorted by tokens, weights positive.
-    pub choices: Vec<(u32, u32)>,
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ContextDistribution {
+    /// `(tokens, weight)`, sorted by tokens, weights positive; one entry for a single size.
+    Weighted { choices: Vec<(u32, u32)> },
+    /// Uniform over the integers `lo..=hi`.
+    Uniform { lo: u32, hi: u32 },
+    /// Normal, rounded to an integer and clamped to `[min, max]`.
+    Normal { mean: f64, sd: f64, min: u32, max: u32 },
 }
 
 impl ContextDistribution {
-    pub fn is_single(&self) -> bool {
-        self.choices.len() == 1
+    pub fn single(tokens: u32) -> Self {
+        ContextDistribution::Weighted { choices: vec![(tokens, 1)] }
     }
+    pub fn as_single(&self) -> Option<u32> {
+        match self {
+            ContextDistribution::Weighted { choices } if choices.len() == 1 => Some(choices[0].0),
+            _ => None,
+        }
+    }
+    /// As the scenario wrote it: `65536`, `{"4096": 3, "65536": 1}`, `{"uniform": [lo, hi]}`,
+    /// `{"normal": [mean, sd]}` (the artifact's `context_tokens`).
+    pub fn as_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            ContextDistribution::Weighted { choices } if choices.len() == 1 => json!(choices[0].0),
+            ContextDistribution::Weighted { choices } => {
+                json!(choices.iter().map(|(t, w)| (t.to_string(), *w)).collect::<std::collections::BTreeMap<_, _>>())
+            }
+            ContextDistribution::Uniform { lo, hi } => json!({ "uniform": [lo, hi] }),
+            ContextDistribution::Normal { mean, sd, .. } => json!({ "normal": [mean, sd] }),
+        }
+    }
+
+    /// For people: `65536`, `4096 ×3, 65536 ×1`, `uniform 1024–8192`, `normal 4096 ± 512`.
+    pub fn describe(&self) -> String {
+        match self {
+            ContextDistribution::Weighted { choices } if choices.len() == 1 => choices[0].0.to_string(),
+            ContextDistribution::Weighted { choices } => {
+                choices.iter().map(|(t, w)| format!("{t} ×{w}")).collect::<Vec<_>>().join(", ")
+            }
+            ContextDistribution::Uniform { lo, hi } => format!("uniform {lo}–{hi}"),
+            ContextDistribution::Normal { mean, sd, min, max } => {
+                format!("normal {mean} ± {sd}, clamped to {min}–{max}")
+            }
+        }
+    }
+
+    /// The largest context a draw can give.
     pub fn largest(&self) -> u32 {
-        self.choices.iter().map(|c| c.0).max().unwrap_or(0)
+        match self {
+            ContextDistribution::Weighted { choices } => choices.iter().map(|c| c.0).max().unwrap_or(0),
+            ContextDistribution::Uniform { hi, .. } => *hi,
+            ContextDistribution::Normal { max, .. } => *max,
+        }
+    }
+}
+
+/// How prompt text is sized to the server's token count.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum SizingMode {
+    /// The built-in estimate; no probe.
+    Estimate,
+    /// Probe the server with short requests and fit the estimate to its counts.
+    Calibrate,
+    /// Exact counts from a local Hugging Face `tokenizer.json`.
+    Tokenizer {
+        path: PathBuf,
+        #[serde(skip)]
+        tokenizer: Arc<tokenizers::Tokenizer>,
+    },
+}
+
+impl PromptSource {
+    /// The artifact's `context_tokens`: the planned-context spec, null for dataset prompts.
+    pub fn context_json(&self) -> serde_json::Value {
+        match self {
+            PromptSource::Synthetic { context } => context.as_json(),
+            PromptSource::Dataset(_) => serde_json::Value::Null,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            PromptSource::Synthetic { context } => format!("{} tokens", context.describe()),
+            PromptSource::Dataset(d) => format!("{} prompts from {} ({:?})", d.count, d.path.display(), d.format),
+        }
+    }
+}
+
+impl SizingMode {
+    pub fn name(&self) -> &'static str {
+        match self {
+            SizingMode::Estimate => "estimate",
+            SizingMode::Calibrate => "calibrate",
+            SizingMode::Tokenizer { .. } => "tokenizer",
+        }
     }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
+#[serde(tag = "mode", rename_all = "kebab-case")]
 pub enum PromptCache {
-    Unique,
+    /// Every prompt starts with a prefix unique to its request.
+    Unique { reproducible: bool },
+    /// Every prompt starts with the same `tokens` of text, then a unique tail.
+    SharedPrefix { tokens: u32, burst: bool, reproducible: bool },
 }
 
 impl PromptCache {
     pub fn as_str(self) -> &'static str {
         match self {
-            PromptCache::Unique => "unique",
+            PromptCache::Unique { .. } => "unique",
+            PromptCache::SharedPrefix { .. } => "shared-prefix",
+        }
+    }
+    pub fn reproducible(self) -> bool {
+        match self {
+            PromptCache::Unique { reproducible } | PromptCache::SharedPrefix { reproducible, .. } => reproducible,
+        }
+    }
+    pub fn shared_prefix_tokens(self) -> u32 {
+        match self {
+            PromptCache::SharedPrefix { tokens, .. } => tokens,
+            PromptCache::Unique { .. } => 0,
+        }
+    }
+    pub fn burst(self) -> bool {
+        matches!(self, PromptCache::SharedPrefix { burst: true, .. })
+    }
+}
+
+/// Output-length control and its check.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct OutputControl {
+    pub ignore_eos: bool,
+    pub min_tokens: Option<u32>,
+    pub response_words: Option<u32>,
+    pub policy: ControlledOutputPolicy,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ControlledOutputPolicy {
+    /// Record adherence; keep every response in the distributions.
+    Observe,
+    /// Exclude responses that are not exactly `response_words` long or were truncated.
+    Strict,
+}
+
+impl ControlledOutputPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ControlledOutputPolicy::Observe => "observe",
+            ControlledOutputPolicy::Strict => "strict",
         }
     }
 }

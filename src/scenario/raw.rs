@@ -27,6 +27,9 @@ pub struct RawScenario {
     /// `[serve]`: engine flags translated into request fields.
     #[serde(default)]
     pub serve: RawServe,
+    /// `[output]`: output-length control and checks.
+    #[serde(default)]
+    pub output: RawOutput,
     /// `[client]`: client-side timeouts.
     #[serde(default)]
     pub client: RawClient,
@@ -57,6 +60,22 @@ pub struct RawTarget {
     /// Simulator profile used when no base URL is given: `instant`, `fast`, `realistic` or
     /// `llamacpp` (default `realistic`). `--simulator` overrides it.
     pub simulator: Option<String>,
+    /// Which engine's request spellings to use for non-standard fields: `"generic"` (default;
+    /// vLLM, SGLang), `"llamacpp"`, or `"openai"` (hosted OpenAI-style APIs: no extra fields).
+    pub dialect: Option<RawDialect>,
+    /// Extra JSON fields merged into every request body, e.g. `{ top_k = 20 }`. They may not
+    /// replace fields the tool sets itself.
+    pub extra_body: Option<toml::Table>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawDialect {
+    Generic,
+    Vllm,
+    Sglang,
+    Llamacpp,
+    Openai,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -108,18 +127,31 @@ pub enum Concurrency {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWorkload {
-    /// Planned context per request, in tokens: one size (`65536`) or a weighted mixture
-    /// (`{ 4096 = 3, 65536 = 1 }`: draw 4096 three times as often as 65536), drawn per request
-    /// from the seed.
-    pub context_tokens: toml::Value,
+    /// Planned context per request, in tokens: one size (`65536`), a weighted mixture
+    /// (`{ 4096 = 3, 65536 = 1 }`), `{ uniform = [lo, hi] }` or `{ normal = [mean, sd] }`,
+    /// drawn per request from the seed. Not used with `prompts`.
+    pub context_tokens: Option<toml::Value>,
+    /// How prompts are sized to the server's token count: `"calibrate"` (default: probe the
+    /// server), `"estimate"` (built-in estimate, no probe) or a path to a local `tokenizer.json`.
+    pub tokenizer: Option<String>,
     /// The server's context window. Every planned context plus `max_tokens` must fit in it.
     pub max_context_tokens: i64,
     /// Output budget sent as `max_tokens` in each request.
     pub max_tokens: i64,
-    /// Prefix-cache mode: `"unique"` (every prompt starts with a unique prefix, so no request can
-    /// reuse another's cache).
+    /// Prefix-cache mode: `"unique"` (every prompt starts with a unique prefix) or
+    /// `"shared-prefix"` (every prompt starts with the same `shared_prefix_tokens`).
     #[serde(default)]
     pub prompt_cache: RawPromptCache,
+    /// Keep prompts identical across runs with the same seed (default `false`: prompts are
+    /// salted with the run id so no earlier run can have warmed the cache).
+    pub reproducible: Option<bool>,
+    /// `shared-prefix` only: tokens of text every prompt starts with.
+    pub shared_prefix_tokens: Option<i64>,
+    /// `shared-prefix` only: one request warms the prefix, then the others are released together.
+    pub shared_prefix_burst: Option<bool>,
+    /// Prompts from a file instead of synthetic text: JSON Lines (`{"prompt": ...}`,
+    /// `{"messages": [...]}` or a string per line) or a ShareGPT-style JSON array.
+    pub prompts: Option<String>,
     /// Ask each response to begin with a per-request marker and check it (default `true`).
     /// Set `false` for models that cannot follow the instruction.
     pub canaries: Option<bool>,
@@ -130,6 +162,30 @@ pub struct RawWorkload {
 pub enum RawPromptCache {
     #[default]
     Unique,
+    SharedPrefix,
+}
+
+/// `[output]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutput {
+    /// Generate exactly `max_tokens` tokens, ignoring end-of-sequence (sent as `ignore_eos`).
+    #[serde(default)]
+    pub ignore_eos: bool,
+    /// Generate at least this many tokens (vLLM and SGLang `min_tokens`).
+    pub min_tokens: Option<i64>,
+    /// Ask for a visible answer of exactly this many words, and check it.
+    pub response_words: Option<i64>,
+    /// `"observe"` (default: record adherence) or `"strict"` (exclude responses that are not
+    /// exactly `response_words` long or were truncated).
+    pub controlled_output_policy: Option<RawControlledOutputPolicy>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawControlledOutputPolicy {
+    Observe,
+    Strict,
 }
 
 /// `[sampling]`

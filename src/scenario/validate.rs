@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::raw::{self, RawScenario};
 use super::{
-    Api, ApiKey, ClientTimeouts, ContextDistribution, Endpoint, Load, Overrides, PromptCache, ReasoningEffort,
-    RunLimits, Sampling, Scenario, ServeFlags, Target, ThinkingMode, Workload,
+    Api, ApiKey, ClientTimeouts, Dialect, Endpoint, Load, Overrides, ReasoningEffort, RunLimits, Sampling, Scenario,
+    ServeFlags, Target, ThinkingMode,
 };
 
 /// A scenario that cannot be run. Exit code 2; nothing was sent.
@@ -53,16 +53,16 @@ impl ScenarioError {
 }
 
 /// Largest context anyone serves today is ~10M tokens; above this a value is a typo.
-const CONTEXT_SANITY_LIMIT: i64 = 16 * 1024 * 1024;
+pub(super) const CONTEXT_SANITY_LIMIT: i64 = 16 * 1024 * 1024;
 
-struct Checker<'a> {
-    file: String,
+pub(super) struct Checker<'a> {
+    pub(super) file: String,
     /// Keys whose values came from the command line, with the option that set them.
     overridden: Vec<(&'static str, &'a str)>,
 }
 
 impl Checker<'_> {
-    fn err(&self, key: &str, problem: impl Into<String>, fix: impl Into<String>) -> ScenarioError {
+    pub(super) fn err(&self, key: &str, problem: impl Into<String>, fix: impl Into<String>) -> ScenarioError {
         let mut problem = problem.into();
         if let Some((_, origin)) = self.overridden.iter().find(|(k, _)| *k == key) {
             problem.push_str(&format!(" (value set by {origin})"));
@@ -71,11 +71,16 @@ impl Checker<'_> {
     }
 
     /// ` (set by --option)` when the key's value came from the command line.
-    fn origin(&self, key: &str) -> String {
+    pub(super) fn origin(&self, key: &str) -> String {
         self.overridden.iter().find(|(k, _)| *k == key).map(|(_, o)| format!(" (set by {o})")).unwrap_or_default()
     }
 
-    fn duration(&self, key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ScenarioError> {
+    pub(super) fn duration(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        default: Duration,
+    ) -> Result<Duration, ScenarioError> {
         let Some(text) = value else { return Ok(default) };
         let d = humantime::parse_duration(text.trim()).map_err(|e| {
             self.err(key, format!("{text:?} is not a duration ({e})"), "write it like \"90s\", \"10m\" or \"1h 30m\"")
@@ -96,7 +101,8 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let target = target(&c, &raw.target)?;
     let run = run(&c, &raw.run)?;
     let load = load(&c, &raw.load)?;
-    let workload = workload(&c, &raw.workload)?;
+    let workload = super::workload_rules::workload(&c, &raw.workload, path)?;
+    let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;
     let client = ClientTimeouts {
@@ -112,7 +118,8 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
         )?,
         idle: c.duration("client.idle_timeout", raw.client.idle_timeout.as_deref(), Duration::from_secs(120))?,
     };
-    Ok(Scenario { path: path.to_path_buf(), target, run, load, workload, sampling, serve, client })
+    super::workload_rules::check_extra_body(&c, &target, &serve)?;
+    Ok(Scenario { path: path.to_path_buf(), target, run, load, workload, sampling, serve, output, client })
 }
 
 /// TOML syntax first (with line and column), then shape (with the key path).
@@ -186,6 +193,10 @@ fn apply_overrides<'a>(raw: &mut RawScenario, o: &'a Overrides, overridden: &mut
         raw.target.simulator = Some(profile.clone());
         overridden.push(("target.simulator", "--simulator"));
     }
+    if let Some(tokenizer) = &o.tokenizer {
+        raw.workload.tokenizer = Some(tokenizer.clone());
+        overridden.push(("workload.tokenizer", "--tokenizer"));
+    }
 }
 
 fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
@@ -242,6 +253,26 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         engine: t.engine.clone(),
         gpu: t.gpu.clone(),
         redact_base_url: t.redact_base_url,
+        dialect: match t.dialect {
+            None | Some(raw::RawDialect::Generic) => Dialect::Generic,
+            Some(raw::RawDialect::Vllm) => Dialect::Vllm,
+            Some(raw::RawDialect::Sglang) => Dialect::Sglang,
+            Some(raw::RawDialect::Llamacpp) => Dialect::Llamacpp,
+            Some(raw::RawDialect::Openai) => Dialect::Openai,
+        },
+        extra_body: match &t.extra_body {
+            None => serde_json::Map::new(),
+            Some(table) => match serde_json::to_value(table) {
+                Ok(serde_json::Value::Object(map)) => map,
+                _ => {
+                    return Err(c.err(
+                        "target.extra_body",
+                        "cannot be expressed as JSON",
+                        "use plain TOML values (strings, numbers, booleans, arrays, tables)",
+                    ));
+                }
+            },
+        },
     })
 }
 
@@ -341,103 +372,6 @@ fn load(c: &Checker, l: &raw::RawLoad) -> Result<Load, ScenarioError> {
         levels.push(n as u32);
     }
     Ok(Load::Closed { levels })
-}
-
-fn workload(c: &Checker, w: &raw::RawWorkload) -> Result<Workload, ScenarioError> {
-    let max_context = w.max_context_tokens;
-    if !(1..=CONTEXT_SANITY_LIMIT).contains(&max_context) {
-        return Err(c.err(
-            "workload.max_context_tokens",
-            format!("{max_context} is not a plausible context window"),
-            "set the server's context length, e.g. max_context_tokens = 131072",
-        ));
-    }
-    if !(1..=max_context).contains(&w.max_tokens) {
-        return Err(c.err(
-            "workload.max_tokens",
-            format!("{} must be between 1 and max_context_tokens ({max_context})", w.max_tokens),
-            "set the output budget per request, e.g. max_tokens = 1024",
-        ));
-    }
-    let context = context_distribution(c, &w.context_tokens)?;
-    for &(tokens, _) in &context.choices {
-        let tokens = i64::from(tokens);
-        if tokens > max_context {
-            return Err(c.err(
-                "workload.context_tokens",
-                format!("planned context {tokens} is above workload.max_context_tokens ({max_context})"),
-                "lower the context or raise max_context_tokens to the server's real context window",
-            ));
-        }
-        if tokens + w.max_tokens > max_context {
-            return Err(c.err(
-                "workload.context_tokens",
-                format!(
-                    "planned context {tokens} plus workload.max_tokens {}{} does not fit in max_context_tokens ({max_context})",
-                    w.max_tokens,
-                    c.origin("workload.max_tokens")
-                ),
-                format!("keep every context at or below {} or lower max_tokens", max_context - w.max_tokens),
-            ));
-        }
-    }
-    Ok(Workload {
-        context,
-        max_context_tokens: max_context as u32,
-        max_tokens: w.max_tokens as u32,
-        prompt_cache: match w.prompt_cache {
-            raw::RawPromptCache::Unique => PromptCache::Unique,
-        },
-        canaries: w.canaries.unwrap_or(true),
-    })
-}
-
-/// Smallest context a synthetic prompt can be sized to (instructions and markers need room).
-pub const MIN_CONTEXT_TOKENS: u32 = 64;
-
-fn context_distribution(c: &Checker, value: &toml::Value) -> Result<ContextDistribution, ScenarioError> {
-    const KEY: &str = "workload.context_tokens";
-    const FIX: &str = "write one size (context_tokens = 8192) or weights (context_tokens = { 4096 = 3, 65536 = 1 })";
-    let check_size = |tokens: i64| -> Result<u32, ScenarioError> {
-        if tokens < i64::from(MIN_CONTEXT_TOKENS) || tokens > CONTEXT_SANITY_LIMIT {
-            return Err(c.err(
-                KEY,
-                format!("{tokens} is not a usable context size (minimum {MIN_CONTEXT_TOKENS})"),
-                FIX,
-            ));
-        }
-        Ok(tokens as u32)
-    };
-    let mut choices = match value {
-        toml::Value::Integer(n) => vec![(check_size(*n)?, 1)],
-        toml::Value::Table(t) => {
-            if t.is_empty() {
-                return Err(c.err(KEY, "is an empty distribution", FIX));
-            }
-            let mut out = Vec::with_capacity(t.len());
-            for (size, weight) in t {
-                let tokens: i64 = size
-                    .trim()
-                    .parse()
-                    .map_err(|_| c.err(&format!("{KEY}.{size}"), format!("{size:?} is not a token count"), FIX))?;
-                let weight = match weight {
-                    toml::Value::Integer(w) if *w >= 1 && *w <= i64::from(u32::MAX) => *w as u32,
-                    other => {
-                        return Err(c.err(
-                            &format!("{KEY}.{size}"),
-                            format!("weight {other} must be a positive integer"),
-                            FIX,
-                        ));
-                    }
-                };
-                out.push((check_size(tokens)?, weight));
-            }
-            out
-        }
-        other => return Err(c.err(KEY, format!("a {} is not a context distribution", other.type_str()), FIX)),
-    };
-    choices.sort_unstable();
-    Ok(ContextDistribution { choices })
 }
 
 fn sampling(c: &Checker, s: &raw::RawSampling) -> Result<Sampling, ScenarioError> {

@@ -19,7 +19,7 @@ pub use stream::{CAPTURE_CHARS, StreamFault, StreamState};
 
 use crate::openai::parse_error_body;
 use crate::scenario::{ApiKey, ClientTimeouts};
-use crate::workload::{PreparedRequest, check_canary};
+use crate::workload::{PreparedRequest, check_canary, check_controlled_output};
 
 /// Error bodies are read up to this size; the rest is not needed to classify them.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -71,13 +71,14 @@ impl Client {
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
         let response = loop {
-            a.start = Instant::now();
-            a.start_offset = a.start.saturating_duration_since(level_start);
             let mut builder =
                 self.http.post(self.url.clone()).header(CONTENT_TYPE, "application/json").body(req.body.clone());
             if let Some(auth) = &self.auth {
                 builder = builder.header(AUTHORIZATION, auth.clone());
             }
+            // The clock starts here, as the request is handed to the pool.
+            a.start = Instant::now();
+            a.start_offset = a.start.saturating_duration_since(level_start);
             match wait(&mut cancelled, a.start + self.timeouts.first_byte, builder.send()).await {
                 Wait::Cancelled => return a.interrupted(&StreamState::default()),
                 Wait::TimedOut => {
@@ -100,7 +101,7 @@ impl Client {
         if !response.status().is_success() {
             return self.http_failure(&a, response).await;
         }
-        let mut state = StreamState::new(req.canary.is_some());
+        let mut state = StreamState::new(req.canary.is_some() || req.response_words.is_some());
         let mut body = response.bytes_stream();
         let mut deadline = a.start + self.timeouts.first_byte;
         loop {
@@ -139,6 +140,42 @@ impl Client {
             }
         }
         a.complete(req, state)
+    }
+
+    /// Send a non-streamed calibration probe; the server's `usage.prompt_tokens`, or why not.
+    pub async fn probe(&self, body: bytes::Bytes) -> Result<u64, String> {
+        let secret = self.api_key.as_ref().map(ApiKey::expose);
+        let mut retried = false;
+        let response = loop {
+            let mut builder =
+                self.http.post(self.url.clone()).header(CONTENT_TYPE, "application/json").body(body.clone());
+            if let Some(auth) = &self.auth {
+                builder = builder.header(AUTHORIZATION, auth.clone());
+            }
+            match tokio::time::timeout(self.timeouts.first_byte, builder.send()).await {
+                Err(_) => return Err("no answer within client.first_byte_timeout".to_string()),
+                Ok(Ok(r)) => break r,
+                Ok(Err(e)) if !retried && is_stale_connection(&e) => retried = true,
+                Ok(Err(e)) => return Err(sanitize_message(&error_chain(&e), secret)),
+            }
+        };
+        let status = response.status();
+        let bytes = match tokio::time::timeout(self.timeouts.idle, response.bytes()).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => return Err(sanitize_message(&error_chain(&e), secret)),
+            Err(_) => return Err("the answer stalled beyond client.idle_timeout".to_string()),
+        };
+        if !status.is_success() {
+            let (_, message) = parse_error_body(&bytes);
+            return Err(sanitize_message(
+                &format!("HTTP {}: {}", status.as_u16(), message.unwrap_or_default()),
+                secret,
+            ));
+        }
+        serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("usage")?.get("prompt_tokens")?.as_u64())
+            .ok_or_else(|| "the answer carried no usage.prompt_tokens".to_string())
     }
 
     async fn http_failure(&self, a: &Attempt<'_>, response: reqwest::Response) -> Outcome {
@@ -301,6 +338,12 @@ impl<'a> Attempt<'a> {
             (Some(marker), Some(capture)) => Some(check_canary(marker, capture, !truncated)),
             _ => None,
         };
+        let controlled_output = match (req.response_words, &state.capture) {
+            (Some(words), Some(capture)) => {
+                Some(check_controlled_output(words, capture, !truncated, state.finish_reason.as_deref()))
+            }
+            _ => None,
+        };
         let (output_tokens, output_token_source) = state.output_tokens();
         Outcome::Completed(Completed {
             index: self.index,
@@ -319,6 +362,7 @@ impl<'a> Attempt<'a> {
             finish_reason: state.finish_reason,
             visible_content_truncated: truncated,
             canary,
+            controlled_output,
             stale_connection_retries: self.stale_connection_retries,
         })
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use crate::workload::CanaryCheck;
+use crate::workload::{CanaryCheck, ControlledOutput};
 
 /// Every attempted request ends as exactly one of these.
 #[derive(Debug, Clone)]
@@ -48,6 +48,7 @@ pub struct Completed {
     pub finish_reason: Option<String>,
     pub visible_content_truncated: bool,
     pub canary: Option<CanaryCheck>,
+    pub controlled_output: Option<ControlledOutput>,
     /// Sends repeated because a pooled connection turned out to be closed (not timed).
     pub stale_connection_retries: u32,
 }

@@ -1,0 +1,141 @@
+//! Prompts from files: JSON Lines (one prompt per line) or a ShareGPT-style JSON array.
+//!
+//! JSON Lines accepts, per line, a string, `{"prompt": "..."}` (also `text`), or
+//! `{"messages": [{"role": ..., "content": ...}, ...]}`. ShareGPT files are an array of
+//! `{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}, ...]}`; the
+//! conversation up to and including its first human turn becomes one prompt. Blank lines are
+//! skipped; anything else that does not parse is an error naming the line.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::scenario::{ChatMessage, Dataset, DatasetFormat, DatasetPrompt};
+
+/// Load a dataset; the format follows the extension (`.jsonl` → JSON Lines, otherwise the
+/// content decides: a JSON array is ShareGPT).
+pub fn load(path: &Path) -> Result<Dataset, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let is_array = text.trim_start().starts_with('[');
+    let jsonl = path.extension().is_some_and(|e| e == "jsonl") || !is_array;
+    let (format, prompts) = if jsonl {
+        (DatasetFormat::Jsonl, parse_jsonl(&text)?)
+    } else {
+        (DatasetFormat::Sharegpt, parse_sharegpt(&text)?)
+    };
+    if prompts.is_empty() {
+        return Err("holds no prompts".to_string());
+    }
+    Ok(Dataset { path: path.to_path_buf(), format, count: prompts.len(), prompts })
+}
+
+fn parse_jsonl(text: &str) -> Result<Vec<DatasetPrompt>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line).map_err(|e| format!("line {}: not JSON ({e})", n + 1))?;
+        out.push(prompt_from_value(&value).map_err(|e| format!("line {}: {e}", n + 1))?);
+    }
+    Ok(out)
+}
+
+fn prompt_from_value(v: &Value) -> Result<DatasetPrompt, String> {
+    if let Some(s) = v.as_str() {
+        return non_empty(s).map(DatasetPrompt::Text);
+    }
+    if let Some(s) = v.get("prompt").or_else(|| v.get("text")).and_then(Value::as_str) {
+        return non_empty(s).map(DatasetPrompt::Text);
+    }
+    if let Some(messages) = v.get("messages").and_then(Value::as_array) {
+        let mut out = Vec::with_capacity(messages.len());
+        for m in messages {
+            let role = m.get("role").and_then(Value::as_str).ok_or("a message has no \"role\"")?;
+            let content = m.get("content").and_then(Value::as_str).ok_or("a message has no string \"content\"")?;
+            out.push(ChatMessage { role: role.to_string(), content: content.to_string() });
+        }
+        if !out.iter().any(|m| m.role == "user") {
+            return Err("the messages hold no user turn".to_string());
+        }
+        return Ok(DatasetPrompt::Messages(out));
+    }
+    Err("expected a string, {\"prompt\": ...} or {\"messages\": [...]}".to_string())
+}
+
+fn non_empty(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() { Err("the prompt is empty".to_string()) } else { Ok(s.to_string()) }
+}
+
+fn parse_sharegpt(text: &str) -> Result<Vec<DatasetPrompt>, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    let items = value.as_array().ok_or("a ShareGPT file is a JSON array")?;
+    let mut out = Vec::new();
+    for item in items {
+        let Some(turns) = item.get("conversations").and_then(Value::as_array) else { continue };
+        let mut messages = Vec::new();
+        for turn in turns {
+            let from = turn.get("from").and_then(Value::as_str).unwrap_or_default();
+            let Some(value) = turn.get("value").and_then(Value::as_str) else { continue };
+            let role = match from {
+                "human" | "user" => "user",
+                "system" => "system",
+                _ => "assistant",
+            };
+            messages.push(ChatMessage { role: role.to_string(), content: value.to_string() });
+            if role == "user" {
+                break;
+            }
+        }
+        // Conversations without a human turn (or an empty one) carry no prompt.
+        if messages.last().is_some_and(|m| m.role == "user" && !m.content.trim().is_empty()) {
+            out.push(DatasetPrompt::Messages(messages));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn jsonl_shapes() {
+        let (_d, p) = write(
+            "p.jsonl",
+            "\"plain\"\n{\"prompt\": \"with key\"}\n\n{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", \"content\": \"u\"}]}\n",
+        );
+        let d = load(&p).unwrap();
+        assert_eq!((d.format, d.count), (DatasetFormat::Jsonl, 3));
+        assert_eq!(d.prompts[0], DatasetPrompt::Text("plain".into()));
+        assert!(matches!(&d.prompts[2], DatasetPrompt::Messages(m) if m.len() == 2 && m[1].content == "u"));
+    }
+
+    #[test]
+    fn jsonl_errors_name_the_line() {
+        let (_d, p) = write("p.jsonl", "\"ok\"\n{\"nope\": 1}\n");
+        assert!(load(&p).unwrap_err().starts_with("line 2"));
+        let (_d, p) = write("p.jsonl", "\"ok\"\n{broken\n");
+        assert!(load(&p).unwrap_err().starts_with("line 2: not JSON"));
+    }
+
+    #[test]
+    fn sharegpt_takes_the_conversation_to_the_first_human_turn() {
+        let (_d, p) = write(
+            "sg.json",
+            r#"[{"id":"a","conversations":[{"from":"system","value":"be brief"},{"from":"human","value":"hi"},{"from":"gpt","value":"hello"}]},
+                {"id":"b","conversations":[{"from":"gpt","value":"only a reply"}]},
+                {"id":"c","conversations":[{"from":"human","value":"second"}]}]"#,
+        );
+        let d = load(&p).unwrap();
+        assert_eq!((d.format, d.count), (DatasetFormat::Sharegpt, 2));
+        assert!(matches!(&d.prompts[0], DatasetPrompt::Messages(m) if m.len() == 2 && m[1].role == "user"));
+    }
+}

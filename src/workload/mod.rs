@@ -1,0 +1,285 @@
+//! What each request asks for: its planned context, its prompt, its canary marker, its body.
+//!
+//! Everything here is a pure function of the scenario, the run's salt, the sizer and the request
+//! index, so request `i` is the same whichever worker prepares it and in whatever order.
+//!
+//! Planned context, prompt target and output reserve: `planned_context_tokens` is the prompt
+//! size the server should count (drawn per request); the prompt text is built so that the sizer
+//! predicts exactly that (`prompt_target_tokens`, the prediction for the text actually built);
+//! `max_tokens` is reserved on top, and validation keeps `planned + max_tokens` within the
+//! context window. The server's own count is recorded beside both.
+
+pub mod canary;
+pub mod dataset;
+pub mod sizing;
+pub mod text;
+
+use bytes::Bytes;
+use rand::RngExt;
+use rand::seq::SliceRandom;
+
+pub use canary::{CANARY_PREFIX, CanaryCheck, ControlledOutput, canary_marker, check_canary, check_controlled_output};
+pub use sizing::{Sizer, SizingRecord};
+pub use text::{estimate_tokens, is_filler_word};
+
+use crate::openai::{self, PromptBody, RequestParams};
+use crate::scenario::{ChatMessage, ContextDistribution, Dataset, DatasetPrompt, PromptCache, PromptSource, Scenario};
+use text::Stream;
+
+/// One request, ready to send. Built before the request's clock starts.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub index: u64,
+    pub planned_context_tokens: u32,
+    /// The sizer's prediction of the server's count for the prompt actually built.
+    pub prompt_target_tokens: u32,
+    /// The marker the response must start with, when canaries are on.
+    pub canary: Option<String>,
+    /// Visible words the response was asked for.
+    pub response_words: Option<u32>,
+    /// Serialized JSON request body.
+    pub body: Bytes,
+}
+
+/// Builds requests for one run.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    seed: u64,
+    /// Mixed into prompt text so that no earlier run can have warmed the cache; 0 when the
+    /// scenario asks for reproducible prompts.
+    salt: u64,
+    source: PromptSource,
+    canaries: bool,
+    response_words: Option<u32>,
+    params: RequestParams,
+    sizer: Sizer,
+    /// The text every prompt starts with in `shared-prefix` mode.
+    shared_prefix: String,
+    /// Dataset order: request `i` uses prompt `order[i % len]`.
+    order: Vec<usize>,
+}
+
+impl Workload {
+    /// `run_salt` is ignored when the scenario asks for reproducible prompts.
+    pub fn new(scenario: &Scenario, run_salt: u64, sizer: Sizer) -> Self {
+        let w = &scenario.workload;
+        let seed = scenario.run.seed;
+        let salt = if w.prompt_cache.reproducible() { 0 } else { run_salt };
+        let shared_prefix = match w.prompt_cache {
+            PromptCache::SharedPrefix { tokens, .. } => build_shared_prefix(&sizer, seed, salt, tokens),
+            PromptCache::Unique { .. } => String::new(),
+        };
+        let order = match &w.prompts {
+            PromptSource::Dataset(d) => {
+                let mut order: Vec<usize> = (0..d.prompts.len()).collect();
+                order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
+                order
+            }
+            PromptSource::Synthetic { .. } => Vec::new(),
+        };
+        Workload {
+            seed,
+            salt,
+            source: w.prompts.clone(),
+            canaries: w.canaries,
+            response_words: scenario.output.response_words,
+            params: RequestParams::from_scenario(scenario),
+            sizer,
+            shared_prefix,
+            order,
+        }
+    }
+
+    pub fn salt(&self) -> u64 {
+        self.salt
+    }
+
+    /// The planned context of request `index` (synthetic prompts: a seeded draw).
+    pub fn planned_context(&self, index: u64) -> Option<u32> {
+        match &self.source {
+            PromptSource::Synthetic { context } => Some(draw_context(context, self.seed, index)),
+            PromptSource::Dataset(_) => None,
+        }
+    }
+
+    /// Whether preparing request `index` is heavy enough to keep off the async runtime.
+    pub fn is_large(&self, index: u64) -> bool {
+        self.planned_context(index).is_none_or(|t| t > 4096) || self.sizer.exact().is_some()
+    }
+
+    pub fn prepare(&self, index: u64) -> PreparedRequest {
+        let canary = self.canaries.then(|| canary_marker(self.seed, index));
+        let task = task_text(canary.as_deref(), self.response_words);
+        // The index comes first so that prompts diverge within their first few tokens.
+        let tag =
+            if self.salt == 0 { format!("{index}-{}", self.seed) } else { format!("{index}-{:08x}", self.salt as u32) };
+        let header = format!("Request {tag} reference text:");
+        let (body, target, planned) = match &self.source {
+            PromptSource::Synthetic { context } => {
+                let planned = draw_context(context, self.seed, index);
+                let (prompt, target) = self.synthetic(index, planned, &header, &task);
+                (openai::request_body(&self.params, PromptBody::Text(&prompt)), target, planned)
+            }
+            PromptSource::Dataset(d) => {
+                let (body, target) = self.from_dataset(d, index, &header, &task);
+                (body, target, target)
+            }
+        };
+        PreparedRequest {
+            index,
+            planned_context_tokens: planned,
+            prompt_target_tokens: target,
+            canary,
+            response_words: self.response_words,
+            body: Bytes::from(body),
+        }
+    }
+
+    /// Shared prefix, unique header, filler sized so the whole prompt predicts `planned`, task.
+    fn synthetic(&self, index: u64, planned: u32, header: &str, task: &str) -> (String, u32) {
+        let build = |words: usize| {
+            let mut prompt = String::with_capacity(self.shared_prefix.len() + header.len() + task.len() + words * 7);
+            prompt.push_str(&self.shared_prefix);
+            if !self.shared_prefix.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str(header);
+            text::push_filler(&mut prompt, words, &mut text::rng(self.seed, self.salt, index, Stream::Text));
+            prompt.push_str(task);
+            prompt
+        };
+        let fixed = build(0);
+        let per_word = self.sizer.per_filler_word().max(1e-3);
+        let mut words = ((f64::from(planned) - self.sizer.prompt_tokens(&fixed)) / per_word).round().max(0.0) as usize;
+        let mut prompt = build(words);
+        if self.sizer.exact().is_some() {
+            // Exact sizers re-count and correct; tokenizers are not quite additive over words.
+            for _ in 0..4 {
+                let diff = f64::from(planned) - self.sizer.prompt_tokens(&prompt);
+                if diff == 0.0 {
+                    break;
+                }
+                let step = (diff / per_word).round();
+                let step = if step == 0.0 { diff.signum() } else { step };
+                words = (words as f64 + step).max(0.0) as usize;
+                prompt = build(words);
+            }
+        }
+        let target = self.sizer.prompt_tokens(&prompt).round().max(0.0) as u32;
+        (prompt, target)
+    }
+
+    fn from_dataset(&self, d: &Dataset, index: u64, header: &str, task: &str) -> (Vec<u8>, u32) {
+        let pick = self.order[(index % self.order.len() as u64) as usize];
+        let lead = if self.shared_prefix.is_empty() {
+            format!("{header}\n\n")
+        } else {
+            format!("{}\n\n{header}\n\n", self.shared_prefix)
+        };
+        match &d.prompts[pick] {
+            DatasetPrompt::Text(text) => {
+                let prompt = format!("{lead}{text}{task}");
+                let target = self.sizer.prompt_tokens(&prompt).round() as u32;
+                (openai::request_body(&self.params, PromptBody::Text(&prompt)), target)
+            }
+            DatasetPrompt::Messages(messages) => {
+                let mut messages: Vec<ChatMessage> = messages.clone();
+                if let Some(first) = messages.first_mut() {
+                    first.content.insert_str(0, &lead);
+                }
+                if let Some(last_user) = messages.iter_mut().rev().find(|m| m.role == "user") {
+                    last_user.content.push_str(task);
+                }
+                // One template allowance per message beyond the first.
+                let text: f64 = messages.iter().map(|m| self.sizer.text_tokens(&m.content)).sum();
+                let target = (text + self.sizer.overhead() * messages.len() as f64).round() as u32;
+                (openai::request_body(&self.params, PromptBody::Messages(&messages)), target)
+            }
+        }
+    }
+
+    /// Calibration probes: prompts built like real ones (header, filler, task) with `words`
+    /// filler words each, sent with `max_tokens = 1` and no streaming. Returns (body, predicted
+    /// text tokens before calibration).
+    pub fn probe(&self, k: u64, words: usize) -> (Bytes, f64) {
+        let marker = self.canaries.then(|| format!("{CANARY_PREFIX}{}_P{k:04}", self.seed));
+        let task = task_text(marker.as_deref(), self.response_words);
+        let mut prompt = format!("Request probe-{:08x}-{k} reference text:", self.salt as u32);
+        text::push_filler(&mut prompt, words, &mut text::rng(self.seed, self.salt ^ 0x5052_4f42, k, Stream::Text));
+        prompt.push_str(&task);
+        let body = openai::probe_body(&self.params, &prompt);
+        (Bytes::from(body), self.sizer.text_tokens(&prompt))
+    }
+
+    pub fn sizer(&self) -> &Sizer {
+        &self.sizer
+    }
+}
+
+/// The instruction that ends every prompt.
+fn task_text(canary: Option<&str>, words: Option<u32>) -> String {
+    match (canary, words) {
+        (Some(marker), Some(n)) => {
+            format!(
+                "\n\nTask: begin your reply with the exact text {marker}, then answer in exactly {n} words about the reference text."
+            )
+        }
+        (Some(marker), None) => format!(
+            "\n\nTask: begin your reply with the exact text {marker} and then summarise the reference text in one sentence."
+        ),
+        (None, Some(n)) => format!("\n\nTask: answer in exactly {n} words about the reference text."),
+        (None, None) => "\n\nTask: summarise the reference text in one sentence.".to_string(),
+    }
+}
+
+/// Shared-prefix text of `tokens` tokens by the sizer (content only: the chat template's opening
+/// adds a few more shared tokens on the server).
+fn build_shared_prefix(sizer: &Sizer, seed: u64, salt: u64, tokens: u32) -> String {
+    let per_word = sizer.per_filler_word().max(1e-3);
+    let build = |words: usize| {
+        let mut s = String::from("Shared reference text:");
+        text::push_filler(&mut s, words, &mut text::rng(seed, salt, 0, Stream::SharedPrefix));
+        s
+    };
+    // One cache block of margin: block-granular caches (16 tokens in vLLM) then hold at least the
+    // requested count, whatever the template adds in front.
+    let goal = f64::from(tokens) + 16.0;
+    let mut words = (goal / per_word).ceil() as usize;
+    let mut prefix = build(words);
+    while sizer.text_tokens(&prefix) < goal {
+        words += 1;
+        prefix = build(words);
+    }
+    prefix
+}
+
+/// The planned context of request `index`.
+pub fn draw_context(dist: &ContextDistribution, seed: u64, index: u64) -> u32 {
+    let mut rng = text::rng(seed, 0, index, Stream::Context);
+    match dist {
+        ContextDistribution::Weighted { choices } => {
+            if let [(tokens, _)] = choices.as_slice() {
+                return *tokens;
+            }
+            let total: u64 = choices.iter().map(|&(_, w)| u64::from(w)).sum();
+            let mut pick = rng.random_range(0..total);
+            for &(tokens, weight) in choices {
+                if pick < u64::from(weight) {
+                    return tokens;
+                }
+                pick -= u64::from(weight);
+            }
+            dist.largest()
+        }
+        ContextDistribution::Uniform { lo, hi } => rng.random_range(*lo..=*hi),
+        ContextDistribution::Normal { mean, sd, min, max } => {
+            let normal = rand_distr::Normal::new(*mean, *sd)
+                .unwrap_or_else(|_| rand_distr::Normal::new(*mean, 1.0).expect("unit sd is valid"));
+            let v: f64 = rng.sample(normal);
+            (v.round().clamp(f64::from(*min), f64::from(*max))) as u32
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,278 @@
+//! Sizing prompts to the server's own token count.
+//!
+//! A `Sizer` predicts how many tokens the server will count for a prompt: `Estimate` uses the
+//! built-in estimate plus a fixed template allowance; `Fit` is the estimate scaled and shifted by
+//! a least-squares fit to the server's `usage.prompt_tokens` for a few probe prompts (this
+//! captures both the tokenizer's rate on the filler and the chat template's overhead);
+//! `Tokenizer` counts exactly with a local Hugging Face tokenizer, plus the template overhead
+//! measured with one probe. Every mode's inputs and results are recorded in the artifact
+//! (`prompt_sizing`).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::text::estimate_tokens;
+use crate::scenario::Api;
+
+/// Estimated tokens a chat template wraps around one user message (role markers, turn
+/// separators, the assistant prefix).
+pub const CHAT_TEMPLATE_TOKENS: u32 = 8;
+/// Completions prompts get a beginning-of-sequence token.
+pub const COMPLETIONS_OVERHEAD_TOKENS: u32 = 1;
+
+pub fn default_overhead(api: Api) -> f64 {
+    f64::from(match api {
+        Api::Chat => CHAT_TEMPLATE_TOKENS,
+        Api::Completions => COMPLETIONS_OVERHEAD_TOKENS,
+    })
+}
+
+/// Predicts the server's prompt token count.
+#[derive(Clone)]
+pub enum Sizer {
+    /// `estimate(text) + overhead`.
+    Estimate { overhead: f64 },
+    /// `slope · estimate(text) + intercept`, fitted to probes.
+    Fit { slope: f64, intercept: f64 },
+    /// `tokenizer(text) + overhead`.
+    Tokenizer { tokenizer: Arc<tokenizers::Tokenizer>, overhead: f64 },
+}
+
+impl std::fmt::Debug for Sizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sizer::Estimate { overhead } => write!(f, "Estimate(+{overhead})"),
+            Sizer::Fit { slope, intercept } => write!(f, "Fit({slope}·x + {intercept})"),
+            Sizer::Tokenizer { overhead, .. } => write!(f, "Tokenizer(+{overhead})"),
+        }
+    }
+}
+
+impl Sizer {
+    /// Tokens of a piece of prompt text, without template overhead.
+    pub fn text_tokens(&self, text: &str) -> f64 {
+        match self {
+            Sizer::Estimate { .. } => f64::from(estimate_tokens(text)),
+            Sizer::Fit { slope, .. } => slope * f64::from(estimate_tokens(text)),
+            Sizer::Tokenizer { tokenizer, .. } => count_with(tokenizer, text) as f64,
+        }
+    }
+
+    /// The server's count for a whole prompt (one message, or the completions prompt).
+    pub fn prompt_tokens(&self, text: &str) -> f64 {
+        self.text_tokens(text) + self.overhead()
+    }
+
+    /// Template overhead of one prompt.
+    pub fn overhead(&self) -> f64 {
+        match self {
+            Sizer::Estimate { overhead } | Sizer::Tokenizer { overhead, .. } => *overhead,
+            Sizer::Fit { intercept, .. } => *intercept,
+        }
+    }
+
+    /// Average tokens per filler word (over a block of the word list).
+    pub fn per_filler_word(&self) -> f64 {
+        match self {
+            Sizer::Estimate { .. } => 1.0,
+            Sizer::Fit { slope, .. } => *slope,
+            Sizer::Tokenizer { tokenizer, .. } => {
+                let words = super::text::filler_words();
+                let block: String = words.iter().map(|w| format!(" {w}")).collect();
+                count_with(tokenizer, &block) as f64 / words.len() as f64
+            }
+        }
+    }
+
+    /// Exact sizers can correct a built prompt by re-counting it.
+    pub fn exact(&self) -> Option<&tokenizers::Tokenizer> {
+        match self {
+            Sizer::Tokenizer { tokenizer, .. } => Some(tokenizer),
+            _ => None,
+        }
+    }
+}
+
+/// Tokens of `text` without special tokens (the template overhead is counted separately).
+pub fn count_with(tokenizer: &tokenizers::Tokenizer, text: &str) -> usize {
+    tokenizer.encode_fast(text, false).map(|e| e.len()).unwrap_or_else(|_| estimate_tokens(text) as usize)
+}
+
+/// One calibration probe and what the server said.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeResult {
+    /// The sizer's prediction before calibration: the built-in estimate of the probe's text, or
+    /// the tokenizer's count.
+    pub predicted_text_tokens: f64,
+    /// `usage.prompt_tokens` as reported by the server.
+    pub server_prompt_tokens: Option<u64>,
+    pub error: Option<String>,
+}
+
+/// `prompt_sizing` in the artifact: how prompts were sized, and the evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizingRecord {
+    /// `estimate`, `calibrate` or `tokenizer`.
+    pub mode: &'static str,
+    pub tokenizer_path: Option<String>,
+    pub probes: Vec<ProbeResult>,
+    /// Server tokens per estimated token (1 for `estimate` and `tokenizer`).
+    pub slope: f64,
+    /// Tokens the server adds to every prompt (chat template, BOS).
+    pub intercept: f64,
+    /// Largest distance between a probe's server count and the fitted line, in tokens.
+    pub fit_residual_max: Option<f64>,
+    /// Set when calibration failed and the built-in estimate was used instead.
+    pub fallback_reason: Option<String>,
+}
+
+impl SizingRecord {
+    pub fn for_sizer(mode: &'static str, sizer: &Sizer, tokenizer_path: Option<String>) -> Self {
+        let (slope, intercept) = match sizer {
+            Sizer::Fit { slope, intercept } => (*slope, *intercept),
+            other => (1.0, other.overhead()),
+        };
+        SizingRecord {
+            mode,
+            tokenizer_path,
+            probes: Vec::new(),
+            slope,
+            intercept,
+            fit_residual_max: None,
+            fallback_reason: None,
+        }
+    }
+}
+
+/// Least-squares line through `(x, y)` points: `(slope, intercept, largest residual)`. Needs two
+/// distinct x values.
+pub fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    if sxx <= f64::EPSILON {
+        return None;
+    }
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    let slope = sxy / sxx;
+    let intercept = mean_y - slope * mean_x;
+    let residual = points.iter().map(|p| (p.1 - (slope * p.0 + intercept)).abs()).fold(0.0, f64::max);
+    Some((slope, intercept, residual))
+}
+
+/// Filler word counts for the calibration probes: spread over two orders of magnitude below the
+/// largest prompt the run will send (and never above 4,096 words: the fit is linear by
+/// construction, so larger probes add cost, not accuracy).
+pub fn probe_sizes(largest_prompt_tokens: u32) -> Vec<usize> {
+    let cap = (f64::from(largest_prompt_tokens) * 0.8 - 64.0).clamp(32.0, 4096.0) as usize;
+    let mut sizes: Vec<usize> = [cap / 64, cap / 16, cap / 4, cap].into_iter().map(|n| n.max(8)).collect();
+    sizes.dedup();
+    sizes
+}
+
+/// Fit a sizer from probe results. `initial` is the sizer the probes' predictions came from
+/// (`Estimate` for calibration, `Tokenizer` for exact counting). Falls back to the built-in
+/// estimate, saying why, when fewer than two probes (one for a tokenizer) were answered.
+pub fn fit_from_probes(
+    initial: &Sizer,
+    mode: &'static str,
+    tokenizer_path: Option<String>,
+    probes: Vec<ProbeResult>,
+    default: f64,
+) -> (Sizer, SizingRecord) {
+    let points: Vec<(f64, f64)> =
+        probes.iter().filter_map(|p| p.server_prompt_tokens.map(|y| (p.predicted_text_tokens, y as f64))).collect();
+    let failures: Vec<&str> = probes.iter().filter_map(|p| p.error.as_deref()).collect();
+    let (sizer, residual, fallback) = match initial {
+        Sizer::Tokenizer { tokenizer, .. } if !points.is_empty() => {
+            // The tokenizer counts the text exactly; the probes only measure the template.
+            let overheads: Vec<f64> = points.iter().map(|(x, y)| y - x).collect();
+            let overhead = overheads.iter().sum::<f64>() / overheads.len() as f64;
+            let residual = overheads.iter().map(|o| (o - overhead).abs()).fold(0.0, f64::max);
+            (Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead }, Some(residual), None)
+        }
+        Sizer::Tokenizer { tokenizer, .. } => (
+            Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead: default },
+            None,
+            Some(format!(
+                "no probe was answered ({}); the template overhead is assumed to be {default} tokens",
+                failures.join("; ")
+            )),
+        ),
+        _ => match fit_line(&points) {
+            Some((slope, intercept, residual)) if slope > 0.0 => {
+                (Sizer::Fit { slope, intercept }, Some(residual), None)
+            }
+            _ => (
+                Sizer::Estimate { overhead: default },
+                None,
+                Some(if failures.is_empty() {
+                    "the probes' token counts did not fit a line".to_string()
+                } else {
+                    format!("probes failed ({})", failures.join("; "))
+                }),
+            ),
+        },
+    };
+    let mut record = SizingRecord::for_sizer(mode, &sizer, tokenizer_path);
+    record.probes = probes;
+    record.fit_residual_max = residual;
+    record.fallback_reason = fallback;
+    (sizer, record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_recovers_a_line() {
+        let pts: Vec<(f64, f64)> = [100.0, 400.0, 1600.0].iter().map(|&x| (x, 1.2 * x + 9.0)).collect();
+        let (slope, intercept, residual) = fit_line(&pts).unwrap();
+        assert!((slope - 1.2).abs() < 1e-9 && (intercept - 9.0).abs() < 1e-6 && residual < 1e-6);
+        assert!(fit_line(&[(1.0, 2.0)]).is_none());
+        assert!(fit_line(&[(5.0, 2.0), (5.0, 3.0)]).is_none());
+    }
+
+    #[test]
+    fn probe_sizes_are_distinct_and_bounded() {
+        assert_eq!(probe_sizes(65_536), vec![64, 256, 1024, 4096]);
+        let small = probe_sizes(200);
+        assert!(small.len() >= 2 && small.iter().all(|&n| n >= 8 && n <= 96), "{small:?}");
+    }
+
+    #[test]
+    fn failed_probes_fall_back_to_the_estimate_and_say_why() {
+        let probes = vec![ProbeResult {
+            predicted_text_tokens: 10.0,
+            server_prompt_tokens: None,
+            error: Some("HTTP 500".into()),
+        }];
+        let (sizer, record) = fit_from_probes(&Sizer::Estimate { overhead: 8.0 }, "calibrate", None, probes, 8.0);
+        assert!(matches!(sizer, Sizer::Estimate { .. }));
+        assert!(record.fallback_reason.unwrap().contains("HTTP 500"));
+        let probes = [100.0, 400.0].map(|x| ProbeResult {
+            predicted_text_tokens: x,
+            server_prompt_tokens: Some((1.25 * x) as u64 + 6),
+            error: None,
+        });
+        let (sizer, record) =
+            fit_from_probes(&Sizer::Estimate { overhead: 8.0 }, "calibrate", None, probes.to_vec(), 8.0);
+        assert!(matches!(sizer, Sizer::Fit { slope, .. } if (slope - 1.25).abs() < 1e-9));
+        assert!((record.intercept - 6.0).abs() < 1e-9 && record.fallback_reason.is_none());
+    }
+
+    #[test]
+    fn estimate_sizer_predicts_estimate_plus_overhead() {
+        let s = Sizer::Estimate { overhead: 8.0 };
+        assert_eq!(s.prompt_tokens("the river system"), 11.0);
+        assert_eq!(s.per_filler_word(), 1.0);
+        let f = Sizer::Fit { slope: 1.5, intercept: 4.0 };
+        assert_eq!(f.prompt_tokens("the river"), 7.0);
+    }
+}

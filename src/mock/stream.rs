@@ -285,6 +285,11 @@ impl StreamState {
                 Ok(None)
             }
             FaultKind::ResetMidStream => {
+                // hyper keeps polling a body that is always ready and only flushes once it is
+                // not: without this pause the chunks before the reset would still sit in its
+                // buffer when the error tears the connection down, and the client would see
+                // nothing at all instead of a stream broken mid-way.
+                tokio::task::yield_now().await;
                 self.generation.guard.cut();
                 self.finished = true;
                 Err(io::Error::new(io::ErrorKind::ConnectionReset, "injected fault: connection reset mid-stream"))

@@ -22,6 +22,8 @@ pub mod tokenize;
 mod wire;
 
 #[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 mod tests;
 
 use std::future::Future;

@@ -2,9 +2,11 @@
 //! with configured probabilities, reproducibly, and counted so a test can compare the client's
 //! failure records with what the server actually did.
 //!
-//! The n-th generation request (1-based, counted over the server's whole life, restarts
+//! The n-th generation request (1-based, counted per server over its whole life, restarts
 //! included) draws its fault from a generator seeded by `(fault_seed, n)`, so the same seed and
-//! the same request order give the same faults whatever the timing.
+//! the same request order give the same faults whatever the timing. Every POST to a generation
+//! endpoint takes a number, invalid ones included: an invalid request that draws anything but an
+//! HTTP error gets its usual 400 and nothing is injected.
 //!
 //! # Which counters each fault touches
 //!

@@ -3,13 +3,18 @@
 //!
 //! It answers `/v1/chat/completions` and `/v1/completions` (streamed or not) with paced,
 //! deterministic output shaped like real engines' (see `profile` for the knobs, including
-//! llama.cpp's quirks), plus `/v1/models`, `/health`, and `/mock/stats` / `/mock/profile` so
-//! a test can compare what the client measured with what the server did.
+//! llama.cpp's quirks), plus `/v1/models`, `/health`, and `/mock/stats` / `/mock/profile` /
+//! `/mock/ground-truth` so a test can compare what the client measured with what the server
+//! did. It can also break on purpose, in every way a client must survive (see `faults`).
 
+mod contamination;
+mod faults;
+mod ground_truth;
 mod plan;
 mod prefix_cache;
 mod profile;
 mod request;
+mod restart;
 mod server;
 mod stats;
 mod stream;
@@ -17,62 +22,48 @@ pub mod tokenize;
 mod wire;
 
 #[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 mod tests;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use faults::FaultProfile;
+pub use ground_truth::{ChunkKind, GroundTruthChunk, GroundTruthRecord};
 pub use profile::{PROFILE_NAMES, Profile, ReasoningField, UsagePlacement};
 pub use stats::{MockStats, MockStatsSnapshot};
 pub use tokenize::{count_prompt_tokens, count_text_tokens};
 
-/// After shutdown is requested, in-flight responses get this long to finish before `serve`
-/// returns anyway (a client that stops reading would otherwise hold it forever).
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
 /// Serve until `shutdown` resolves. The listener is already bound.
 ///
 /// Shutdown is graceful: no new connections are accepted and in-flight responses may finish,
-/// for at most a few seconds.
+/// for at most a few seconds. With `faults.restart_after_requests` the server restarts once
+/// on the listener's address (see `FaultProfile`).
 pub async fn serve(
     listener: TcpListener,
     profile: Profile,
     stats: Arc<MockStats>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let state =
-        Arc::new(server::AppState { profile: Arc::new(profile), stats, cache: prefix_cache::PrefixCache::new() });
-    // Chunks are small writes that must leave at once; Nagle's algorithm would hold them
-    // back behind delayed ACKs and distort every latency the client measures.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!("could not set TCP_NODELAY: {err}");
-        }
-    });
-    let stop = CancellationToken::new();
-    let server = axum::serve(listener, server::router(state))
-        .with_graceful_shutdown(stop.clone().cancelled_owned())
-        .into_future();
-    tokio::pin!(server);
-    tokio::select! {
-        result = &mut server => return result,
-        () = shutdown => {}
-    }
-    stop.cancel();
-    match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
-        Ok(result) => result,
-        Err(_) => {
-            tracing::debug!("mock server: in-flight responses outlived the shutdown grace");
-            Ok(())
-        }
-    }
+    serve_with(listener, profile, stats, Arc::new(ground_truth::GroundTruthStore::new()), shutdown).await
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    profile: Profile,
+    stats: Arc<MockStats>,
+    ground_truth: Arc<ground_truth::GroundTruthStore>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let state = Arc::new(server::AppState::new(profile, Arc::clone(&stats), ground_truth));
+    let restart = Arc::clone(&state.restart);
+    restart::run(listener, server::router(state), restart, stats, shutdown).await
 }
 
 /// A server running in-process on `127.0.0.1` with an ephemeral port (tests, the demo).
@@ -83,6 +74,7 @@ pub async fn serve(
 pub struct MockServer {
     addr: SocketAddr,
     stats: Arc<MockStats>,
+    ground_truth: Arc<ground_truth::GroundTruthStore>,
     stop: CancellationToken,
     /// Taken by `shutdown`; `None` only after it.
     task: Option<JoinHandle<std::io::Result<()>>>,
@@ -94,9 +86,11 @@ impl MockServer {
         let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
         let stats = Arc::new(MockStats::new());
+        let ground_truth = Arc::new(ground_truth::GroundTruthStore::new());
         let stop = CancellationToken::new();
-        let task = tokio::spawn(serve(listener, profile, Arc::clone(&stats), stop.clone().cancelled_owned()));
-        Ok(MockServer { addr, stats, stop, task: Some(task) })
+        let shutdown = stop.clone().cancelled_owned();
+        let task = tokio::spawn(serve_with(listener, profile, Arc::clone(&stats), Arc::clone(&ground_truth), shutdown));
+        Ok(MockServer { addr, stats, ground_truth, stop, task: Some(task) })
     }
 
     /// The bound address.
@@ -112,6 +106,12 @@ impl MockServer {
     /// The server's counters right now.
     pub fn stats(&self) -> MockStatsSnapshot {
         self.stats.snapshot()
+    }
+
+    /// The timing records of streamed responses so far (empty unless the profile has
+    /// `record_ground_truth`), oldest first; also served as `GET /mock/ground-truth`.
+    pub fn ground_truth(&self) -> Vec<GroundTruthRecord> {
+        self.ground_truth.records()
     }
 
     /// Stops accepting connections, lets in-flight responses finish (bounded by a grace

@@ -112,7 +112,10 @@ pub(crate) struct TextSource {
     reasoning_rng: Xoshiro256PlusPlus,
     content_rng: Xoshiro256PlusPlus,
     canary: Option<String>,
-    content_started: bool,
+    /// Content tokens produced so far.
+    content_emitted: u32,
+    /// Contamination: another request's marker replaces the content token at this index.
+    foreign: Option<(u32, String)>,
 }
 
 impl TextSource {
@@ -122,8 +125,15 @@ impl TextSource {
             reasoning_rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_7e47_0000_0001),
             content_rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_7e47_0000_0002),
             canary: canary.map(str::to_owned),
-            content_started: false,
+            content_emitted: 0,
+            foreign: None,
         }
+    }
+
+    /// Makes content token `index` another request's `marker` (index 0 swaps the answer's
+    /// own marker). Replacing a token rather than adding one keeps every count as planned.
+    pub fn contaminate(&mut self, index: u32, marker: String) {
+        self.foreign = Some((index, marker));
     }
 
     /// Appends `n` reasoning tokens.
@@ -133,19 +143,27 @@ impl TextSource {
         }
     }
 
-    /// Appends `n` content tokens.
-    pub fn push_content(&mut self, out: &mut String, n: u32) {
-        let mut n = n;
-        if n > 0 && !self.content_started {
-            self.content_started = true;
-            if let Some(marker) = &self.canary {
-                out.push_str(marker);
-                n -= 1;
+    /// Appends `n` content tokens. True when the contaminating marker was among them.
+    pub fn push_content(&mut self, out: &mut String, n: u32) -> bool {
+        let mut contaminated = false;
+        for _ in 0..n {
+            let index = self.content_emitted;
+            self.content_emitted = index.saturating_add(1);
+            let own = if index == 0 { self.canary.as_deref() } else { None };
+            // The word is drawn even when replaced, so the rest of the answer stays the same.
+            let token = own.unwrap_or_else(|| word(&mut self.content_rng));
+            match &self.foreign {
+                Some((at, marker)) if *at == index => {
+                    if index > 0 {
+                        out.push(' ');
+                    }
+                    out.push_str(marker);
+                    contaminated = true;
+                }
+                _ => out.push_str(token),
             }
         }
-        for _ in 0..n {
-            out.push_str(word(&mut self.content_rng));
-        }
+        contaminated
     }
 }
 
@@ -241,5 +259,32 @@ mod tests {
         assert!(content.starts_with("ANVIL_REQ_x1 "));
         assert_eq!(content.split(' ').count(), 3);
         assert_eq!(make(), (reasoning, content));
+    }
+
+    #[test]
+    fn contamination_replaces_one_token() {
+        let content = |foreign: Option<(u32, &str)>, canary| {
+            let mut source = TextSource::new(7, canary);
+            if let Some((at, marker)) = foreign {
+                source.contaminate(at, marker.to_owned());
+            }
+            let mut text = String::new();
+            let first = source.push_content(&mut text, 2);
+            let second = source.push_content(&mut text, 3);
+            (text, first, second)
+        };
+        let (clean, ..) = content(None, Some("ANVIL_REQ_own"));
+        let (swapped, first, second) = content(Some((0, "ANVIL_REQ_other")), Some("ANVIL_REQ_own"));
+        assert!((first, second) == (true, false));
+        assert_eq!(swapped, clean.replacen("ANVIL_REQ_own", "ANVIL_REQ_other", 1));
+        let (merged, first, second) = content(Some((3, "ANVIL_REQ_other")), Some("ANVIL_REQ_own"));
+        assert!((first, second) == (false, true));
+        assert!(merged.starts_with("ANVIL_REQ_own "));
+        let words: Vec<_> = merged.split(' ').collect();
+        assert_eq!(words.len(), 5);
+        assert_eq!(words[3], "ANVIL_REQ_other");
+        assert_eq!(clean.split(' ').nth(4), words.get(4).copied(), "later words unchanged");
+        let (no_canary, ..) = content(Some((0, "ANVIL_REQ_other")), None);
+        assert!(no_canary.starts_with("ANVIL_REQ_other "));
     }
 }

@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::faults::FaultProfile;
+
 /// Names accepted by [`Profile::named`].
-pub const PROFILE_NAMES: &[&str] = &["instant", "fast", "realistic", "llamacpp"];
+pub const PROFILE_NAMES: &[&str] = &["instant", "fast", "realistic", "llamacpp", "faults"];
 
 /// Which delta key carries reasoning text in streamed chat chunks (and the `message` of
 /// non-streamed chat responses).
@@ -82,6 +84,13 @@ pub struct Profile {
     /// Load-dependent slowdown: time per output token and prefill time are multiplied by
     /// `1 + batch_slowdown * (active_requests - 1)`. Zero makes latency independent of load.
     pub batch_slowdown: f64,
+    /// Injected failures (see `faults`); none by default.
+    #[serde(default)]
+    pub faults: FaultProfile,
+    /// Record when every chunk of every streamed response left, for `GET /mock/ground-truth`.
+    /// Off by default: it costs a clock read per chunk and memory per request.
+    #[serde(default)]
+    pub record_ground_truth: bool,
 }
 
 impl Profile {
@@ -101,6 +110,8 @@ impl Profile {
             close_connection: false,
             prefix_cache: false,
             batch_slowdown: 0.0,
+            faults: FaultProfile::default(),
+            record_ground_truth: false,
         };
         match name {
             // Measures the client's own cost per chunk: nothing on the server side may sleep,
@@ -139,6 +150,32 @@ impl Profile {
                 prefix_cache: true,
                 ..base
             }),
+            // A broken server for robustness runs: `fast`, with every kind of failure now
+            // and then and one restart. Clients run it with short timeouts, which end stalls.
+            "faults" => Some(Profile {
+                name: base.name,
+                faults: FaultProfile {
+                    reset_mid_stream: 0.05,
+                    http_500: 0.02,
+                    http_429: 0.005,
+                    http_503: 0.005,
+                    stall_before_first_byte: 0.005,
+                    stall_mid_stream: 0.005,
+                    malformed_sse: 0.01,
+                    invalid_json: 0.005,
+                    invalid_utf8: 0.005,
+                    huge_chunk: 0.002,
+                    missing_done: 0.005,
+                    contamination_swapped: 0.01,
+                    contamination_merged: 0.01,
+                    restart_after_requests: Some(1000),
+                    restart_downtime_ms: 300,
+                    stall_duration: Duration::from_secs(3600),
+                    fault_seed: 1,
+                    ..FaultProfile::default()
+                },
+                ..Profile::named("fast")?
+            }),
             _ => None,
         }
     }
@@ -164,7 +201,7 @@ impl Profile {
         if self.context_limit == 0 {
             return Err("context_limit must be at least 1".into());
         }
-        Ok(())
+        self.faults.validate()
     }
 
     /// Load factor for `active` concurrent generation requests.
@@ -187,7 +224,7 @@ impl Profile {
 }
 
 /// Durations as fractional milliseconds (`4.3` rather than `{"secs":0,"nanos":4300000}`).
-mod duration_ms {
+pub(crate) mod duration_ms {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer, de::Error};
@@ -229,6 +266,11 @@ mod tests {
         assert_eq!(llama.usage_placement, UsagePlacement::FinishChunk);
         let realistic = Profile::named("realistic").expect("realistic");
         assert_eq!(realistic.time_per_output_token, Duration::from_micros(4_300));
+        assert_eq!(realistic.faults, FaultProfile::default());
+        let faults = Profile::named("faults").expect("faults");
+        assert_eq!(faults.time_per_output_token, Profile::named("fast").expect("fast").time_per_output_token);
+        assert_eq!((faults.faults.reset_mid_stream, faults.faults.fault_seed), (0.05, 1));
+        assert_eq!(faults.faults.restart_after_requests, Some(1000));
     }
 
     #[test]
@@ -240,6 +282,20 @@ mod tests {
         assert_eq!(json["reasoning_field"], "reasoning_content");
         let back: Profile = serde_json::from_value(json).expect("deserialize");
         assert_eq!(back, profile);
+        let faults = Profile::named("faults").expect("faults");
+        let json = serde_json::to_value(&faults).expect("serialize");
+        assert_eq!(json["faults"]["stall_duration_ms"], 3_600_000.0);
+        assert_eq!(serde_json::from_value::<Profile>(json).expect("deserialize"), faults);
+    }
+
+    #[test]
+    fn fault_fields_default_when_absent() {
+        let mut json = serde_json::to_value(Profile::named("fast").expect("fast")).expect("ser");
+        let object = json.as_object_mut().expect("object");
+        object.remove("faults");
+        object.remove("record_ground_truth");
+        let profile: Profile = serde_json::from_value(json).expect("deserialize");
+        assert_eq!(profile, Profile::named("fast").expect("fast"));
     }
 
     #[test]

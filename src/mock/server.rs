@@ -3,23 +3,29 @@
 //! a complete answer.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE};
+use axum::http::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::contamination::MarkerRegistry;
+use super::faults::{FaultKind, Injection};
+use super::ground_truth::{GroundTruthRecord, GroundTruthStore, Recorder};
 use super::plan::{TextSource, plan_output};
 use super::prefix_cache::{PrefixCache, prompt_seed};
 use super::profile::Profile;
 use super::request::{self, DEFAULT_MODEL};
+use super::restart::{RestartState, RestartWatch};
 use super::stats::MockStats;
 use super::stream::{ActiveGuard, Generation, sse_stream};
 use super::tokenize::PromptKind;
@@ -34,6 +40,27 @@ pub(crate) struct AppState {
     pub profile: Arc<Profile>,
     pub stats: Arc<MockStats>,
     pub cache: PrefixCache,
+    /// Generation requests received so far; numbers each one for its fault draw and the restart.
+    pub requests: AtomicU64,
+    pub restart: Arc<RestartState>,
+    /// Present only when answers can be contaminated.
+    pub markers: Option<Arc<MarkerRegistry>>,
+    pub ground_truth: Arc<GroundTruthStore>,
+}
+
+impl AppState {
+    pub fn new(profile: Profile, stats: Arc<MockStats>, ground_truth: Arc<GroundTruthStore>) -> AppState {
+        let downtime = std::time::Duration::from_millis(profile.faults.restart_downtime_ms);
+        AppState {
+            restart: Arc::new(RestartState::new(profile.faults.restart_after_requests, downtime)),
+            markers: profile.faults.contaminates().then(|| Arc::new(MarkerRegistry::new())),
+            profile: Arc::new(profile),
+            stats,
+            cache: PrefixCache::new(),
+            requests: AtomicU64::new(0),
+            ground_truth,
+        }
+    }
 }
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
@@ -44,6 +71,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(health))
         .route("/mock/stats", get(mock_stats))
         .route("/mock/profile", get(mock_profile))
+        .route("/mock/ground-truth", get(mock_ground_truth))
         .with_state(state)
 }
 
@@ -75,6 +103,15 @@ async fn mock_profile(State(state): State<Arc<AppState>>) -> Response {
     axum::Json(&*state.profile).into_response()
 }
 
+#[derive(Serialize)]
+struct GroundTruthBody {
+    requests: Vec<GroundTruthRecord>,
+}
+
+async fn mock_ground_truth(State(state): State<Arc<AppState>>) -> Response {
+    axum::Json(GroundTruthBody { requests: state.ground_truth.records() }).into_response()
+}
+
 /// An error answer. Errors always close the connection, as llama.cpp's do.
 fn reject(state: &AppState, status: StatusCode, body: Value) -> Response {
     MockStats::add(&state.stats.requests_rejected, 1);
@@ -83,9 +120,25 @@ fn reject(state: &AppState, status: StatusCode, body: Value) -> Response {
     response
 }
 
+/// The answer of an HTTP error fault; `None` for the other kinds.
+fn fault_response(state: &AppState, kind: FaultKind) -> Option<Response> {
+    let (status, retry_after, body) = kind.http_error()?;
+    state.stats.count_fault(kind.counter());
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = reject(state, status, body);
+    if retry_after {
+        response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    Some(response)
+}
+
 async fn generate(state: &AppState, kind: PromptKind, body: Body) -> Response {
     let arrival = Instant::now();
     MockStats::add(&state.stats.requests_received, 1);
+    let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    let injection = if state.profile.faults.any() { state.profile.faults.draw(n) } else { None };
+    // Lives until the response has ended (moved into the generation when there is one).
+    let restart = state.restart.watch(n);
     let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
         Err(err) => {
@@ -93,6 +146,10 @@ async fn generate(state: &AppState, kind: PromptKind, body: Body) -> Response {
             return reject(state, StatusCode::BAD_REQUEST, wire::invalid_request_body(&message));
         }
     };
+    // Like an overloaded server or a gateway: refused without looking at the request.
+    if let Some(response) = injection.and_then(|injection| fault_response(state, injection.kind)) {
+        return response;
+    }
     let value: Value = match serde_json::from_slice(&bytes) {
         Ok(value) => value,
         Err(err) => {
@@ -101,7 +158,7 @@ async fn generate(state: &AppState, kind: PromptKind, body: Body) -> Response {
         }
     };
     drop(bytes);
-    match accept(state, kind, &value, arrival) {
+    match accept(state, kind, &value, arrival, injection, restart) {
         Accepted::Respond(response) => response,
         Accepted::Full(generation, body) => full_response(state, *generation, body).await,
     }
@@ -116,7 +173,14 @@ enum Accepted {
 
 /// Everything up to the point where time has to pass. Synchronous, so the borrow of the
 /// parsed body ends before the first `.await`.
-fn accept(state: &AppState, kind: PromptKind, value: &Value, arrival: Instant) -> Accepted {
+fn accept(
+    state: &AppState,
+    kind: PromptKind,
+    value: &Value,
+    arrival: Instant,
+    injection: Option<Injection>,
+    restart: Option<RestartWatch>,
+) -> Accepted {
     let profile = &state.profile;
     let req = match request::parse(kind, value) {
         Ok(req) => req,
@@ -139,31 +203,57 @@ fn accept(state: &AppState, kind: PromptKind, value: &Value, arrival: Instant) -
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let plan = plan_output(profile, &req, prompt_tokens, &mut rng);
     let ids = ResponseIds::new(kind, req.model);
-    let generation = Generation {
+    let mut text = TextSource::new(seed, req.canary);
+    let contamination = injection
+        .map(|injection| injection.kind)
+        .filter(|kind| matches!(kind, FaultKind::ContaminationSwapped | FaultKind::ContaminationMerged));
+    if let (Some(kind), Some(markers)) = (contamination, &state.markers) {
+        let index = if kind == FaultKind::ContaminationSwapped { 0 } else { (plan.content / 2).max(1) };
+        // A merged marker needs a second content token to replace; without one nothing is
+        // injected (and nothing counted).
+        if index < plan.content {
+            text.contaminate(index, markers.foreign(req.canary));
+        }
+    }
+    let mut guard = ActiveGuard::new(Arc::clone(&state.stats));
+    guard.restart = restart;
+    if let (Some(markers), Some(canary)) = (&state.markers, req.canary) {
+        guard.marker = Some(markers.enter(canary));
+    }
+    let mut generation = Generation {
         profile: Arc::clone(profile),
         kind,
         plan,
-        text: TextSource::new(seed, req.canary),
+        text,
         usage: Usage::new(prompt_tokens, cached_tokens, plan.completion_tokens),
         include_usage: req.include_usage,
         arrival,
         uncached_tokens: prompt_tokens - cached_tokens,
-        guard: ActiveGuard::new(Arc::clone(&state.stats)),
+        guard,
+        fault: injection.filter(|injection| req.stream && injection.kind.stream_only()),
+        contamination,
     };
     let reasoning_key = profile.reasoning_field.key();
 
     if !req.stream {
-        let mut generation = generation;
         let mut reasoning = String::new();
         let mut content = String::new();
         generation.text.push_reasoning(&mut reasoning, generation.plan.reasoning);
-        generation.text.push_content(&mut content, generation.plan.content);
+        let contaminated = generation.text.push_content(&mut content, generation.plan.content);
+        // Counted once the body goes out.
+        generation.contamination = contamination.filter(|_| contaminated);
         let body = wire::full_body(kind, &ids, reasoning_key, &reasoning, &content, plan.finish, &generation.usage);
         return Accepted::Full(Box::new(generation), body);
     }
 
     let writer = ChunkWriter::new(kind, reasoning_key, &ids);
-    let mut response = Response::new(Body::from_stream(sse_stream(generation, writer)));
+    let recorder = profile.record_ground_truth.then(|| {
+        let per_chunk = profile.tokens_per_chunk.max(1);
+        // Role, finish, usage, done and a spare on top of the deltas.
+        let events = usize::try_from(plan.total().div_ceil(per_chunk)).unwrap_or(0).saturating_add(5);
+        Recorder::new(&state.ground_truth, req.canary, arrival, events)
+    });
+    let mut response = Response::new(Body::from_stream(sse_stream(generation, writer, recorder)));
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -177,6 +267,9 @@ fn accept(state: &AppState, kind: PromptKind, value: &Value, arrival: Instant) -
 /// leaves meanwhile drops this future, and with it the guard, which counts the disconnect.
 async fn full_response(state: &AppState, mut generation: Generation, body: Value) -> Response {
     generation.wait_until_generated().await;
+    if let Some(kind) = generation.contamination {
+        state.stats.count_fault(kind.counter());
+    }
     generation.guard.complete(generation.plan.completion_tokens);
     let mut response = axum::Json(body).into_response();
     if state.profile.close_connection {

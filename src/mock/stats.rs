@@ -1,9 +1,12 @@
 //! Server-side counters of the mock server, shared with whoever started it, so tests and the
 //! demo can compare what the client measured with what the server actually did.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
+
+use super::faults::{COUNTER_NAMES, FAULT_COUNTERS, FaultKind};
 
 /// Live counters. Every field is updated with relaxed atomics: each counter is meaningful on
 /// its own and nothing orders one against another.
@@ -19,10 +22,12 @@ pub struct MockStats {
     pub(crate) completion_tokens: AtomicU64,
     pub(crate) tokens_streamed: AtomicU64,
     pub(crate) chunks_streamed: AtomicU64,
+    /// Injected faults, indexed like `faults::COUNTER_NAMES`.
+    pub(crate) faults: [AtomicU64; FAULT_COUNTERS],
 }
 
 /// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MockStatsSnapshot {
     /// Every POST to a generation endpoint, rejected ones included.
     pub requests_received: u64,
@@ -44,6 +49,14 @@ pub struct MockStatsSnapshot {
     pub tokens_streamed: u64,
     /// Delta chunks that carried reasoning or content.
     pub chunks_streamed: u64,
+    /// Injected faults by kind; every kind is present, zero included. The kinds, and which
+    /// other counters each one touches, are documented in the `faults` module.
+    #[serde(default)]
+    pub faults_injected: BTreeMap<String, u64>,
+    /// Answers that carried another request's marker: `contamination_swapped` plus
+    /// `contamination_merged`.
+    #[serde(default)]
+    pub contaminated_responses: u64,
 }
 
 impl MockStats {
@@ -67,6 +80,20 @@ impl MockStats {
             completion_tokens: get(&self.completion_tokens),
             tokens_streamed: get(&self.tokens_streamed),
             chunks_streamed: get(&self.chunks_streamed),
+            faults_injected: COUNTER_NAMES
+                .iter()
+                .zip(&self.faults)
+                .map(|(name, counter)| ((*name).to_owned(), get(counter)))
+                .collect(),
+            contaminated_responses: get(&self.faults[FaultKind::ContaminationSwapped.counter()])
+                + get(&self.faults[FaultKind::ContaminationMerged.counter()]),
+        }
+    }
+
+    /// Counts one injected fault; `counter` indexes `faults::COUNTER_NAMES`.
+    pub(crate) fn count_fault(&self, counter: usize) {
+        if let Some(counter) = self.faults.get(counter) {
+            counter.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -96,7 +123,17 @@ mod tests {
         assert_eq!(snap.tokens_streamed, 40);
         assert_eq!(snap.active_requests, 2);
         assert_eq!(snap.requests_completed, 0);
-        let json = serde_json::to_value(snap).expect("serialize");
+        assert_eq!(snap.faults_injected.len(), COUNTER_NAMES.len());
+        assert!(snap.faults_injected.values().all(|n| *n == 0));
+        stats.count_fault(FaultKind::ContaminationMerged.counter());
+        stats.count_fault(FaultKind::ContaminationSwapped.counter());
+        stats.count_fault(super::super::faults::RESTART);
+        let snap = stats.snapshot();
+        assert_eq!(snap.faults_injected["contamination_merged"], 1);
+        assert_eq!(snap.faults_injected["restart"], 1);
+        assert_eq!(snap.contaminated_responses, 2);
+        let json = serde_json::to_value(&snap).expect("serialize");
         assert_eq!(json["tokens_streamed"], 40);
+        assert_eq!(json["faults_injected"]["restart"], 1);
     }
 }

@@ -11,7 +11,7 @@
 //! rate exact although tokio's timer only has millisecond granularity (late wakeups are
 //! absorbed by the next deadline instead of accumulating).
 
-use std::convert::Infallible;
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -20,25 +20,34 @@ use bytes::{Bytes, BytesMut};
 use futures::Stream;
 use tokio::time::Instant;
 
+use super::contamination::InFlightMarker;
+use super::faults::{self, FaultKind, Injection, RESTART_CUT};
+use super::ground_truth::{ChunkKind, Recorder};
 use super::plan::{OutputPlan, TextSource};
 use super::profile::{Profile, UsagePlacement};
+use super::restart::RestartWatch;
 use super::stats::MockStats;
 use super::tokenize::PromptKind;
 use super::wire::{Channel, ChunkWriter, Usage};
 
 /// Counts one generation request as active for as long as it lives, and records how it
-/// ended: completed (via [`ActiveGuard::complete`]) or disconnected (dropped before that).
+/// ended: completed (via [`ActiveGuard::complete`]), broken on purpose by an injected fault
+/// (via [`ActiveGuard::cut`]), cut by a server restart, or disconnected (dropped otherwise).
 pub(crate) struct ActiveGuard {
     stats: Arc<MockStats>,
-    completed: bool,
+    ended: bool,
     tokens_streamed: u64,
     chunks_streamed: u64,
+    /// Dropped with the guard: a request that triggers the restart starts it when it ends.
+    pub restart: Option<RestartWatch>,
+    /// Keeps the request's canary marker among the in-flight ones while it lives.
+    pub marker: Option<InFlightMarker>,
 }
 
 impl ActiveGuard {
     pub fn new(stats: Arc<MockStats>) -> ActiveGuard {
         stats.active_requests.fetch_add(1, Ordering::Relaxed);
-        ActiveGuard { stats, completed: false, tokens_streamed: 0, chunks_streamed: 0 }
+        ActiveGuard { stats, ended: false, tokens_streamed: 0, chunks_streamed: 0, restart: None, marker: None }
     }
 
     fn record_chunk(&mut self, tokens: u32) {
@@ -56,7 +65,15 @@ impl ActiveGuard {
         MockStats::add(&stats.completion_tokens, u64::from(completion_tokens));
         self.publish_streamed();
         self.stats.active_requests.fetch_sub(1, Ordering::Relaxed);
-        self.completed = true;
+        self.ended = true;
+    }
+
+    /// The response ends broken by an injected fault: neither completed nor disconnected (the
+    /// fault's own counter says what happened).
+    pub fn cut(&mut self) {
+        self.publish_streamed();
+        self.stats.active_requests.fetch_sub(1, Ordering::Relaxed);
+        self.ended = true;
     }
 
     fn publish_streamed(&mut self) {
@@ -69,9 +86,13 @@ impl ActiveGuard {
 
 impl Drop for ActiveGuard {
     fn drop(&mut self) {
-        if !self.completed {
+        if !self.ended {
             self.publish_streamed();
-            MockStats::add(&self.stats.requests_disconnected, 1);
+            if self.restart.as_ref().is_some_and(RestartWatch::cut_by_restart) {
+                self.stats.count_fault(RESTART_CUT);
+            } else {
+                MockStats::add(&self.stats.requests_disconnected, 1);
+            }
             self.stats.active_requests.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -88,6 +109,10 @@ pub(crate) struct Generation {
     pub arrival: Instant,
     pub uncached_tokens: u32,
     pub guard: ActiveGuard,
+    /// A stream fault still to strike (see `faults`); `None` for non-streamed requests.
+    pub fault: Option<Injection>,
+    /// The contamination planned into `text`, counted when the foreign marker goes out.
+    pub contamination: Option<FaultKind>,
 }
 
 impl Generation {
@@ -142,38 +167,58 @@ struct StreamState {
     emitted: u32,
     /// When the last emitted token was ready.
     last_ready: Option<Instant>,
+    /// Delta frames handed over so far.
+    frames: u32,
     finished: bool,
     buf: BytesMut,
     text: String,
+    recorder: Option<Recorder>,
 }
 
-/// The SSE body of a streamed response.
+/// The SSE body of a streamed response. An `Err` item is an injected connection reset: hyper
+/// answers it by dropping the connection without ending the chunked body.
 pub(crate) fn sse_stream(
     generation: Generation,
     writer: ChunkWriter,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    recorder: Option<Recorder>,
+) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
     let state = StreamState {
         generation,
         writer,
         emitted: 0,
         last_ready: None,
+        frames: 0,
         finished: false,
         buf: BytesMut::with_capacity(1024),
         text: String::new(),
+        recorder,
     };
     futures::stream::unfold(state, |mut state| async move {
         if state.finished {
             return None;
         }
         let frame = state.next_frame().await;
-        Some((Ok(frame), state))
+        if let Some(recorder) = &mut state.recorder {
+            recorder.stamp();
+        }
+        if state.finished {
+            // Stored before the last bytes leave, so a client that has read the whole
+            // response finds the record.
+            state.recorder = None;
+        }
+        Some((frame, state))
     })
 }
 
 impl StreamState {
     /// The next body frame: one delta chunk (preceded by the role chunk the first time), or
-    /// finally the finish chunk, the usage chunk and `[DONE]` together.
-    async fn next_frame(&mut self) -> Bytes {
+    /// finally the finish chunk, the usage chunk and `[DONE]` together; or an injected fault.
+    async fn next_frame(&mut self) -> io::Result<Bytes> {
+        if self.fault_due() {
+            if let Some(frame) = self.inject().await? {
+                return Ok(frame);
+            }
+        }
         let plan = self.generation.plan;
         let total = plan.total();
         if self.emitted < total {
@@ -181,7 +226,86 @@ impl StreamState {
         } else {
             self.final_frame(plan).await;
         }
-        self.buf.split().freeze()
+        Ok(self.buf.split().freeze())
+    }
+
+    fn note(&mut self, kind: ChunkKind, tokens: u32) {
+        if let Some(recorder) = &mut self.recorder {
+            recorder.note(kind, tokens);
+        }
+    }
+
+    fn count_fault(&mut self, kind: FaultKind) {
+        self.generation.guard.stats.count_fault(kind.counter());
+        if let Some(recorder) = &mut self.recorder {
+            recorder.fault(kind.name());
+        }
+    }
+
+    /// Whether the pending mid-stream fault strikes before the next frame: after its number of
+    /// chunks, or before the final frame of a shorter stream.
+    fn fault_due(&self) -> bool {
+        let Some(fault) = self.generation.fault else {
+            return false;
+        };
+        let plan = &self.generation.plan;
+        let last = self.emitted >= plan.total();
+        let after = self.frames >= fault.after_chunks;
+        match fault.kind {
+            FaultKind::StallBeforeFirstByte => true,
+            // Once content has started, so the answer still begins with its marker.
+            FaultKind::HugeChunk => last || (after && self.emitted > plan.reasoning),
+            FaultKind::ResetMidStream
+            | FaultKind::StallMidStream
+            | FaultKind::MalformedSse
+            | FaultKind::InvalidJson
+            | FaultKind::InvalidUtf8 => last || after,
+            _ => false,
+        }
+    }
+
+    /// Strikes the pending fault. Returns the frame it produced, or `None` when the stream
+    /// goes on with its next regular frame.
+    async fn inject(&mut self) -> io::Result<Option<Bytes>> {
+        let Some(fault) = self.generation.fault.take() else {
+            return Ok(None);
+        };
+        self.count_fault(fault.kind);
+        match fault.kind {
+            FaultKind::StallBeforeFirstByte | FaultKind::StallMidStream => {
+                // Ends early, with the whole body, when the client disconnects.
+                tokio::time::sleep(self.generation.profile.faults.stall_duration).await;
+                // The engine resumes where it stopped rather than bursting out everything that
+                // came due during the stall.
+                let now = Instant::now();
+                match self.last_ready {
+                    Some(_) => self.last_ready = Some(now),
+                    None => self.generation.arrival = now,
+                }
+                Ok(None)
+            }
+            FaultKind::ResetMidStream => {
+                // hyper keeps polling a body that is always ready and only flushes once it is
+                // not: without this pause the chunks before the reset would still sit in its
+                // buffer when the error tears the connection down, and the client would see
+                // nothing at all instead of a stream broken mid-way.
+                tokio::task::yield_now().await;
+                self.generation.guard.cut();
+                self.finished = true;
+                Err(io::Error::new(io::ErrorKind::ConnectionReset, "injected fault: connection reset mid-stream"))
+            }
+            FaultKind::HugeChunk => {
+                let text = faults::huge_text(self.generation.profile.faults.huge_chunk_bytes);
+                self.writer.delta(&mut self.buf, Channel::Content, &text);
+                self.note(ChunkKind::Injected, 0);
+                Ok(Some(self.buf.split().freeze()))
+            }
+            kind => {
+                faults::write_broken_event(kind, &mut self.buf);
+                self.note(ChunkKind::Injected, 0);
+                Ok(Some(self.buf.split().freeze()))
+            }
+        }
     }
 
     async fn delta_frame(&mut self, plan: OutputPlan) {
@@ -206,17 +330,30 @@ impl StreamState {
         self.last_ready = Some(ready);
 
         self.text.clear();
-        match channel {
-            Channel::Reasoning => self.generation.text.push_reasoning(&mut self.text, count),
-            Channel::Content => self.generation.text.push_content(&mut self.text, count),
-        }
+        let kind = match channel {
+            Channel::Reasoning => {
+                self.generation.text.push_reasoning(&mut self.text, count);
+                ChunkKind::Reasoning
+            }
+            Channel::Content => {
+                if self.generation.text.push_content(&mut self.text, count) {
+                    if let Some(contamination) = self.generation.contamination {
+                        self.count_fault(contamination);
+                    }
+                }
+                ChunkKind::Content
+            }
+        };
         if start == 0 && self.generation.kind == PromptKind::Chat {
             // The role chunk is not a token: it goes out together with the first one.
             self.writer.role(&mut self.buf);
+            self.note(ChunkKind::Role, 0);
         }
         self.writer.delta(&mut self.buf, channel, &self.text);
+        self.note(kind, count);
         self.generation.guard.record_chunk(count);
         self.emitted = end;
+        self.frames += 1;
     }
 
     async fn final_frame(&mut self, plan: OutputPlan) {
@@ -230,15 +367,25 @@ impl StreamState {
         let usage = generation.usage;
         let on_finish = generation.kind == PromptKind::Completion
             && generation.profile.usage_placement == UsagePlacement::FinishChunk;
+        let separate_usage = generation.include_usage && !on_finish;
         if self.emitted == 0 && generation.kind == PromptKind::Chat {
             self.writer.role(&mut self.buf);
+            self.note(ChunkKind::Role, 0);
         }
         self.writer.finish(&mut self.buf, plan.finish, on_finish.then_some(&usage));
-        if generation.include_usage && !on_finish {
+        self.note(ChunkKind::Finish, 0);
+        if separate_usage {
             self.writer.usage(&mut self.buf, &usage);
+            self.note(ChunkKind::Usage, 0);
         }
-        ChunkWriter::done(&mut self.buf);
-        self.generation.guard.complete(plan.completion_tokens);
+        if self.generation.fault.is_some_and(|fault| fault.kind == FaultKind::MissingDone) {
+            self.count_fault(FaultKind::MissingDone);
+            self.generation.guard.cut();
+        } else {
+            ChunkWriter::done(&mut self.buf);
+            self.note(ChunkKind::Done, 0);
+            self.generation.guard.complete(plan.completion_tokens);
+        }
         self.finished = true;
     }
 }

@@ -10,20 +10,20 @@ use super::{MockServer, MockStatsSnapshot, Profile};
 /// No test may take longer than this, whatever goes wrong.
 const TEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-async fn within<T>(test: impl Future<Output = T>) -> T {
+pub(super) async fn within<T>(test: impl Future<Output = T>) -> T {
     tokio::time::timeout(TEST_TIMEOUT, test).await.expect("test timed out")
 }
 
-fn fast() -> Profile {
+pub(super) fn fast() -> Profile {
     Profile::named("fast").expect("fast profile")
 }
 
-fn client() -> reqwest::Client {
+pub(super) fn client() -> reqwest::Client {
     // Loopback only; a proxy from the environment must not get in the way.
     reqwest::Client::builder().no_proxy().build().expect("client")
 }
 
-async fn post(server: &MockServer, path: &str, body: &Value) -> reqwest::Response {
+pub(super) async fn post(server: &MockServer, path: &str, body: &Value) -> reqwest::Response {
     client()
         .post(format!("{}{path}", server.base_url()))
         .header("content-type", "application/json")
@@ -46,7 +46,7 @@ async fn get_json(server: &MockServer, path: &str) -> Value {
 }
 
 /// The `data:` payloads of an SSE body, checking the framing on the way.
-async fn sse_events(response: reqwest::Response) -> Vec<String> {
+pub(super) async fn sse_events(response: reqwest::Response) -> Vec<String> {
     let text = response.text().await.expect("body");
     assert!(text.ends_with("\n\n"), "body ends mid-event: {text:?}");
     text.split_terminator("\n\n")
@@ -54,16 +54,16 @@ async fn sse_events(response: reqwest::Response) -> Vec<String> {
         .collect()
 }
 
-fn parse(event: &str) -> Value {
+pub(super) fn parse(event: &str) -> Value {
     serde_json::from_str(event).unwrap_or_else(|e| panic!("bad chunk {event:?}: {e}"))
 }
 
 /// Tokens in a piece of simulated text: every word has a leading space, the canary does not.
-fn tokens_in(text: &str) -> u64 {
+pub(super) fn tokens_in(text: &str) -> u64 {
     (text.matches(' ').count() + usize::from(!text.is_empty() && !text.starts_with(' '))) as u64
 }
 
-fn chat_body(user: &str, extra: Value) -> Value {
+pub(super) fn chat_body(user: &str, extra: Value) -> Value {
     let mut body = json!({
         "model": "test-model",
         "messages": [{"role": "system", "content": "You are terse."},
@@ -139,7 +139,10 @@ fn read_chat_stream(events: &[String], tokens_per_chunk: u64, reasoning_key: &st
     out
 }
 
-async fn wait_for_stats(server: &MockServer, done: impl Fn(&MockStatsSnapshot) -> bool) -> MockStatsSnapshot {
+pub(super) async fn wait_for_stats(
+    server: &MockServer,
+    done: impl Fn(&MockStatsSnapshot) -> bool,
+) -> MockStatsSnapshot {
     loop {
         let stats = server.stats();
         if done(&stats) {

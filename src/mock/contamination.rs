@@ -1,0 +1,104 @@
+//! Which canary markers a contaminated answer can carry: those of the requests in flight, and
+//! of the last few that ended, as a server mixing up its batch slots or its response cache
+//! would deliver them.
+//!
+//! Only kept when the profile can contaminate answers. The lock is held for a few vector
+//! operations and never across an await.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::faults::FALLBACK_MARKER;
+
+/// Markers of ended requests kept for later contamination.
+const RECENT: usize = 8;
+
+#[derive(Debug, Default)]
+pub(crate) struct MarkerRegistry {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next_id: u64,
+    /// Oldest first.
+    in_flight: Vec<(u64, Arc<str>)>,
+    /// Most recently ended first.
+    recent: VecDeque<Arc<str>>,
+}
+
+impl MarkerRegistry {
+    pub fn new() -> MarkerRegistry {
+        MarkerRegistry::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers `marker` as in flight until the returned handle is dropped.
+    pub fn enter(self: &Arc<Self>, marker: &str) -> InFlightMarker {
+        let mut inner = self.lock();
+        let id = inner.next_id;
+        inner.next_id += 1;
+        inner.in_flight.push((id, Arc::from(marker)));
+        InFlightMarker { registry: Arc::clone(self), id }
+    }
+
+    /// A marker other than `own`: the newest in flight, else the most recently ended, else a
+    /// made-up one.
+    pub fn foreign(&self, own: Option<&str>) -> String {
+        let inner = self.lock();
+        let other = |marker: &&Arc<str>| Some(&***marker) != own;
+        let in_flight = inner.in_flight.iter().rev().map(|(_, marker)| marker).find(other);
+        match in_flight.or_else(|| inner.recent.iter().find(other)) {
+            Some(marker) => marker.to_string(),
+            None => FALLBACK_MARKER.to_owned(),
+        }
+    }
+}
+
+/// Keeps a request's marker in the in-flight set; on drop it moves to the recent ones.
+#[derive(Debug)]
+pub(crate) struct InFlightMarker {
+    registry: Arc<MarkerRegistry>,
+    id: u64,
+}
+
+impl Drop for InFlightMarker {
+    fn drop(&mut self) {
+        let mut inner = self.registry.lock();
+        let Some(position) = inner.in_flight.iter().position(|(id, _)| *id == self.id) else {
+            return;
+        };
+        let (_, marker) = inner.in_flight.remove(position);
+        inner.recent.push_front(marker);
+        inner.recent.truncate(RECENT);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefers_in_flight_then_recent_then_made_up() {
+        let registry = Arc::new(MarkerRegistry::new());
+        assert_eq!(registry.foreign(Some("ANVIL_REQ_a")), FALLBACK_MARKER);
+        let a = registry.enter("ANVIL_REQ_a");
+        assert_eq!(registry.foreign(Some("ANVIL_REQ_a")), FALLBACK_MARKER, "never the own marker");
+        assert_eq!(registry.foreign(None), "ANVIL_REQ_a");
+        let b = registry.enter("ANVIL_REQ_b");
+        assert_eq!(registry.foreign(Some("ANVIL_REQ_a")), "ANVIL_REQ_b");
+        assert_eq!(registry.foreign(Some("ANVIL_REQ_b")), "ANVIL_REQ_a");
+        drop(b);
+        assert_eq!(registry.foreign(Some("ANVIL_REQ_a")), "ANVIL_REQ_b", "recently ended");
+        drop(a);
+        assert_eq!(registry.foreign(Some("ANVIL_REQ_c")), "ANVIL_REQ_a");
+        for i in 0..20 {
+            drop(registry.enter(&format!("ANVIL_REQ_{i}")));
+        }
+        assert_eq!(registry.lock().recent.len(), RECENT);
+        assert!(registry.lock().in_flight.is_empty());
+    }
+}

@@ -102,9 +102,12 @@ pub struct MockArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub listen: String,
-    /// Behaviour profile: instant, fast, realistic, llamacpp.
+    /// Behaviour profile: instant, fast, realistic, llamacpp, faults.
     #[arg(long, default_value = "realistic")]
     pub profile: String,
+    /// Count prompt tokens with this local tokenizer.json instead of the built-in rule.
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
 }
 
 /// Exit codes (also in `--help` and the README).

@@ -49,12 +49,22 @@ async fn capacity_v4_reproduces_the_reference_configuration() {
     let m = &a["metrics"];
     assert_eq!(m["request_canary_passed"], 6);
     assert!(m["reasoning_chunks"].as_u64().unwrap() > 0);
+    // The simulator saw the six measured requests plus the calibration probes, and nothing else.
     let stats = server.stats();
+    let probes = a["prompt_sizing"]["probes"].as_array().unwrap();
+    assert!(probes.len() >= 2, "calibration is the default");
+    let probe_prompt_tokens: u64 = probes.iter().map(|p| p["server_prompt_tokens"].as_u64().unwrap()).sum();
     assert_eq!(a["completed"], 6);
-    assert_eq!(stats.requests_received, 6);
-    assert_eq!(stats.requests_completed, 6);
-    assert_eq!(m["output_tokens"].as_u64(), Some(stats.completion_tokens));
-    assert_eq!(m["prompt_tokens"].as_u64(), Some(stats.prompt_tokens));
+    assert_eq!(stats.requests_received, 6 + probes.len() as u64);
+    assert_eq!(stats.requests_completed, 6 + probes.len() as u64);
+    assert_eq!(m["prompt_tokens"].as_u64().unwrap() + probe_prompt_tokens, stats.prompt_tokens);
+    assert_eq!(
+        m["output_tokens"].as_u64().unwrap() + probes.len() as u64,
+        stats.completion_tokens,
+        "one token per probe"
+    );
+    // Calibrated sizing: the server's counts are within 1 % of the 65,536-token plan.
+    assert!(m["prompt_sizing_error_pct_max"].as_f64().unwrap() < 1.0, "{}", m["prompt_sizing_error_pct_max"]);
     // redact_base_url = true in the scenario.
     assert_eq!(a["base_url"], "[redacted]");
     assert_eq!(a["engine"], "ninfer");
@@ -111,8 +121,9 @@ async fn standalone_simulator_serves_a_separate_run() {
     assert!(result.status.success(), "{}", text(&result.stderr));
     let a = check_artifact(&artifacts(out.path())[0]);
     assert_eq!(a["requests"], 20);
-    assert_eq!(stats["requests_received"], 20);
-    assert_eq!(stats["requests_completed"], a["completed"]);
+    let probes = a["prompt_sizing"]["probes"].as_array().unwrap().len() as u64;
+    assert_eq!(stats["requests_received"].as_u64(), Some(20 + probes));
+    assert_eq!(stats["requests_completed"].as_u64(), Some(a["completed"].as_u64().unwrap() + probes));
     assert_eq!(a["base_url"], base_url.as_str());
 }
 

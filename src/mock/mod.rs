@@ -61,7 +61,13 @@ async fn serve_with(
     ground_truth: Arc<ground_truth::GroundTruthStore>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let state = Arc::new(server::AppState::new(profile, Arc::clone(&stats), ground_truth));
+    let tokenizer = match &profile.tokenizer {
+        None => None,
+        Some(path) => Some(Arc::new(tokenizers::Tokenizer::from_file(path).map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("tokenizer {}: {e}", path.display()))
+        })?)),
+    };
+    let state = Arc::new(server::AppState::new(profile, Arc::clone(&stats), ground_truth, tokenizer));
     let restart = Arc::clone(&state.restart);
     restart::run(listener, server::router(state), restart, stats, shutdown).await
 }

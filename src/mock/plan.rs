@@ -73,7 +73,11 @@ pub(crate) fn plan_output(
     let natural_reasoning = draw(rng, profile.reasoning_tokens);
     let natural_content = draw(rng, profile.content_tokens);
     let mut reasoning = if req.prompt.kind == PromptKind::Chat && req.thinking { natural_reasoning } else { 0 };
-    let mut content = natural_content;
+    // An instruction to answer in N words is obeyed (the canary marker rides in front of them).
+    let mut content = match req.response_words {
+        Some(words) => words.saturating_add(u32::from(req.canary.is_some())),
+        None => natural_content,
+    };
     // Every answer carries at least one token, and a canary needs a content token to ride on.
     if content == 0 && (reasoning == 0 || req.canary.is_some()) {
         content = 1;

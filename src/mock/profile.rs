@@ -91,6 +91,10 @@ pub struct Profile {
     /// Off by default: it costs a clock read per chunk and memory per request.
     #[serde(default)]
     pub record_ground_truth: bool,
+    /// Count prompt tokens with this local Hugging Face `tokenizer.json` instead of the
+    /// built-in byte rule (each word counted on its own, plus the same template tokens).
+    #[serde(default)]
+    pub tokenizer: Option<std::path::PathBuf>,
 }
 
 impl Profile {
@@ -112,6 +116,7 @@ impl Profile {
             batch_slowdown: 0.0,
             faults: FaultProfile::default(),
             record_ground_truth: false,
+            tokenizer: None,
         };
         match name {
             // Measures the client's own cost per chunk: nothing on the server side may sleep,
@@ -294,6 +299,7 @@ mod tests {
         let object = json.as_object_mut().expect("object");
         object.remove("faults");
         object.remove("record_ground_truth");
+        object.remove("tokenizer");
         let profile: Profile = serde_json::from_value(json).expect("deserialize");
         assert_eq!(profile, Profile::named("fast").expect("fast"));
     }

@@ -28,6 +28,8 @@ pub(crate) struct GenRequest<'a> {
     pub model: &'a str,
     /// `ANVIL_REQ_…` marker the visible answer must start with.
     pub canary: Option<&'a str>,
+    /// "… in exactly N words": the answer is given that many words (after any marker).
+    pub response_words: Option<u32>,
 }
 
 /// Validates `body` for the endpoint `kind`. The error is the message of a 400 answer.
@@ -66,6 +68,7 @@ pub(crate) fn parse(kind: PromptKind, body: &Value) -> Result<GenRequest<'_>, St
         Some(_) => return Err("'model' must be a string".into()),
     };
     let canary = prompt.canary_source().iter().find_map(|text| find_canary(text));
+    let response_words = prompt.canary_source().iter().find_map(|text| find_word_count(text));
     Ok(GenRequest {
         stream: opt_bool(body, "stream")?.unwrap_or(false),
         include_usage,
@@ -75,6 +78,7 @@ pub(crate) fn parse(kind: PromptKind, body: &Value) -> Result<GenRequest<'_>, St
         thinking,
         model,
         canary,
+        response_words,
         prompt,
     })
 }
@@ -86,6 +90,17 @@ pub(crate) fn find_canary(text: &str) -> Option<&str> {
     let run = tail.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
     // The run is ASCII, so the end is a char boundary.
     text.get(start..start + CANARY_PREFIX.len() + run)
+}
+
+/// The N of "exactly N words" in an instruction: a model that follows instructions perfectly.
+pub(crate) fn find_word_count(text: &str) -> Option<u32> {
+    let at = memchr::memmem::find(text.as_bytes(), b"exactly ")?;
+    let rest = &text[at + "exactly ".len()..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || !rest[digits..].starts_with(" words") {
+        return None;
+    }
+    rest[..digits].parse().ok()
 }
 
 fn opt_bool(object: &Value, key: &str) -> Result<Option<bool>, String> {

@@ -46,12 +46,20 @@ pub(crate) struct AppState {
     /// Present only when answers can be contaminated.
     pub markers: Option<Arc<MarkerRegistry>>,
     pub ground_truth: Arc<GroundTruthStore>,
+    /// Loaded from `profile.tokenizer`, when set.
+    pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
 }
 
 impl AppState {
-    pub fn new(profile: Profile, stats: Arc<MockStats>, ground_truth: Arc<GroundTruthStore>) -> AppState {
+    pub fn new(
+        profile: Profile,
+        stats: Arc<MockStats>,
+        ground_truth: Arc<GroundTruthStore>,
+        tokenizer: Option<Arc<tokenizers::Tokenizer>>,
+    ) -> AppState {
         let downtime = std::time::Duration::from_millis(profile.faults.restart_downtime_ms);
         AppState {
+            tokenizer,
             restart: Arc::new(RestartState::new(profile.faults.restart_after_requests, downtime)),
             markers: profile.faults.contaminates().then(|| Arc::new(MarkerRegistry::new())),
             profile: Arc::new(profile),
@@ -182,13 +190,14 @@ fn accept(
     restart: Option<RestartWatch>,
 ) -> Accepted {
     let profile = &state.profile;
-    let req = match request::parse(kind, value) {
+    let mut req = match request::parse(kind, value) {
         Ok(req) => req,
         Err(message) => {
             let body = wire::invalid_request_body(&message);
             return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
         }
     };
+    req.prompt.tokenizer = state.tokenizer.as_deref();
     let prompt_tokens = req.prompt.token_count();
     if prompt_tokens > profile.context_limit {
         let body = wire::context_error_body(prompt_tokens, profile.context_limit);

@@ -52,10 +52,21 @@ pub(crate) struct Message<'a> {
 }
 
 /// A validated prompt, borrowing from the parsed request body.
-#[derive(Debug)]
 pub(crate) struct Prompt<'a> {
     pub kind: PromptKind,
     pub messages: Vec<Message<'a>>,
+    /// Counts words instead of the byte rule when the profile names a tokenizer.
+    pub tokenizer: Option<&'a tokenizers::Tokenizer>,
+}
+
+impl std::fmt::Debug for Prompt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prompt")
+            .field("kind", &self.kind)
+            .field("messages", &self.messages)
+            .field("tokenizer", &self.tokenizer.is_some())
+            .finish()
+    }
 }
 
 /// One step of [`Prompt::walk`]: template tokens (`header`) or one whitespace-separated word.
@@ -94,7 +105,7 @@ impl<'a> Prompt<'a> {
             };
             out.push(Message { role, parts });
         }
-        Ok(Prompt { kind: PromptKind::Chat, messages: out })
+        Ok(Prompt { kind: PromptKind::Chat, messages: out, tokenizer: None })
     }
 
     /// Reads `prompt` of a completion body: a string, or an array holding exactly one string
@@ -109,7 +120,11 @@ impl<'a> Prompt<'a> {
             },
             Some(_) => return Err("'prompt' must be a string".into()),
         };
-        Ok(Prompt { kind: PromptKind::Completion, messages: vec![Message { role: "", parts: vec![text] }] })
+        Ok(Prompt {
+            kind: PromptKind::Completion,
+            messages: vec![Message { role: "", parts: vec![text] }],
+            tokenizer: None,
+        })
     }
 
     /// Visits the prompt in token order. The sum of `tokens` over all steps is the prompt's
@@ -126,7 +141,13 @@ impl<'a> Prompt<'a> {
             }
             for part in &message.parts {
                 for word in part.split_whitespace() {
-                    visit(Step { header: false, bytes: word.as_bytes(), tokens: piece_tokens(word) });
+                    let tokens = match self.tokenizer {
+                        // Word by word keeps every step's count additive, so prefix positions and
+                        // the total agree; for whitespace pre-tokenizers it equals whole-text counting.
+                        Some(t) => t.encode_fast(word, false).map_or_else(|_| piece_tokens(word), |e| e.len() as u32),
+                        None => piece_tokens(word),
+                    };
+                    visit(Step { header: false, bytes: word.as_bytes(), tokens });
                 }
             }
         }

@@ -232,7 +232,8 @@ fn context_distribution(
         toml::Value::Table(t) if t.len() == 1 && t.contains_key("normal") => {
             let key = format!("{KEY}.normal");
             let (mean, sd) = pair(&key, &t["normal"])?;
-            if !(sd > 0.0) || !(mean >= f64::from(MIN_CONTEXT_TOKENS)) || mean > f64::from(clamp_max) {
+            let plausible = sd > 0.0 && (f64::from(MIN_CONTEXT_TOKENS)..=f64::from(clamp_max)).contains(&mean);
+            if !plausible {
                 return Err(c.err(
                     &key,
                     format!("mean {mean} must lie in [{MIN_CONTEXT_TOKENS}, {clamp_max}] and sd {sd} must be positive"),

@@ -26,6 +26,9 @@ use crate::openai::{self, PromptBody, RequestParams};
 use crate::scenario::{ChatMessage, ContextDistribution, Dataset, DatasetPrompt, PromptCache, PromptSource, Scenario};
 use text::Stream;
 
+/// Template tokens each chat message beyond the first adds (role header, end of turn).
+const EXTRA_MESSAGE_TOKENS: f64 = 4.0;
+
 /// One request, ready to send. Built before the request's clock starts.
 #[derive(Debug, Clone)]
 pub struct PreparedRequest {
@@ -121,7 +124,7 @@ impl Workload {
                 (openai::request_body(&self.params, PromptBody::Text(&prompt)), target, planned)
             }
             PromptSource::Dataset(d) => {
-                let (body, target) = self.from_dataset(d, index, &header, &task);
+                let (body, target) = self.dataset_prompt(d, index, &header, &task);
                 (body, target, target)
             }
         };
@@ -169,7 +172,7 @@ impl Workload {
         (prompt, target)
     }
 
-    fn from_dataset(&self, d: &Dataset, index: u64, header: &str, task: &str) -> (Vec<u8>, u32) {
+    fn dataset_prompt(&self, d: &Dataset, index: u64, header: &str, task: &str) -> (Vec<u8>, u32) {
         let pick = self.order[(index % self.order.len() as u64) as usize];
         let lead = if self.shared_prefix.is_empty() {
             format!("{header}\n\n")
@@ -190,9 +193,11 @@ impl Workload {
                 if let Some(last_user) = messages.iter_mut().rev().find(|m| m.role == "user") {
                     last_user.content.push_str(task);
                 }
-                // One template allowance per message beyond the first.
+                // The sizer knows one message's template; each further message adds its own role
+                // header and end-of-turn, a few tokens in every chat template in use.
                 let text: f64 = messages.iter().map(|m| self.sizer.text_tokens(&m.content)).sum();
-                let target = (text + self.sizer.overhead() * messages.len() as f64).round() as u32;
+                let extra = EXTRA_MESSAGE_TOKENS * (messages.len() as f64 - 1.0);
+                let target = (text + self.sizer.overhead() + extra).round().max(1.0) as u32;
                 (openai::request_body(&self.params, PromptBody::Messages(&messages)), target)
             }
         }

@@ -243,7 +243,7 @@ mod tests {
     fn probe_sizes_are_distinct_and_bounded() {
         assert_eq!(probe_sizes(65_536), vec![64, 256, 1024, 4096]);
         let small = probe_sizes(200);
-        assert!(small.len() >= 2 && small.iter().all(|&n| n >= 8 && n <= 96), "{small:?}");
+        assert!(small.len() >= 2 && small.iter().all(|n| (8..=96).contains(n)), "{small:?}");
     }
 
     #[test]

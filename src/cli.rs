@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// Concurrency level or comma-separated sweep, e.g. 1,2,4,8 (overrides load.concurrency).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: Option<Vec<u32>>,
+    /// Open-loop arrival rate or comma-separated sweep in requests per second, e.g. 50,100,200
+    /// (overrides load.rate and sets load.mode = "open").
+    #[arg(long, value_delimiter = ',')]
+    pub rate: Option<Vec<f64>>,
     /// Requests per level (overrides run.requests).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: Option<u64>,
@@ -72,6 +76,10 @@ pub struct RunArgs {
     /// No progress bar (it is also off when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
+    /// Exit with code 3 when a level's validity check fails (client saturated, arrivals dropped
+    /// or queued).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl RunArgs {
@@ -88,6 +96,7 @@ impl RunArgs {
             base_url_origin,
             model: self.model.clone(),
             concurrency: self.concurrency.clone(),
+            rate: self.rate.clone(),
             requests: self.requests,
             max_tokens: self.max_tokens,
             seed: self.seed,
@@ -115,6 +124,8 @@ pub mod exit {
     pub const OK: u8 = 0;
     pub const ABORTED: u8 = 1;
     pub const BAD_INPUT: u8 = 2;
+    /// `--strict` and a level failed its validity check.
+    pub const INVALID: u8 = 3;
 }
 
 pub fn main() -> ExitCode {

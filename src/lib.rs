@@ -15,5 +15,6 @@ pub mod openai;
 pub mod report;
 pub mod scenario;
 pub mod schedule;
+pub mod search;
 pub mod worker;
 pub mod workload;

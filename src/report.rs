@@ -99,7 +99,15 @@ fn metric(a: &Artifact, key: &str) -> Option<f64> {
 pub fn level_summary(a: &Artifact) -> String {
     let mut s = String::new();
     let engine = a.engine.as_deref().unwrap_or("unlabelled engine");
-    let _ = writeln!(s, "\n{} · {} · {} · concurrency {}", a.run_id, a.model, engine, a.concurrency);
+    let load = match a.load.rate {
+        Some(rate) => format!(
+            "open loop {rate} req/s {} (achieved {:.2} req/s)",
+            a.load.arrival.unwrap_or_default(),
+            a.load.achieved_rate.unwrap_or(0.0)
+        ),
+        None => format!("concurrency {}", a.load.concurrency),
+    };
+    let _ = writeln!(s, "\n{} · {} · {} · {load}", a.run_id, a.model, engine);
     let canaries = if a.request_canaries {
         format!(
             ", canaries {}/{} passed",
@@ -151,6 +159,35 @@ pub fn level_summary(a: &Artifact) -> String {
         metric(a, "throughput_tok_s").unwrap_or(0.0),
         metric(a, "request_throughput_rps").unwrap_or(0.0)
     );
+    if a.load.rate.is_some() {
+        let lag = |k: &str| metric(a, k).map_or_else(|| "–".to_string(), fmt_ms);
+        let _ = writeln!(
+            s,
+            "schedule lag p50 {} · p99 {} · max {}; dropped {}; TTFT from intended p99 {}",
+            lag("schedule_lag_p50_ms"),
+            lag("schedule_lag_p99_ms"),
+            lag("schedule_lag_max_ms"),
+            a.load.dropped_arrivals,
+            lag("ttft_from_intended_p99_ms")
+        );
+    }
+    if let Some(slo) = &a.slo {
+        let parts: Vec<String> = slo
+            .criteria
+            .iter()
+            .map(|c| {
+                let observed = c.observed.map_or_else(|| "–".to_string(), |v| format!("{v:.2}"));
+                format!("{} {observed} {} {}", c.key, if c.passed { "ok" } else { "MISSED" }, c.threshold)
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "SLO {}: {}; goodput {:.2} req/s",
+            if slo.passed { "met" } else { "missed" },
+            parts.join(", "),
+            metric(a, "goodput_rps").unwrap_or(0.0)
+        );
+    }
     if !a.error_counts.is_empty() {
         let kinds: Vec<String> = a.error_counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(s, "failures by kind: {}", kinds.join(", "));
@@ -161,7 +198,14 @@ pub fn level_summary(a: &Artifact) -> String {
 /// One row of the sweep summary.
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepRow {
+    pub load_mode: &'static str,
+    /// Closed loop: the concurrency; open loop: the in-flight cap (0 when uncapped).
     pub concurrency: u32,
+    pub rate: Option<f64>,
+    pub achieved_rate: Option<f64>,
+    pub goodput_rps: Option<f64>,
+    pub slo_passed: Option<bool>,
+    pub valid: bool,
     pub run_id: String,
     pub artifact: String,
     pub requests: u64,
@@ -180,7 +224,13 @@ pub struct SweepRow {
 impl SweepRow {
     pub fn from_artifact(a: &Artifact, path: &std::path::Path) -> Self {
         SweepRow {
-            concurrency: a.concurrency,
+            load_mode: a.load.load_mode,
+            concurrency: a.load.concurrency,
+            rate: a.load.rate,
+            achieved_rate: a.load.achieved_rate,
+            goodput_rps: metric(a, "goodput_rps"),
+            slo_passed: a.slo.as_ref().map(|r| r.passed),
+            valid: a.load.validity.valid,
             run_id: a.run_id.clone(),
             artifact: path.display().to_string(),
             requests: a.requests,
@@ -200,25 +250,64 @@ impl SweepRow {
 
 pub fn sweep_table(rows: &[SweepRow]) -> String {
     let mut s = String::new();
+    let open = rows.iter().any(|r| r.rate.is_some());
     let _ = writeln!(
         s,
-        "\n{:>11}{:>10}{:>14}{:>12}{:>12}{:>12}{:>12}{:>9}",
-        "concurrency", "req/s", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "failed"
+        "\n{:>11}{:>10}{:>14}{:>12}{:>12}{:>12}{:>12}{:>9}{:>8}",
+        if open { "rate" } else { "concurrency" },
+        "req/s",
+        "output tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "failed",
+        "valid"
     );
     let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), fmt_ms);
     for r in rows {
+        let level = match r.rate {
+            Some(rate) => format!("{rate}"),
+            None => r.concurrency.to_string(),
+        };
         let _ = writeln!(
             s,
-            "{:>11}{:>10}{:>14}{:>12}{:>12}{:>12}{:>12}{:>9}",
-            r.concurrency,
+            "{:>11}{:>10}{:>14}{:>12}{:>12}{:>12}{:>12}{:>9}{:>8}",
+            level,
             r.request_throughput_rps.map_or_else(|| "–".into(), |v| format!("{v:.2}")),
             r.output_throughput_tok_s.map_or_else(|| "–".into(), |v| format!("{v:.1}")),
             ms(r.ttft_p50_ms),
             ms(r.ttft_p99_ms),
             ms(r.tpot_p50_ms),
             ms(r.tpot_p99_ms),
-            r.failed
+            r.failed,
+            if r.valid { "yes" } else { "NO" }
         );
+    }
+    s
+}
+
+/// The capacity search, probe by probe, and its answer.
+pub fn search_table(search: &crate::search::CapacitySearch) -> String {
+    let mut s = String::new();
+    let by = match search.by {
+        crate::scenario::SearchBy::Concurrency => "concurrency",
+        crate::scenario::SearchBy::Rate => "rate",
+    };
+    let _ = writeln!(s, "\ncapacity search by {by}:");
+    let _ = writeln!(s, "{:>6}{:>12}{:>10}{:>14}", "step", by, "SLOs", "goodput/s");
+    for (i, p) in search.probes.iter().enumerate() {
+        let goodput = p.goodput_rps.map_or_else(|| "–".to_string(), |g| format!("{g:.2}"));
+        let _ =
+            writeln!(s, "{:>6}{:>12}{:>10}{:>14}", i + 1, p.level, if p.passed { "met" } else { "missed" }, goodput);
+    }
+    match search.best {
+        Some(best) => {
+            let _ = writeln!(s, "highest {by} meeting every SLO: {best} ({})", search.finished.unwrap_or("done"));
+        }
+        None => {
+            let _ = writeln!(s, "no {by} probed met every SLO ({})", search.finished.unwrap_or("done"));
+        }
     }
     s
 }

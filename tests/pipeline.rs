@@ -255,10 +255,15 @@ async fn the_api_key_is_sent_but_never_written() {
 async fn ctrl_c_writes_an_interrupted_artifact_and_exits_1() {
     let out = tempfile::tempdir().unwrap();
     // The realistic profile makes each 65k-context request take seconds: the signal lands mid-run.
+    // A one-second grace: the request in flight is cut and recorded as interrupted.
+    let toml =
+        std::fs::read_to_string(scenario("capacity-v4.toml")).unwrap().replace("[run]\n", "[run]\ngrace = \"1s\"\n");
+    let file = out.path().join("capacity-v4-short-grace.toml");
+    std::fs::write(&file, toml).unwrap();
     let child = anvil()
-        .arg(scenario("capacity-v4.toml"))
+        .arg(&file)
         .arg("--out")
-        .arg(out.path())
+        .arg(out.path().join("out"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -274,7 +279,7 @@ async fn ctrl_c_writes_an_interrupted_artifact_and_exits_1() {
             .unwrap()
             .unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
-    let a = check_artifact(&artifacts(out.path())[0]);
+    let a = check_artifact(&artifacts(&out.path().join("out"))[0]);
     assert_eq!(a["interrupted"], true);
     assert!(a["requests"].as_u64().unwrap() < 6);
     assert_eq!(a["error_counts"]["interrupted"], 1, "the in-flight request is recorded as interrupted");

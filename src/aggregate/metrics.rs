@@ -8,7 +8,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::stats::{PERCENTILES, Summary};
-use super::timing::RequestTiming;
+use super::timing::{FailureRecord, RequestTiming};
+use crate::scenario::{Bound, Slo};
 
 /// Below this many samples a p99 is only descriptive (one sample decides it).
 pub const P99_MIN_SAMPLES: usize = 100;
@@ -67,13 +68,22 @@ fn summary_keys(out: &mut Map<String, Value>, family: &Family, s: Option<&Summar
     out.insert(format!("{}_samples", family.stem), json!(s.map_or(0, |s| s.samples)));
 }
 
+/// Families that exist only for open loops (null elsewhere): the user-visible latencies from the
+/// intended time, and the dispatch lag itself.
+const OPEN_LOOP_FAMILIES: &[Family] = &[
+    Family { stem: "ttft_from_intended", value: |r| r.ttft_from_intended_ms, ms_suffix: true },
+    Family { stem: "e2e_from_intended", value: |r| r.e2e_from_intended_ms, ms_suffix: true },
+];
+
 /// Inputs beyond the records that the metrics need.
 pub struct MetricsInput<'a> {
     pub records: &'a [RequestTiming],
+    pub failures: &'a [FailureRecord],
     pub wall_clock_ms: f64,
     pub attempted: u64,
     pub failed_server_faults: u64,
     pub interrupted: bool,
+    pub slo: &'a Slo,
 }
 
 /// `metrics` (a flat, sorted map like the reference's) and `metric_population`.
@@ -85,6 +95,19 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
     for f in FAMILIES {
         summary_keys(&mut m, f, sums.get(f.stem).and_then(Option::as_ref));
     }
+    for f in OPEN_LOOP_FAMILIES {
+        summary_keys(&mut m, f, Summary::of(eligible.iter().filter_map(|r| (f.value)(r)).collect()).as_ref());
+    }
+    // Dispatch lag and queue wait are about the client, so every request sent counts, eligible
+    // or not, failed or not.
+    let lags =
+        records.iter().filter_map(|r| r.schedule_lag_ms).chain(input.failures.iter().filter_map(|f| f.schedule_lag_ms));
+    let waits =
+        records.iter().filter_map(|r| r.queue_wait_ms).chain(input.failures.iter().filter_map(|f| f.queue_wait_ms));
+    let lag_family = Family { stem: "schedule_lag", value: |r| r.schedule_lag_ms, ms_suffix: true };
+    let wait_family = Family { stem: "queue_wait", value: |r| r.queue_wait_ms, ms_suffix: true };
+    summary_keys(&mut m, &lag_family, Summary::of(lags.collect()).as_ref());
+    summary_keys(&mut m, &wait_family, Summary::of(waits.collect()).as_ref());
 
     let output_tokens: u64 = eligible.iter().map(|r| r.output_tokens).sum();
     let prompt_reported: Vec<u64> = eligible.iter().filter_map(|r| r.prompt_tokens).collect();
@@ -99,6 +122,22 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
     let throughput = (wall_s > 0.0).then(|| output_tokens as f64 / wall_s);
     m.insert("throughput_tok_s".into(), json!(throughput));
     m.insert("request_throughput_rps".into(), json!((wall_s > 0.0).then(|| eligible.len() as f64 / wall_s)));
+    // The measurement window: from the first eligible request's start to the last one's end.
+    // With warm-up or cool-down excluded, rates over this window describe the measured phase.
+    let window_ms = eligible
+        .iter()
+        .map(|r| r.start_offset_ms + r.e2e_ms)
+        .reduce(f64::max)
+        .zip(eligible.iter().map(|r| r.start_offset_ms).reduce(f64::min))
+        .map(|(end, start)| end - start);
+    let window_s = window_ms.map(|w| w / 1000.0).filter(|&w| w > 0.0);
+    m.insert("measurement_window_ms".into(), json!(window_ms));
+    m.insert("window_throughput_tok_s".into(), json!(window_s.map(|w| output_tokens as f64 / w)));
+    if !input.slo.criteria.is_empty() {
+        let good = eligible.iter().filter(|r| meets_request_slos(r, input.slo)).count();
+        m.insert("goodput_requests".into(), json!(good));
+        m.insert("goodput_rps".into(), json!(window_s.map(|w| good as f64 / w)));
+    }
 
     let mut sources: BTreeMap<&str, u64> = BTreeMap::new();
     for r in &eligible {
@@ -174,6 +213,70 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
         p99_samples_by_metric: by_metric,
     };
     (m, population)
+}
+
+/// Whether one request meets every per-request objective (a p99 objective is checked against the
+/// request's own value). Objectives without a per-request reading (error rate) do not apply.
+fn meets_request_slos(r: &RequestTiming, slo: &Slo) -> bool {
+    slo.criteria.iter().all(|c| match c.request_field.and_then(|field| request_value(r, field)) {
+        Some(v) => c.bound.holds(v, c.threshold),
+        None => c.request_field.is_none(),
+    })
+}
+
+fn request_value(r: &RequestTiming, field: &str) -> Option<f64> {
+    match field {
+        "ttft_ms" => r.ttft_ms,
+        "time_to_first_output_ms" => Some(r.time_to_first_output_ms),
+        "tpot_ms" => r.tpot_ms,
+        "e2e_ms" => Some(r.e2e_ms),
+        "generation_ms" => Some(r.generation_ms),
+        "ttft_from_intended_ms" => r.ttft_from_intended_ms,
+        "e2e_from_intended_ms" => r.e2e_from_intended_ms,
+        "decode_tok_s" => r.decode_tok_s,
+        "effective_prefill_tok_s" => r.effective_prefill_tok_s,
+        _ => None,
+    }
+}
+
+/// One objective checked against a level's metrics.
+#[derive(Debug, Clone, Serialize)]
+pub struct SloResult {
+    pub key: String,
+    pub threshold: f64,
+    pub bound: Bound,
+    pub observed: Option<f64>,
+    pub passed: bool,
+}
+
+/// The `slo` block: every objective and whether the level met them all.
+#[derive(Debug, Clone, Serialize)]
+pub struct SloReport {
+    pub criteria: Vec<SloResult>,
+    pub passed: bool,
+}
+
+/// Check a level against its objectives. A missing value (no samples) fails.
+pub fn evaluate_slo(slo: &Slo, metrics: &Map<String, Value>, population: &Population) -> Option<SloReport> {
+    if slo.criteria.is_empty() {
+        return None;
+    }
+    let criteria: Vec<SloResult> = slo
+        .criteria
+        .iter()
+        .map(|c| {
+            let observed = if c.key == "error_rate" {
+                (population.attempted_requests > 0)
+                    .then(|| population.failed_server_faults as f64 / population.attempted_requests as f64)
+            } else {
+                metrics.get(&c.key).and_then(Value::as_f64)
+            };
+            let passed = observed.is_some_and(|v| c.bound.holds(v, c.threshold));
+            SloResult { key: c.key.clone(), threshold: c.threshold, bound: c.bound, observed, passed }
+        })
+        .collect();
+    let passed = criteria.iter().all(|c| c.passed);
+    Some(SloReport { criteria, passed })
 }
 
 /// `metric_population`: who is counted where.

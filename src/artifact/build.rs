@@ -5,15 +5,17 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::load;
 use super::{
     Artifact, ClientInfo, SCHEMA, SamplingParam, SamplingRecord, ServeFlagsRecord, Stamp, TimingMethodology,
     fingerprint,
 };
 use crate::aggregate::Collected;
 use crate::aggregate::metrics::{self, MetricsInput, P99_MIN_SAMPLES};
-use crate::aggregate::timing::{Exclusions, FailureRecord, RequestTiming, error_counts, ms};
+use crate::aggregate::timing::{DroppedRecord, FailureRecord, RequestTiming, error_counts, ms};
 use crate::report::Warning;
-use crate::scenario::{ControlledOutputPolicy, Endpoint, PromptCache, Scenario};
+use crate::scenario::{Endpoint, PromptCache, Scenario};
+use crate::schedule::{Issued, LevelPacing};
 use crate::worker::{ErrorKind, TokenSource};
 use crate::workload::SizingRecord;
 
@@ -21,7 +23,8 @@ use crate::workload::SizingRecord;
 pub struct LevelRun<'a> {
     pub scenario: &'a Scenario,
     pub run_id: String,
-    pub concurrency: u32,
+    pub pacing: LevelPacing,
+    pub issued: Issued,
     pub base_url: &'a str,
     pub started: Stamp,
     pub finished: Stamp,
@@ -36,15 +39,15 @@ pub struct LevelRun<'a> {
 
 pub fn build(run: LevelRun<'_>) -> Artifact {
     let s = run.scenario;
-    let rules = Exclusions {
-        strict_output: s.output.policy == ControlledOutputPolicy::Strict,
-        prefix_warmup_index: s.workload.prompt_cache.burst().then_some(0),
-    };
+    let rules = load::exclusions(s, &run.collected, run.issued);
     let mut records: Vec<RequestTiming> =
         run.collected.completed.iter().map(|c| RequestTiming::from_completed(c, rules)).collect();
     records.sort_by_key(|r| r.request_index);
-    let mut failures: Vec<FailureRecord> = run.collected.failed.iter().map(FailureRecord::from_failed).collect();
+    let mut failures: Vec<FailureRecord> =
+        run.collected.failed.iter().map(|f| FailureRecord::from_failed(f, rules)).collect();
     failures.sort_by_key(|f| f.request_index);
+    let mut dropped: Vec<DroppedRecord> = run.collected.dropped.iter().map(DroppedRecord::from_dropped).collect();
+    dropped.sort_by_key(|d| d.request_index);
 
     // The level's wall clock: from the level start to the end of its last request.
     let wall = run
@@ -60,11 +63,15 @@ pub fn build(run: LevelRun<'_>) -> Artifact {
     let failed_server_faults = failures.iter().filter(|f| f.error_kind.is_server_fault()).count() as u64;
     let (metrics, population) = metrics::compute(&MetricsInput {
         records: &records,
+        failures: &failures,
         wall_clock_ms,
         attempted,
         failed_server_faults,
         interrupted: run.interrupted,
+        slo: &s.slo,
     });
+    let slo = metrics::evaluate_slo(&s.slo, &metrics, &population);
+    let load = load::load_record(s, run.pacing, run.issued, &records, &failures, &dropped);
 
     let mut context_distribution: BTreeMap<String, u64> = BTreeMap::new();
     for planned in
@@ -75,16 +82,20 @@ pub fn build(run: LevelRun<'_>) -> Artifact {
     let context_tokens = s.workload.prompts.context_json();
 
     let canary_failures = records.iter().filter(|r| r.request_canary.as_ref().is_some_and(|c| !c.passed)).count();
-    let warnings = warnings(&run, &records, &failures, canary_failures, &population, &metrics);
+    let mut warnings = warnings(&run, &records, &failures, canary_failures, &population, &metrics);
+    for reason in &load.validity.reasons {
+        warnings.push(Warning::new("invalid_load", reason.clone()));
+    }
     let scenario_json = serde_json::to_value(s).unwrap_or(Value::Null);
     let engine = match &s.target.endpoint {
         Endpoint::Simulator { profile } => Some(format!("anvil-simulator/{profile}")),
         Endpoint::Remote { .. } => s.target.engine.clone(),
     };
     let responses_received = records.len() as u64 + failures.iter().filter(|f| f.http_status.is_some()).count() as u64;
-    // Eligible when nothing was left out except by design (the burst's warm-up request).
+    // Eligible when nothing was left out except by design (warm-up, cool-down, the burst's
+    // warm-up request).
     let unplanned_exclusions =
-        records.iter().filter(|r| matches!(r.exclusion_reason, Some(reason) if reason != "prefix_warmup")).count();
+        records.iter().filter(|r| matches!(r.exclusion_reason, Some("canary_failed" | "controlled_output"))).count();
     let performance_eligible =
         !run.interrupted && failures.is_empty() && unplanned_exclusions == 0 && !records.is_empty();
 
@@ -107,8 +118,7 @@ pub fn build(run: LevelRun<'_>) -> Artifact {
         configuration_fingerprint: fingerprint(&scenario_json),
         manifest: None,
         source_recipe: None,
-        load_mode: "closed",
-        concurrency: run.concurrency,
+        load,
         requests: attempted,
         completed: records.len() as u64,
         failed: failures.len() as u64,
@@ -144,8 +154,10 @@ pub fn build(run: LevelRun<'_>) -> Artifact {
         error_counts: error_counts(&failures),
         warnings,
         timing_methodology: TimingMethodology::current(),
+        slo,
         request_timings: records,
         failures,
+        dropped,
         scenario: scenario_json,
         simulator: run.simulator,
         client: ClientInfo::this(),

@@ -6,6 +6,7 @@
 //! flushed, then renamed, so a reader never sees half an artifact.
 
 mod build;
+mod load;
 mod methodology;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use build::{LevelRun, build};
+pub use load::{LoadRecord, Validity};
 pub use methodology::TimingMethodology;
 
 use crate::aggregate::metrics::Population;
@@ -93,8 +95,9 @@ pub struct Artifact {
     pub configuration_fingerprint: String,
     pub manifest: Option<Value>,
     pub source_recipe: Option<Value>,
-    pub load_mode: &'static str,
-    pub concurrency: u32,
+    /// Pacing: `load_mode`, `concurrency`, `rate`, `arrival`, `achieved_rate`, `validity`, …
+    #[serde(flatten)]
+    pub load: LoadRecord,
     /// Attempted requests (every one is in `request_timings` or `failures`).
     pub requests: u64,
     /// Requests that streamed to `[DONE]`.
@@ -132,8 +135,12 @@ pub struct Artifact {
     pub error_counts: BTreeMap<String, u64>,
     pub warnings: Vec<Warning>,
     pub timing_methodology: TimingMethodology,
+    /// The `[slo]` objectives checked against this level, when the scenario has any.
+    pub slo: Option<crate::aggregate::metrics::SloReport>,
     pub request_timings: Vec<RequestTiming>,
     pub failures: Vec<FailureRecord>,
+    /// Open loop: arrivals not sent because every in-flight slot was taken (`overload = "drop"`).
+    pub dropped: Vec<crate::aggregate::timing::DroppedRecord>,
     /// The validated scenario this level ran (API key excluded; only its variable name).
     pub scenario: Value,
     /// The embedded simulator's own counters, when it was the target.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Endpoint, PromptCache, Scenario, SizingMode};
+use super::{Endpoint, Pacing, PromptCache, Scenario, SizingMode};
 use crate::workload::sizing::default_overhead;
 use crate::workload::{Sizer, Workload};
 
@@ -21,8 +21,37 @@ pub fn describe(s: &Scenario) -> String {
     if let Some(var) = &s.target.api_key_env {
         let _ = writeln!(out, "api key: from ${var} (set)");
     }
-    let levels: Vec<String> = s.load.levels().iter().map(u32::to_string).collect();
-    let _ = writeln!(out, "load: closed loop, concurrency {}", levels.join(", "));
+    let levels: Vec<String> = s.load.pacing.levels().iter().map(f64::to_string).collect();
+    let load = match &s.load.pacing {
+        Pacing::Closed { max_rate, .. } => format!(
+            "closed loop, concurrency {}{}",
+            levels.join(", "),
+            max_rate.map(|r| format!(", at most {r} starts/s")).unwrap_or_default()
+        ),
+        Pacing::Open { arrival, ramp, max_in_flight, overload, .. } => format!(
+            "open loop, {} arrivals at {} req/s{}{}",
+            arrival.name(),
+            levels.join(", "),
+            ramp.map(|r| format!(", ramp {}", humantime::format_duration(r))).unwrap_or_default(),
+            max_in_flight
+                .map(|m| format!(", at most {m} in flight ({overload:?} beyond)").to_lowercase())
+                .unwrap_or_default()
+        ),
+    };
+    let _ = writeln!(out, "load: {load}");
+    if let Some(search) = s.load.search {
+        let criteria: Vec<String> =
+            s.slo.criteria.iter().map(|c| format!("{} {:?} {}", c.key, c.bound, c.threshold)).collect();
+        let _ = writeln!(
+            out,
+            "capacity search by {:?} from {} to {} in at most {} steps; SLOs: {}",
+            search.by,
+            search.min,
+            search.max,
+            search.max_steps,
+            criteria.join(", ")
+        );
+    }
     let limit = match (s.run.requests, s.run.duration) {
         (Some(n), Some(d)) => format!("{n} requests or {}, whichever comes first", humantime::format_duration(d)),
         (Some(n), None) => format!("{n} requests"),

@@ -5,6 +5,7 @@
 //! program exits with code 2 and sends nothing. No other module sees TOML shapes.
 
 mod describe;
+mod load_rules;
 mod raw;
 mod validate;
 mod workload_rules;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use describe::describe;
+pub use load_rules::SLO_STATS;
 pub use raw::RawScenario;
 pub use validate::ScenarioError;
 pub use workload_rules::MIN_CONTEXT_TOKENS;
@@ -29,6 +31,8 @@ pub struct Overrides {
     pub base_url_origin: Option<&'static str>,
     pub model: Option<String>,
     pub concurrency: Option<Vec<u32>>,
+    /// `--rate`: open-loop rates.
+    pub rate: Option<Vec<f64>>,
     pub requests: Option<u64>,
     pub max_tokens: Option<u32>,
     pub seed: Option<u64>,
@@ -50,6 +54,7 @@ pub struct Scenario {
     pub sampling: Sampling,
     pub serve: ServeFlags,
     pub output: OutputControl,
+    pub slo: Slo,
     pub client: ClientTimeouts,
 }
 
@@ -142,22 +147,149 @@ pub struct RunLimits {
     pub protocol: Option<String>,
     pub tier: Option<String>,
     pub clock_domain_id: Option<String>,
+    pub warmup: Option<Phase>,
+    pub cooldown: Option<Phase>,
+    /// How long in-flight requests may finish after `duration` (or Ctrl-C) before being cut.
+    #[serde(with = "humantime_serde")]
+    pub grace: Duration,
+}
+
+/// How requests are paced, level by level.
+#[derive(Debug, Clone, Serialize)]
+pub struct Load {
+    pub pacing: Pacing,
+    /// Capacity search instead of a fixed list of levels.
+    pub search: Option<Search>,
+    /// Dispatch lag p99 above this marks a run invalid.
+    #[serde(with = "humantime_serde")]
+    pub max_dispatch_lag: Duration,
 }
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
-pub enum Load {
-    /// Fixed concurrency: each worker issues its next request when the last one ends.
-    Closed { levels: Vec<u32> },
+pub enum Pacing {
+    /// Fixed concurrency: each worker sends its next request when its last one ends.
+    Closed {
+        levels: Vec<u32>,
+        /// A ceiling on request starts per second across workers.
+        max_rate: Option<f64>,
+    },
+    /// Arrivals on a schedule, independent of the server.
+    Open {
+        rates: Vec<f64>,
+        arrival: Arrival,
+        #[serde(with = "humantime_serde_opt")]
+        ramp: Option<Duration>,
+        max_in_flight: Option<u32>,
+        overload: Overload,
+    },
 }
 
-impl Load {
-    /// Each level is one run with its own artifact.
-    pub fn levels(&self) -> &[u32] {
+impl Pacing {
+    pub fn mode(&self) -> &'static str {
         match self {
-            Load::Closed { levels } => levels,
+            Pacing::Closed { .. } => "closed",
+            Pacing::Open { .. } => "open",
         }
     }
+
+    /// The configured levels (concurrencies or rates), as numbers.
+    pub fn levels(&self) -> Vec<f64> {
+        match self {
+            Pacing::Closed { levels, .. } => levels.iter().map(|&c| f64::from(c)).collect(),
+            Pacing::Open { rates, .. } => rates.clone(),
+        }
+    }
+}
+
+/// The arrival process of an open loop.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Arrival {
+    /// Evenly spaced.
+    Constant,
+    /// Exponential gaps.
+    Poisson,
+    /// Gamma gaps of shape `burstiness` (coefficient of variation 1/√burstiness).
+    Gamma { burstiness: f64 },
+}
+
+impl Arrival {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Arrival::Constant => "constant",
+            Arrival::Poisson => "poisson",
+            Arrival::Gamma { .. } => "gamma",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Overload {
+    /// Arrivals beyond `max_in_flight` wait for a slot; the wait is measured.
+    Queue,
+    /// Arrivals beyond `max_in_flight` are not sent; they are counted and listed.
+    Drop,
+}
+
+/// Find the highest level meeting every SLO.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Search {
+    pub by: SearchBy,
+    pub min: f64,
+    pub max: f64,
+    pub max_steps: u32,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchBy {
+    Concurrency,
+    Rate,
+}
+
+/// Service-level objectives: every criterion must hold for a level to pass.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Slo {
+    pub criteria: Vec<SloCriterion>,
+}
+
+/// One objective, e.g. `ttft_p99_ms ≤ 2000`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SloCriterion {
+    /// The `metrics` key it reads (`ttft_p99_ms`), or `error_rate`.
+    pub key: String,
+    pub threshold: f64,
+    /// `at_most` for latencies and error rate, `at_least` for rates (`decode_tok_s_p50`).
+    pub bound: Bound,
+    /// The per-request field compared with the threshold for goodput (`ttft_ms`), if any.
+    pub request_field: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    AtMost,
+    AtLeast,
+}
+
+impl Bound {
+    pub fn holds(self, value: f64, threshold: f64) -> bool {
+        match self {
+            Bound::AtMost => value <= threshold,
+            Bound::AtLeast => value >= threshold,
+        }
+    }
+}
+
+/// Requests at the start or end of a level kept out of the distributions.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Requests(u64),
+    #[serde(with = "humantime_serde")]
+    Time(Duration),
 }
 
 #[derive(Debug, Clone, Serialize)]

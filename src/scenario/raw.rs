@@ -30,6 +30,10 @@ pub struct RawScenario {
     /// `[output]`: output-length control and checks.
     #[serde(default)]
     pub output: RawOutput,
+    /// `[slo]`: service-level objectives, e.g. `ttft_p99_ms = 2000`, for capacity search and
+    /// goodput.
+    #[serde(default)]
+    pub slo: toml::Table,
     /// `[client]`: client-side timeouts.
     #[serde(default)]
     pub client: RawClient,
@@ -104,23 +108,95 @@ pub struct RawRun {
     /// Clock-domain label recorded as `clock_domain_id`: give two runs the same label only when
     /// their Unix timestamps may be compared.
     pub clock_domain_id: Option<String>,
+    /// Leading requests kept out of the distributions: a count (`20`) or a time (`"30s"`).
+    pub warmup: Option<Phase>,
+    /// Trailing requests kept out of the distributions: a count or a time before the end.
+    pub cooldown: Option<Phase>,
+    /// After `duration`, how long in-flight requests may finish before they are cut and counted
+    /// as interrupted (default `"30s"`). Also the wait after Ctrl-C.
+    pub grace: Option<String>,
+}
+
+/// A number of requests or a duration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Phase {
+    Requests(i64),
+    Time(String),
 }
 
 /// `[load]`
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLoad {
-    /// Concurrent requests in flight (closed loop): one level, e.g. `4`, or a sweep, e.g.
-    /// `[1, 2, 4, 8]` (one run and one artifact per level). Default 1.
-    pub concurrency: Option<Concurrency>,
+    /// `"closed"` (default: a fixed number of requests in flight) or `"open"` (requests arrive
+    /// on a schedule at `rate`, whatever the server does).
+    pub mode: Option<RawLoadMode>,
+    /// Closed loop: requests in flight, one level (`4`) or a sweep (`[1, 2, 4, 8]`). Default 1.
+    pub concurrency: Option<Levels>,
+    /// Closed loop: a ceiling on requests started per second (token bucket), across workers.
+    pub max_rate: Option<f64>,
+    /// Open loop: arrivals per second, one level (`200`) or a sweep (`[50, 100, 200]`).
+    pub rate: Option<Levels>,
+    /// Open loop: `"poisson"` (default), `"constant"` or `"gamma"`.
+    pub arrival: Option<RawArrival>,
+    /// `gamma` only: the shape of the gaps (1 = Poisson, below 1 burstier, above 1 smoother).
+    pub burstiness: Option<f64>,
+    /// Open loop: ramp the rate linearly from zero to `rate` over this long (e.g. `"30s"`).
+    pub ramp: Option<String>,
+    /// Open loop: at most this many requests in flight; see `overload`.
+    pub max_in_flight: Option<i64>,
+    /// Open loop, with `max_in_flight`: `"queue"` (default: late arrivals wait for a slot and the
+    /// wait is measured) or `"drop"` (they are counted and listed, not sent).
+    pub overload: Option<RawOverload>,
+    /// A run whose dispatch lag p99 exceeds this is marked invalid (default `"5ms"`).
+    pub max_dispatch_lag: Option<String>,
+    /// Capacity search: `"concurrency"` (closed loop) or `"rate"` (open loop): find the highest
+    /// level that meets every `[slo]`.
+    pub search: Option<RawSearch>,
+    /// Search: the first level tried (default 1).
+    pub search_min: Option<f64>,
+    /// Search: the highest level tried (default 1024).
+    pub search_max: Option<f64>,
+    /// Search: at most this many levels probed (default 12).
+    pub search_steps: Option<i64>,
 }
 
 /// One level or a list of levels.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum Concurrency {
-    One(i64),
-    Many(Vec<i64>),
+pub enum Levels {
+    One(f64),
+    Many(Vec<f64>),
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawLoadMode {
+    Closed,
+    Open,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawArrival {
+    Constant,
+    Poisson,
+    Gamma,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawOverload {
+    Queue,
+    Drop,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawSearch {
+    Concurrency,
+    Rate,
 }
 
 /// `[workload]`

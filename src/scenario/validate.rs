@@ -4,14 +4,13 @@
 //! it. Command-line overrides are applied before validation, so a bad `--concurrency` is caught
 //! by the same rules and the message says which option set the value.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
 use super::raw::{self, RawScenario};
 use super::{
-    Api, ApiKey, ClientTimeouts, Dialect, Endpoint, Load, Overrides, ReasoningEffort, RunLimits, Sampling, Scenario,
+    Api, ApiKey, ClientTimeouts, Dialect, Endpoint, Overrides, Phase, ReasoningEffort, RunLimits, Sampling, Scenario,
     ServeFlags, Target, ThinkingMode,
 };
 
@@ -100,7 +99,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
 
     let target = target(&c, &raw.target)?;
     let run = run(&c, &raw.run)?;
-    let load = load(&c, &raw.load)?;
+    let load = super::load_rules::load(&c, &raw.load)?;
     let workload = super::workload_rules::workload(&c, &raw.workload, path)?;
     let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
     let sampling = sampling(&c, &raw.sampling)?;
@@ -119,7 +118,8 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
         idle: c.duration("client.idle_timeout", raw.client.idle_timeout.as_deref(), Duration::from_secs(120))?,
     };
     super::workload_rules::check_extra_body(&c, &target, &serve)?;
-    Ok(Scenario { path: path.to_path_buf(), target, run, load, workload, sampling, serve, output, client })
+    let slo = super::load_rules::slo(&c, &raw.slo, &load)?;
+    Ok(Scenario { path: path.to_path_buf(), target, run, load, workload, sampling, serve, output, slo, client })
 }
 
 /// TOML syntax first (with line and column), then shape (with the key path).
@@ -174,8 +174,13 @@ fn apply_overrides<'a>(raw: &mut RawScenario, o: &'a Overrides, overridden: &mut
         overridden.push(("target.model", "--model"));
     }
     if let Some(levels) = &o.concurrency {
-        raw.load.concurrency = Some(raw::Concurrency::Many(levels.iter().map(|&l| i64::from(l)).collect()));
+        raw.load.concurrency = Some(raw::Levels::Many(levels.iter().map(|&l| f64::from(l)).collect()));
         overridden.push(("load.concurrency", "--concurrency"));
+    }
+    if let Some(rates) = &o.rate {
+        raw.load.rate = Some(raw::Levels::Many(rates.clone()));
+        raw.load.mode = Some(raw::RawLoadMode::Open);
+        overridden.push(("load.rate", "--rate"));
     }
     if let Some(n) = o.requests {
         raw.run.requests = Some(n);
@@ -323,6 +328,16 @@ fn run(c: &Checker, r: &raw::RawRun) -> Result<RunLimits, ScenarioError> {
             "add requests = N, duration = \"10m\", or both",
         ));
     }
+    let phase = |key: &str, p: &Option<raw::Phase>| -> Result<Option<Phase>, ScenarioError> {
+        match p {
+            None => Ok(None),
+            Some(raw::Phase::Requests(n)) if *n >= 0 => Ok(Some(Phase::Requests(*n as u64))),
+            Some(raw::Phase::Requests(n)) => {
+                Err(c.err(key, format!("{n} is negative"), "give a number of requests (20) or a duration (\"30s\")"))
+            }
+            Some(raw::Phase::Time(text)) => Ok(Some(Phase::Time(c.duration(key, Some(text), Duration::ZERO)?))),
+        }
+    };
     Ok(RunLimits {
         requests: r.requests,
         duration,
@@ -330,48 +345,10 @@ fn run(c: &Checker, r: &raw::RawRun) -> Result<RunLimits, ScenarioError> {
         protocol: r.protocol.clone(),
         tier: r.tier.clone(),
         clock_domain_id: r.clock_domain_id.clone(),
+        warmup: phase("run.warmup", &r.warmup)?,
+        cooldown: phase("run.cooldown", &r.cooldown)?,
+        grace: c.duration("run.grace", r.grace.as_deref(), Duration::from_secs(30))?,
     })
-}
-
-/// One client process can hold about this many streams; above it a level is a typo.
-const MAX_CONCURRENCY: i64 = 100_000;
-
-fn load(c: &Checker, l: &raw::RawLoad) -> Result<Load, ScenarioError> {
-    let values = match &l.concurrency {
-        None => vec![1],
-        Some(raw::Concurrency::One(n)) => vec![*n],
-        Some(raw::Concurrency::Many(v)) => v.clone(),
-    };
-    if values.is_empty() {
-        return Err(c.err(
-            "load.concurrency",
-            "is an empty list",
-            "give at least one level, e.g. concurrency = [1, 2, 4]",
-        ));
-    }
-    let mut seen = BTreeSet::new();
-    let mut levels = Vec::with_capacity(values.len());
-    for n in values {
-        if n < 1 {
-            return Err(c.err(
-                "load.concurrency",
-                format!("{n} is not a valid level: concurrency must be at least 1"),
-                "use positive integers, e.g. concurrency = 4 or concurrency = [1, 2, 4, 8]",
-            ));
-        }
-        if n > MAX_CONCURRENCY {
-            return Err(c.err(
-                "load.concurrency",
-                format!("{n} is above the supported maximum of {MAX_CONCURRENCY}"),
-                "use a smaller level",
-            ));
-        }
-        if !seen.insert(n) {
-            return Err(c.err("load.concurrency", format!("level {n} appears twice"), "list each level once"));
-        }
-        levels.push(n as u32);
-    }
-    Ok(Load::Closed { levels })
 }
 
 fn sampling(c: &Checker, s: &raw::RawSampling) -> Result<Sampling, ScenarioError> {

@@ -14,11 +14,12 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-pub use outcome::{Completed, ErrorKind, Failed, Outcome, TokenSource, sanitize_message};
+pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource, sanitize_message};
 pub use stream::{CAPTURE_CHARS, StreamFault, StreamState};
 
 use crate::openai::parse_error_body;
 use crate::scenario::{ApiKey, ClientTimeouts};
+use crate::schedule::Dispatch;
 use crate::workload::{PreparedRequest, check_canary, check_controlled_output};
 
 /// Error bodies are read up to this size; the rest is not needed to classify them.
@@ -65,8 +66,9 @@ impl Client {
 
     /// Send one request and stream it to the end. Never panics on what the server sends;
     /// `cancel` ends an in-flight request as `Interrupted`, keeping what was observed.
-    pub async fn execute(&self, req: &PreparedRequest, level_start: Instant, cancel: &CancellationToken) -> Outcome {
-        let mut a = Attempt::new(req, level_start, self.api_key.as_ref().map(ApiKey::expose));
+    pub async fn execute(&self, req: &PreparedRequest, dispatch: Dispatch, cancel: &CancellationToken) -> Outcome {
+        let level_start = dispatch.level_start;
+        let mut a = Attempt::new(req, dispatch, self.api_key.as_ref().map(ApiKey::expose));
         // Registered once per request, then polled by every wait below.
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
@@ -226,6 +228,8 @@ async fn wait<F: std::future::Future>(
 struct Attempt<'a> {
     index: u64,
     planned_context_tokens: u32,
+    intended_offset: Option<Duration>,
+    queue_wait: Option<Duration>,
     start: Instant,
     start_offset: Duration,
     stale_connection_retries: u32,
@@ -233,11 +237,14 @@ struct Attempt<'a> {
 }
 
 impl<'a> Attempt<'a> {
-    fn new(req: &PreparedRequest, level_start: Instant, secret: Option<&'a str>) -> Self {
+    fn new(req: &PreparedRequest, dispatch: Dispatch, secret: Option<&'a str>) -> Self {
         let start = Instant::now();
+        let level_start = dispatch.level_start;
         Attempt {
             index: req.index,
             planned_context_tokens: req.planned_context_tokens,
+            intended_offset: dispatch.intended.map(|i| i.saturating_duration_since(level_start)),
+            queue_wait: dispatch.intended.map(|_| dispatch.queue_wait),
             start,
             start_offset: start.saturating_duration_since(level_start),
             stale_connection_retries: 0,
@@ -256,6 +263,8 @@ impl<'a> Attempt<'a> {
             index: self.index,
             planned_context_tokens: self.planned_context_tokens,
             start_offset: self.start_offset,
+            intended_offset: self.intended_offset,
+            queue_wait: self.queue_wait,
             kind,
             http_status,
             server_error_type,
@@ -350,6 +359,8 @@ impl<'a> Attempt<'a> {
             planned_context_tokens: self.planned_context_tokens,
             prompt_target_tokens: req.prompt_target_tokens,
             start_offset: self.start_offset,
+            intended_offset: self.intended_offset,
+            queue_wait: self.queue_wait,
             first_output,
             first_content: state.first_content,
             end,

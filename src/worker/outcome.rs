@@ -9,11 +9,13 @@ use serde::{Serialize, Serializer};
 
 use crate::workload::{CanaryCheck, ControlledOutput};
 
-/// Every attempted request ends as exactly one of these.
+/// Every attempted request ends as exactly one of these; an arrival the open loop could not
+/// start (`overload = "drop"`) is `Dropped`.
 #[derive(Debug, Clone)]
 pub enum Outcome {
     Completed(Completed),
     Failed(Failed),
+    Dropped(Dropped),
 }
 
 impl Outcome {
@@ -21,8 +23,18 @@ impl Outcome {
         match self {
             Outcome::Completed(c) => c.index,
             Outcome::Failed(f) => f.index,
+            Outcome::Dropped(d) => d.index,
         }
     }
+}
+
+/// An arrival that found every in-flight slot taken and was not sent.
+#[derive(Debug, Clone)]
+pub struct Dropped {
+    pub index: u64,
+    pub planned_context_tokens: u32,
+    /// Its place in the schedule, from the start of the level.
+    pub intended_offset: Duration,
 }
 
 /// A response that streamed to its end (`[DONE]`).
@@ -33,6 +45,10 @@ pub struct Completed {
     pub prompt_target_tokens: u32,
     /// When the request was sent, from the start of the level.
     pub start_offset: Duration,
+    /// When the schedule meant it to be sent (open loop).
+    pub intended_offset: Option<Duration>,
+    /// Time waiting for an in-flight slot (open loop with `max_in_flight`).
+    pub queue_wait: Option<std::time::Duration>,
     /// First non-empty reasoning or content delta.
     pub first_output: Duration,
     /// First non-empty content delta; `None` when the response had no visible content.
@@ -79,6 +95,8 @@ pub struct Failed {
     pub index: u64,
     pub planned_context_tokens: u32,
     pub start_offset: Duration,
+    pub intended_offset: Option<Duration>,
+    pub queue_wait: Option<Duration>,
     pub kind: ErrorKind,
     pub http_status: Option<u16>,
     /// The server's error type or code, when it sent one.

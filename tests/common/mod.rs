@@ -35,12 +35,17 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Artifacts (not sweep summaries) written to `dir`, sorted by name.
+/// Artifacts (not sweep summaries or search traces) written to `dir`, sorted by name.
 pub fn artifacts(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("output dir exists")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.to_string_lossy().ends_with("-sweep.json"))
+        .filter(|p| {
+            let name = p.to_string_lossy();
+            p.extension().is_some_and(|x| x == "json")
+                && !name.ends_with("-sweep.json")
+                && !name.ends_with("-search.json")
+        })
         .collect();
     out.sort();
     out

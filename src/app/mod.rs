@@ -1,0 +1,292 @@
+//! `run()`: the whole program, top to bottom.
+
+mod setup;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::aggregate;
+use crate::artifact::{self, Artifact, LevelRun, Stamp};
+use crate::cli::{Cli, Command, MockArgs, RunArgs, exit};
+use crate::mock;
+use crate::report::{self, Progress, SweepRow, Warning};
+use crate::scenario::{Pacing, Scenario, ScenarioError};
+use crate::schedule::{self, LevelPacing, LevelPlan, RunControl};
+use crate::search::{CapacitySearch, Probe};
+use crate::worker::Client;
+use crate::workload::{SizingRecord, Workload};
+use setup::RunTarget;
+
+/// Why the program stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The scenario or the options are wrong; nothing was sent.
+    #[error("{0}")]
+    BadInput(String),
+    /// The run could not go on (server unreachable, artifact not writable, …).
+    #[error("{0}")]
+    Aborted(String),
+}
+
+impl AppError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            AppError::BadInput(_) => exit::BAD_INPUT,
+            AppError::Aborted(_) => exit::ABORTED,
+        }
+    }
+}
+
+impl From<ScenarioError> for AppError {
+    fn from(e: ScenarioError) -> Self {
+        AppError::BadInput(e.to_string())
+    }
+}
+
+pub async fn run(cli: Cli) -> Result<u8, AppError> {
+    match cli.command {
+        Some(Command::Validate(args)) => validate(&args),
+        Some(Command::Mock(args)) => serve_mock(&args).await,
+        None => benchmark(&cli.run).await,
+    }
+}
+
+fn scenario_path(args: &RunArgs) -> Result<&Path, AppError> {
+    args.scenario
+        .as_deref()
+        .ok_or_else(|| AppError::BadInput("no scenario file given; try scenarios/smoke.toml".into()))
+}
+
+/// `anvil-load validate FILE`: the resolved plan, nothing sent.
+fn validate(args: &RunArgs) -> Result<u8, AppError> {
+    let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
+    print!("{}", crate::scenario::describe(&scenario));
+    println!("valid; nothing was sent");
+    Ok(exit::OK)
+}
+
+/// `anvil-load mock`: the simulator in the foreground until Ctrl-C.
+async fn serve_mock(args: &MockArgs) -> Result<u8, AppError> {
+    let mut profile = mock::Profile::named(&args.profile).ok_or_else(|| {
+        AppError::BadInput(format!(
+            "--profile {:?} is not a simulator profile; use one of: {}",
+            args.profile,
+            mock::PROFILE_NAMES.join(", ")
+        ))
+    })?;
+    if let Some(path) = &args.tokenizer {
+        tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| AppError::BadInput(format!("--tokenizer {}: cannot load it: {e}", path.display())))?;
+        profile.tokenizer = Some(path.clone());
+    }
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| AppError::BadInput(format!("--listen {}: cannot listen there: {e}", args.listen)))?;
+    let addr = listener.local_addr().map_err(|e| AppError::Aborted(e.to_string()))?;
+    eprintln!("anvil-load simulator (profile {}) listening on http://{addr}/v1 — Ctrl-C stops it", args.profile);
+    let stats = Arc::new(mock::MockStats::default());
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    mock::serve(listener, profile, stats, shutdown)
+        .await
+        .map_err(|e| AppError::Aborted(format!("simulator failed: {e}")))?;
+    Ok(exit::OK)
+}
+
+/// Everything a level needs that stays the same across levels.
+struct Session<'a> {
+    args: &'a RunArgs,
+    scenario: &'a Scenario,
+    target: RunTarget,
+    client: Client,
+    workload: Arc<Workload>,
+    sizing: SizingRecord,
+    control: RunControl,
+    run_id: String,
+}
+
+/// `anvil-load SCENARIO`: run every load level (a fixed list, or a capacity search) and write
+/// each level's artifact.
+async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
+    let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
+    artifact::ensure_writable_dir(&args.out).map_err(|e| {
+        AppError::BadInput(format!(
+            "--out {}: cannot write artifacts there ({e}); choose another directory",
+            args.out.display()
+        ))
+    })?;
+
+    let target = RunTarget::start(&scenario).await?;
+    if target.simulator.is_none() {
+        setup::preflight(&target.base_url, &scenario.target.model, scenario.client.connect).await?;
+    }
+    let endpoint = format!("{}{}", target.base_url, scenario.target.api.path());
+    let client = Client::new(&endpoint, scenario.target.api_key.clone(), scenario.client.clone(), pool_size(&scenario))
+        .map_err(|e| AppError::BadInput(format!("target.base_url: {e}")))?;
+    let control = RunControl::default();
+    setup::watch_signals(control.clone(), scenario.run.grace);
+
+    let run_salt: u64 = rand::random();
+    let (sizer, sizing) = setup::size_prompts(&scenario, &client, run_salt).await;
+    if let Some(reason) = &sizing.fallback_reason {
+        eprintln!("warning: prompt sizing fell back to the built-in estimate: {reason}");
+    }
+    let workload = Arc::new(Workload::new(&scenario, run_salt, sizer));
+    let session = Session {
+        args,
+        scenario: &scenario,
+        target,
+        client,
+        workload,
+        sizing,
+        control,
+        run_id: setup::new_run_id(Stamp::now()),
+    };
+
+    let mut written: Vec<PathBuf> = Vec::new();
+    let mut artifacts: Vec<(Artifact, PathBuf)> = Vec::new();
+    match scenario.load.search {
+        None => {
+            let levels = scenario.load.pacing.levels();
+            for &level in &levels {
+                let (a, path) = session.level(level, levels.len() > 1).await?;
+                artifacts.push((a, path));
+                if session.control.stop_issuing.is_cancelled() {
+                    break;
+                }
+            }
+        }
+        Some(search) => {
+            let mut search = CapacitySearch::new(search);
+            while let Some(level) = search.next_level() {
+                let (a, path) = session.level(level, true).await?;
+                let passed = a.slo.as_ref().is_some_and(|r| r.passed) && a.load.validity.valid;
+                let goodput_rps = a.metrics.get("goodput_rps").and_then(serde_json::Value::as_f64);
+                search.record(Probe { level, passed, goodput_rps, artifact: Some(path.display().to_string()) });
+                artifacts.push((a, path));
+                if session.control.stop_issuing.is_cancelled() {
+                    break;
+                }
+            }
+            print!("{}", report::search_table(&search));
+            let trace =
+                serde_json::json!({ "schema": "anvil-load.search/v1", "run_id": session.run_id, "search": search });
+            written.push(write(&args.out, &format!("{}-search.json", session.run_id), &trace)?);
+        }
+    }
+    if artifacts.len() > 1 {
+        let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_artifact(a, p)).collect();
+        print!("{}", report::sweep_table(&rows));
+        let summary = serde_json::json!({ "schema": "anvil-load.sweep/v1", "run_id": session.run_id, "levels": rows });
+        written.push(write(&args.out, &format!("{}-sweep.json", session.run_id), &summary)?);
+    }
+    let interrupted = session.control.stop_issuing.is_cancelled();
+    session.target.shutdown().await;
+    for (_, path) in &artifacts {
+        println!("artifact: {}", path.display());
+    }
+    for path in &written {
+        println!("artifact: {}", path.display());
+    }
+    if interrupted {
+        return Ok(exit::ABORTED);
+    }
+    if !artifacts.iter().any(|(a, _)| a.completed > 0) {
+        report::print_warnings(&[Warning::new("no_success", "no request succeeded; see the failures in the artifact")]);
+        return Ok(exit::ABORTED);
+    }
+    if args.strict && artifacts.iter().any(|(a, _)| !a.load.validity.valid) {
+        eprintln!("--strict: at least one level failed its validity check (see validity.reasons)");
+        return Ok(exit::INVALID);
+    }
+    Ok(exit::OK)
+}
+
+/// Connections to keep open: the most requests that can be in flight at once.
+fn pool_size(s: &Scenario) -> usize {
+    let most = match (&s.load.pacing, s.load.search) {
+        (_, Some(search)) => search.max,
+        (Pacing::Closed { levels, .. }, None) => levels.iter().copied().max().map_or(1.0, f64::from),
+        (Pacing::Open { max_in_flight: Some(m), .. }, None) => f64::from(*m),
+        (Pacing::Open { rates, .. }, None) => rates.iter().copied().fold(1.0, f64::max),
+    };
+    (most as usize).clamp(1, 100_000)
+}
+
+fn write(dir: &Path, name: &str, value: &impl serde::Serialize) -> Result<PathBuf, AppError> {
+    artifact::write_json_atomic(dir, name, value)
+        .map_err(|e| AppError::Aborted(format!("cannot write {name} to {}: {e}", dir.display())))
+}
+
+impl Session<'_> {
+    /// The pacing of one level.
+    fn pacing(&self, level: f64) -> LevelPacing {
+        match &self.scenario.load.pacing {
+            Pacing::Closed { max_rate, .. } => LevelPacing::Closed { concurrency: level as u32, max_rate: *max_rate },
+            Pacing::Open { arrival, ramp, max_in_flight, overload, .. } => LevelPacing::Open {
+                rate: level,
+                arrival: *arrival,
+                ramp: *ramp,
+                max_in_flight: *max_in_flight,
+                overload: *overload,
+            },
+        }
+    }
+
+    /// Run one level, write its artifact, print its summary.
+    async fn level(&self, level: f64, several: bool) -> Result<(Artifact, PathBuf), AppError> {
+        let s = self.scenario;
+        let pacing = self.pacing(level);
+        let level_id = match (several, pacing) {
+            (false, _) => self.run_id.clone(),
+            (true, LevelPacing::Closed { concurrency, .. }) => format!("{}-c{concurrency}", self.run_id),
+            (true, LevelPacing::Open { rate, .. }) => format!("{}-r{rate}", self.run_id),
+        };
+        let plan = LevelPlan {
+            pacing,
+            requests: s.run.requests,
+            duration: s.run.duration,
+            grace: s.run.grace,
+            seed: s.run.seed,
+            warm_up_first: s.workload.prompt_cache.burst(),
+        };
+        let label = match pacing {
+            LevelPacing::Closed { concurrency, .. } => format!("c={concurrency}"),
+            LevelPacing::Open { rate, .. } => format!("{rate} req/s"),
+        };
+        let progress = Progress::new(!self.args.no_progress, s.run.requests, &label);
+        let before = self.target.simulator_counts();
+        let started = Stamp::now();
+        // Bounded: a stalled aggregator slows the workers instead of growing memory.
+        let (tx, rx) = mpsc::channel(4096);
+        let level_start = Instant::now();
+        let (issued, collected) = tokio::join!(
+            schedule::run_level(plan, self.workload.clone(), self.client.clone(), tx, &self.control, level_start),
+            aggregate::collect(rx, &progress),
+        );
+        progress.finish();
+        let simulator = self.target.simulator_counts().map(|after| setup::counts_delta(&after, before.as_ref()));
+        let artifact = artifact::build(LevelRun {
+            scenario: s,
+            run_id: level_id.clone(),
+            pacing,
+            issued,
+            base_url: &self.target.base_url,
+            started,
+            finished: Stamp::now(),
+            collected,
+            interrupted: self.control.stop_issuing.is_cancelled(),
+            simulator,
+            sizing: &self.sizing,
+            prompt_salt: self.workload.salt(),
+        });
+        let path = write(&self.args.out, &format!("{level_id}.json"), &artifact)?;
+        print!("{}", report::level_summary(&artifact));
+        report::print_warnings(&artifact.warnings);
+        Ok((artifact, path))
+    }
+}

@@ -1,0 +1,183 @@
+//! The load side of a level's artifact: how it was paced, the rate it achieved, warm-up and
+//! cool-down boundaries, and the validity check (was the client able to deliver the load it
+//! planned?).
+
+use serde::Serialize;
+
+use crate::aggregate::Collected;
+use crate::aggregate::stats::nearest_rank;
+use crate::aggregate::timing::{DroppedRecord, Exclusions, FailureRecord, RequestTiming, ms};
+use crate::scenario::{Phase, Scenario};
+use crate::schedule::{Issued, LevelPacing};
+
+/// Pacing fields written at the artifact's top level.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadRecord {
+    /// `closed` or `open`.
+    pub load_mode: &'static str,
+    /// Closed loop: the level. Open loop: the in-flight cap (0 when uncapped).
+    pub concurrency: u32,
+    /// Open loop: planned arrivals per second.
+    pub rate: Option<f64>,
+    /// Open loop: `constant`, `poisson` or `gamma`.
+    pub arrival: Option<&'static str>,
+    pub burstiness: Option<f64>,
+    /// Open loop: requests sent per second over the issuing window (the planned window, or the
+    /// last dispatch plus one mean gap if later).
+    pub achieved_rate: Option<f64>,
+    /// Open loop: arrivals in the schedule.
+    pub planned_arrivals: Option<u64>,
+    pub dropped_arrivals: u64,
+    /// Arrivals never dispatched because the run was stopped.
+    pub undispatched_arrivals: u64,
+    /// Most requests in flight at once.
+    pub peak_in_flight: u64,
+    pub validity: Validity,
+}
+
+/// Whether the client delivered the load it planned.
+#[derive(Debug, Clone, Serialize)]
+pub struct Validity {
+    pub valid: bool,
+    pub reasons: Vec<String>,
+    /// The threshold (`load.max_dispatch_lag`).
+    pub max_dispatch_lag_ms: f64,
+    /// Nearest-rank p99 of the client's own lateness: schedule lag minus queue wait.
+    pub dispatch_lag_p99_ms: Option<f64>,
+    pub schedule_lag_p99_ms: Option<f64>,
+    pub queue_wait_p99_ms: Option<f64>,
+}
+
+/// Warm-up and cool-down boundaries, plus the other planned exclusions.
+pub fn exclusions(s: &Scenario, collected: &Collected, issued: Issued) -> Exclusions {
+    let mut rules = Exclusions {
+        strict_output: s.output.policy == crate::scenario::ControlledOutputPolicy::Strict,
+        prefix_warmup_index: s.workload.prompt_cache.burst().then_some(0),
+        ..Exclusions::default()
+    };
+    match s.run.warmup {
+        Some(Phase::Requests(n)) => rules.warmup_below_index = Some(n),
+        Some(Phase::Time(t)) => rules.warmup_before = Some(t),
+        None => {}
+    }
+    match s.run.cooldown {
+        Some(Phase::Requests(n)) if n > 0 => {
+            let mut indices: Vec<u64> =
+                collected.completed.iter().map(|c| c.index).chain(collected.failed.iter().map(|f| f.index)).collect();
+            indices.sort_unstable();
+            let n = n as usize;
+            rules.cooldown_from_index = Some(if n < indices.len() { indices[indices.len() - n] } else { 0 });
+        }
+        Some(Phase::Time(t)) => {
+            let last_start = collected
+                .completed
+                .iter()
+                .map(|c| c.start_offset)
+                .chain(collected.failed.iter().map(|f| f.start_offset))
+                .max()
+                .unwrap_or_default();
+            let end = issued.planned_window.unwrap_or(last_start);
+            rules.cooldown_from = Some(end.saturating_sub(t));
+        }
+        _ => {}
+    }
+    rules
+}
+
+pub fn load_record(
+    s: &Scenario,
+    pacing: LevelPacing,
+    issued: Issued,
+    records: &[RequestTiming],
+    failures: &[FailureRecord],
+    dropped: &[DroppedRecord],
+) -> LoadRecord {
+    let dispatched = (records.len() + failures.len()) as u64;
+    let starts = records.iter().map(|r| r.start_offset_ms).chain(failures.iter().map(|f| f.start_offset_ms));
+    let last_start_ms = starts.clone().reduce(f64::max);
+    let p99 = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| nearest_rank(&v, 99))
+    };
+    let lags: Vec<(f64, f64)> = records
+        .iter()
+        .filter_map(|r| r.schedule_lag_ms.map(|l| (l, r.queue_wait_ms.unwrap_or(0.0))))
+        .chain(failures.iter().filter_map(|f| f.schedule_lag_ms.map(|l| (l, f.queue_wait_ms.unwrap_or(0.0)))))
+        .collect();
+    let schedule_lag_p99_ms = p99(lags.iter().map(|(l, _)| *l).collect());
+    let queue_wait_p99_ms = p99(lags.iter().map(|(_, w)| *w).collect());
+    let dispatch_lag_p99_ms = p99(lags.iter().map(|(l, w)| (l - w).max(0.0)).collect());
+    let threshold_ms = ms(s.load.max_dispatch_lag);
+
+    let mut reasons = Vec::new();
+    if let Some(lag) = dispatch_lag_p99_ms.filter(|&l| l > threshold_ms) {
+        reasons.push(format!(
+            "client saturated: dispatch lag p99 {lag:.2} ms exceeds {threshold_ms} ms; the load generator, not the server, set the pace"
+        ));
+    }
+    if let Some(wait) = queue_wait_p99_ms.filter(|&w| w > threshold_ms) {
+        reasons.push(format!(
+            "arrivals queued at max_in_flight: queue wait p99 {wait:.2} ms; the planned rate was not delivered on schedule"
+        ));
+    }
+    if !dropped.is_empty() {
+        reasons.push(format!("{} arrivals dropped at max_in_flight (listed under dropped)", dropped.len()));
+    }
+
+    let (load_mode, concurrency, rate, arrival, burstiness, achieved_rate) = match pacing {
+        LevelPacing::Closed { concurrency, .. } => ("closed", concurrency, None, None, None, None),
+        LevelPacing::Open { rate, arrival, max_in_flight, .. } => {
+            let gap_ms = 1000.0 / rate;
+            let planned_ms = issued.planned_window.map(ms).unwrap_or(0.0);
+            let window_ms = planned_ms.max(last_start_ms.map_or(0.0, |l| l + gap_ms));
+            let achieved = (window_ms > 0.0).then(|| dispatched as f64 / (window_ms / 1000.0));
+            let burstiness = match arrival {
+                crate::scenario::Arrival::Gamma { burstiness } => Some(burstiness),
+                _ => None,
+            };
+            ("open", max_in_flight.unwrap_or(0), Some(rate), Some(arrival.name()), burstiness, achieved)
+        }
+    };
+    let undispatched = issued.planned_arrivals.map_or(0, |p| p.saturating_sub(dispatched + dropped.len() as u64));
+    LoadRecord {
+        load_mode,
+        concurrency,
+        rate,
+        arrival,
+        burstiness,
+        achieved_rate,
+        planned_arrivals: issued.planned_arrivals,
+        dropped_arrivals: dropped.len() as u64,
+        undispatched_arrivals: undispatched,
+        peak_in_flight: peak_in_flight(records, failures),
+        validity: Validity {
+            valid: reasons.is_empty(),
+            reasons,
+            max_dispatch_lag_ms: threshold_ms,
+            dispatch_lag_p99_ms,
+            schedule_lag_p99_ms,
+            queue_wait_p99_ms,
+        },
+    }
+}
+
+/// The most requests in flight at any instant (a sweep over start and end events).
+fn peak_in_flight(records: &[RequestTiming], failures: &[FailureRecord]) -> u64 {
+    let mut events: Vec<(f64, i64)> = Vec::with_capacity(2 * (records.len() + failures.len()));
+    for r in records {
+        events.push((r.start_offset_ms, 1));
+        events.push((r.start_offset_ms + r.e2e_ms, -1));
+    }
+    for f in failures {
+        events.push((f.start_offset_ms, 1));
+        events.push((f.start_offset_ms + f.elapsed_ms, -1));
+    }
+    // Ends sort before starts at the same instant: a request ending as another starts is not overlap.
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut peak) = (0i64, 0i64);
+    for (_, delta) in events {
+        now += delta;
+        peak = peak.max(now);
+    }
+    peak as u64
+}

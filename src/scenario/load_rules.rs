@@ -1,0 +1,313 @@
+//! Validation of `[load]` (closed or open loop, levels, arrivals, overload, capacity search) and
+//! `[slo]` (objectives for search and goodput).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::raw::{self, RawLoadMode};
+use super::validate::Checker;
+use super::{Arrival, Bound, Load, Overload, Pacing, ScenarioError, Search, SearchBy, Slo, SloCriterion};
+
+/// One client process can hold about this many streams; above it a level is a typo.
+const MAX_CONCURRENCY: f64 = 100_000.0;
+/// Arrivals per second one dispatcher can keep on schedule with room to spare.
+const MAX_RATE: f64 = 100_000.0;
+
+pub(super) fn load(c: &Checker, l: &raw::RawLoad) -> Result<Load, ScenarioError> {
+    let open = match (l.mode, l.search) {
+        (Some(RawLoadMode::Open), _) | (None, Some(raw::RawSearch::Rate)) => true,
+        (Some(RawLoadMode::Closed), _) | (None, _) => false,
+    };
+    // Keys that only make sense in the other mode are errors, not silently ignored.
+    let misplaced: &[(&str, bool)] = if open {
+        &[("load.concurrency", l.concurrency.is_some()), ("load.max_rate", l.max_rate.is_some())]
+    } else {
+        &[
+            ("load.rate", l.rate.is_some()),
+            ("load.arrival", l.arrival.is_some()),
+            ("load.burstiness", l.burstiness.is_some()),
+            ("load.ramp", l.ramp.is_some()),
+            ("load.max_in_flight", l.max_in_flight.is_some()),
+            ("load.overload", l.overload.is_some()),
+        ]
+    };
+    if let Some((key, _)) = misplaced.iter().find(|(_, set)| *set) {
+        let mode = if open { "open" } else { "closed" };
+        return Err(c.err(
+            key,
+            format!("does not apply to mode = \"{mode}\""),
+            "remove it, or set load.mode to the mode it belongs to",
+        ));
+    }
+    let search = search(c, l, open)?;
+    let pacing = if open { open_pacing(c, l, search.is_some())? } else { closed_pacing(c, l, search.is_some())? };
+    let max_dispatch_lag =
+        c.duration("load.max_dispatch_lag", l.max_dispatch_lag.as_deref(), Duration::from_millis(5))?;
+    Ok(Load { pacing, search, max_dispatch_lag })
+}
+
+fn levels(
+    c: &Checker,
+    key: &str,
+    value: &Option<raw::Levels>,
+    default: Option<f64>,
+) -> Result<Vec<f64>, ScenarioError> {
+    let values = match value {
+        None => default.into_iter().collect(),
+        Some(raw::Levels::One(n)) => vec![*n],
+        Some(raw::Levels::Many(v)) => v.clone(),
+    };
+    if values.is_empty() {
+        return Err(c.err(key, "is missing or an empty list", "give at least one level, e.g. [1, 2, 4]"));
+    }
+    let mut seen = BTreeSet::new();
+    for &v in &values {
+        if !seen.insert(v.to_bits()) {
+            return Err(c.err(key, format!("level {v} appears twice"), "list each level once"));
+        }
+    }
+    Ok(values)
+}
+
+fn closed_pacing(c: &Checker, l: &raw::RawLoad, searching: bool) -> Result<Pacing, ScenarioError> {
+    const KEY: &str = "load.concurrency";
+    let values =
+        if searching && l.concurrency.is_none() { vec![1.0] } else { levels(c, KEY, &l.concurrency, Some(1.0))? };
+    let mut out = Vec::with_capacity(values.len());
+    for n in values {
+        if n < 1.0 || n.fract() != 0.0 {
+            return Err(c.err(
+                KEY,
+                format!("{n} is not a valid level: concurrency must be a whole number of at least 1"),
+                "use positive integers, e.g. concurrency = 4 or concurrency = [1, 2, 4, 8]",
+            ));
+        }
+        if n > MAX_CONCURRENCY {
+            return Err(c.err(
+                KEY,
+                format!("{n} is above the supported maximum of {MAX_CONCURRENCY}"),
+                "use a smaller level",
+            ));
+        }
+        out.push(n as u32);
+    }
+    let max_rate = match l.max_rate {
+        Some(r) if !(r > 0.0 && r <= MAX_RATE) => {
+            return Err(c.err(
+                "load.max_rate",
+                format!("{r} is not a usable rate"),
+                format!("give requests per second in (0, {MAX_RATE}]"),
+            ));
+        }
+        other => other,
+    };
+    Ok(Pacing::Closed { levels: out, max_rate })
+}
+
+fn open_pacing(c: &Checker, l: &raw::RawLoad, searching: bool) -> Result<Pacing, ScenarioError> {
+    const KEY: &str = "load.rate";
+    let rates = if searching && l.rate.is_none() {
+        vec![1.0]
+    } else {
+        if l.rate.is_none() {
+            return Err(c.err(KEY, "is required with mode = \"open\"", "add e.g. rate = 200 (requests per second)"));
+        }
+        levels(c, KEY, &l.rate, None)?
+    };
+    for &r in &rates {
+        if !(r > 0.0 && r <= MAX_RATE) {
+            return Err(c.err(
+                KEY,
+                format!("{r} is not a usable rate"),
+                format!("give requests per second in (0, {MAX_RATE}]"),
+            ));
+        }
+    }
+    let arrival = match (l.arrival.unwrap_or(raw::RawArrival::Poisson), l.burstiness) {
+        (raw::RawArrival::Gamma, Some(b)) if b > 0.0 && b.is_finite() => Arrival::Gamma { burstiness: b },
+        (raw::RawArrival::Gamma, Some(b)) => {
+            return Err(c.err(
+                "load.burstiness",
+                format!("{b} must be positive"),
+                "1 is Poisson; 0.5 is burstier; 4 is smoother",
+            ));
+        }
+        (raw::RawArrival::Gamma, None) => {
+            return Err(c.err("load.burstiness", "is required with arrival = \"gamma\"", "add e.g. burstiness = 0.5"));
+        }
+        (_, Some(_)) => {
+            return Err(c.err(
+                "load.burstiness",
+                "only applies with arrival = \"gamma\"",
+                "set arrival = \"gamma\" or remove it",
+            ));
+        }
+        (raw::RawArrival::Poisson, None) => Arrival::Poisson,
+        (raw::RawArrival::Constant, None) => Arrival::Constant,
+    };
+    let ramp = match &l.ramp {
+        None => None,
+        Some(text) => Some(c.duration("load.ramp", Some(text), Duration::ZERO)?),
+    };
+    let max_in_flight = match l.max_in_flight {
+        None => None,
+        Some(n) if n >= 1 && (n as f64) <= MAX_CONCURRENCY => Some(n as u32),
+        Some(n) => {
+            return Err(c.err(
+                "load.max_in_flight",
+                format!("{n} is not a usable cap"),
+                "give a positive number of requests, or remove it",
+            ));
+        }
+    };
+    let overload = match (l.overload, max_in_flight) {
+        (Some(_), None) => {
+            return Err(c.err(
+                "load.overload",
+                "only applies with load.max_in_flight",
+                "set max_in_flight = N, or remove it",
+            ));
+        }
+        (Some(raw::RawOverload::Drop), _) => Overload::Drop,
+        _ => Overload::Queue,
+    };
+    Ok(Pacing::Open { rates, arrival, ramp, max_in_flight, overload })
+}
+
+fn search(c: &Checker, l: &raw::RawLoad, open: bool) -> Result<Option<Search>, ScenarioError> {
+    let keys_without = [
+        ("load.search_min", l.search_min.is_some()),
+        ("load.search_max", l.search_max.is_some()),
+        ("load.search_steps", l.search_steps.is_some()),
+    ];
+    let Some(by) = l.search else {
+        if let Some((key, _)) = keys_without.iter().find(|(_, set)| *set) {
+            return Err(c.err(
+                key,
+                "only applies with load.search",
+                "add search = \"concurrency\" or \"rate\", or remove it",
+            ));
+        }
+        return Ok(None);
+    };
+    let by = match (by, open) {
+        (raw::RawSearch::Concurrency, false) => SearchBy::Concurrency,
+        (raw::RawSearch::Rate, true) => SearchBy::Rate,
+        (raw::RawSearch::Concurrency, true) => {
+            return Err(c.err(
+                "load.search",
+                "\"concurrency\" searches a closed loop, but mode = \"open\"",
+                "use search = \"rate\" for an open loop",
+            ));
+        }
+        (raw::RawSearch::Rate, false) => {
+            return Err(c.err(
+                "load.search",
+                "\"rate\" searches an open loop, but mode = \"closed\"",
+                "set mode = \"open\" or search = \"concurrency\"",
+            ));
+        }
+    };
+    if l.concurrency.is_some() || l.rate.is_some() {
+        let key = if open { "load.rate" } else { "load.concurrency" };
+        return Err(c.err(
+            key,
+            "conflicts with load.search, which chooses the levels",
+            "remove it; use search_min and search_max to bound the search",
+        ));
+    }
+    let min = l.search_min.unwrap_or(1.0);
+    let max = l.search_max.unwrap_or(1024.0);
+    let limit = if open { MAX_RATE } else { MAX_CONCURRENCY };
+    if !(min > 0.0 && min < max && max <= limit) || (!open && (min.fract() != 0.0 || max.fract() != 0.0)) {
+        return Err(c.err(
+            "load.search_min",
+            format!("the search range {min}–{max} is not usable"),
+            format!("give 0 < search_min < search_max ≤ {limit} (whole numbers for concurrency)"),
+        ));
+    }
+    let max_steps = match l.search_steps {
+        None => 12,
+        Some(n) if (2..=64).contains(&n) => n as u32,
+        Some(n) => {
+            return Err(c.err(
+                "load.search_steps",
+                format!("{n} is outside 2–64"),
+                "give a step budget between 2 and 64",
+            ));
+        }
+    };
+    Ok(Some(Search { by, min, max, max_steps }))
+}
+
+/// Statistics an objective may name.
+pub const SLO_STATS: &[&str] = &["mean", "p50", "p75", "p90", "p95", "p99", "max"];
+
+/// Metric stems an objective may name: `(stem, unit suffix, per-request field, bound)`.
+const SLO_FAMILIES: &[(&str, &str, &str, Bound)] = &[
+    ("ttft", "_ms", "ttft_ms", Bound::AtMost),
+    ("time_to_first_output", "_ms", "time_to_first_output_ms", Bound::AtMost),
+    ("tpot", "_ms", "tpot_ms", Bound::AtMost),
+    ("e2e", "_ms", "e2e_ms", Bound::AtMost),
+    ("generation", "_ms", "generation_ms", Bound::AtMost),
+    ("ttft_from_intended", "_ms", "ttft_from_intended_ms", Bound::AtMost),
+    ("e2e_from_intended", "_ms", "e2e_from_intended_ms", Bound::AtMost),
+    ("decode_tok_s", "", "decode_tok_s", Bound::AtLeast),
+    ("effective_prefill_tok_s", "", "effective_prefill_tok_s", Bound::AtLeast),
+];
+
+pub(super) fn slo(c: &Checker, table: &toml::Table, load: &Load) -> Result<Slo, ScenarioError> {
+    let mut criteria = Vec::with_capacity(table.len());
+    for (key, value) in table {
+        let path = format!("slo.{key}");
+        let threshold = match value {
+            toml::Value::Integer(i) => *i as f64,
+            toml::Value::Float(f) if f.is_finite() => *f,
+            other => {
+                return Err(c.err(
+                    &path,
+                    format!("{other} is not a number"),
+                    "give the threshold as a number, e.g. ttft_p99_ms = 2000",
+                ));
+            }
+        };
+        if threshold < 0.0 {
+            return Err(c.err(&path, "is negative", "give a threshold of zero or more"));
+        }
+        criteria.push(criterion(c, key, threshold, &path)?);
+    }
+    if load.search.is_some() && criteria.is_empty() {
+        return Err(c.err(
+            "slo",
+            "is empty, but load.search needs objectives to search against",
+            "add e.g. [slo] ttft_p99_ms = 2000",
+        ));
+    }
+    Ok(Slo { criteria })
+}
+
+fn criterion(c: &Checker, key: &str, threshold: f64, path: &str) -> Result<SloCriterion, ScenarioError> {
+    if key == "error_rate" {
+        if threshold > 1.0 {
+            return Err(c.err(path, "is a fraction of requests", "write e.g. error_rate = 0.01 for 1 %"));
+        }
+        return Ok(SloCriterion { key: key.to_string(), threshold, bound: Bound::AtMost, request_field: None });
+    }
+    for (stem, unit, field, bound) in SLO_FAMILIES {
+        for stat in SLO_STATS {
+            if key == format!("{stem}_{stat}{unit}") {
+                return Ok(SloCriterion { key: key.to_string(), threshold, bound: *bound, request_field: Some(field) });
+            }
+        }
+    }
+    let examples: Vec<String> = SLO_FAMILIES.iter().map(|(stem, unit, _, _)| format!("{stem}_p99{unit}")).collect();
+    Err(c.err(
+        path,
+        format!("{key:?} is not an objective anvil-load can check"),
+        format!(
+            "name a metric and statistic ({}) such as {}, or error_rate",
+            SLO_STATS.join(", "),
+            examples.join(", ")
+        ),
+    ))
+}

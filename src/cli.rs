@@ -32,6 +32,18 @@ pub enum Command {
     Validate(RunArgs),
     /// Run the simulated OpenAI-compatible server in the foreground (Ctrl-C stops it).
     Mock(MockArgs),
+    /// Rebuild the artifacts of a run from its records file (for example after the run was
+    /// killed).
+    Summarize(SummarizeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SummarizeArgs {
+    /// A records file written with --records (or run.records = true).
+    pub records: PathBuf,
+    /// Directory for the rebuilt artifacts.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -76,6 +88,14 @@ pub struct RunArgs {
     /// No progress bar (it is also off when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
+    /// No progress bar and no summary tables: one status line per snapshot interval, then the
+    /// artifact paths (for logs and CI).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Append every request's record to this file as it ends (JSON Lines); kept after the run.
+    /// `anvil-load summarize FILE` rebuilds the artifacts from it.
+    #[arg(long, value_name = "FILE")]
+    pub records: Option<PathBuf>,
     /// Exit with code 3 when a level's validity check fails (client saturated, arrivals dropped
     /// or queued).
     #[arg(long)]

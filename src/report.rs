@@ -10,21 +10,21 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::aggregate::LiveStats;
+use crate::aggregate::snapshots::Window;
 use crate::artifact::Artifact;
 
-/// The live line while a level runs; invisible when disabled or stderr is not a terminal.
+/// The live line while a level runs; invisible when disabled or stderr is not a terminal (then
+/// the snapshots print one status line per interval instead).
 pub struct Progress {
     bar: Option<ProgressBar>,
     started: Instant,
+    duration: Option<Duration>,
 }
 
 impl Progress {
-    pub fn new(enabled: bool, total: Option<u64>, label: &str) -> Self {
-        let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
-            let bar = match total {
-                Some(n) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr_with_hz(4)),
-                None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4)),
-            };
+    pub fn new(enabled: bool, total: Option<u64>, duration: Option<Duration>, label: &str) -> Self {
+        let bar = (enabled && Self::terminal()).then(|| {
+            let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr_with_hz(4));
             let template = if total.is_some() {
                 "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"
             } else {
@@ -34,20 +34,44 @@ impl Progress {
             bar.set_prefix(label.to_string());
             bar
         });
-        Progress { bar, started: Instant::now() }
+        Progress { bar, started: Instant::now(), duration }
     }
 
-    pub fn update(&self, live: &LiveStats) {
+    /// Whether a progress bar can be drawn at all.
+    pub fn terminal() -> bool {
+        std::io::stderr().is_terminal()
+    }
+
+    pub fn visible(&self) -> bool {
+        self.bar.is_some()
+    }
+
+    pub fn update(&self, live: &LiveStats, window: Option<&Window>) {
         let Some(bar) = &self.bar else { return };
         let done = live.completed + live.failed;
         bar.set_position(done);
-        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        let elapsed = self.started.elapsed();
+        let secs = elapsed.as_secs_f64().max(1e-3);
         let mut msg = format!("{:.1} req/s {:.0} tok/s", done as f64 / secs, live.output_tokens as f64 / secs);
-        if let Some(p50) = live.ttft_quantile(0.5) {
-            let _ = write!(msg, " TTFT p50 {}", fmt_ms(p50.as_secs_f64() * 1e3));
+        // The last window's p99 describes now; before the first window, the run so far.
+        match window.and_then(|w| w.ttft_p99_ms) {
+            Some(p99) => {
+                let _ = write!(msg, " · TTFT p99 {} (window)", fmt_ms(p99));
+            }
+            None => {
+                if let Some(p99) = live.ttft_quantile(0.99) {
+                    let _ = write!(msg, " · TTFT p99 {}", fmt_ms(p99.as_secs_f64() * 1e3));
+                }
+            }
         }
         if live.failed > 0 {
             let _ = write!(msg, " · {} failed", live.failed);
+        }
+        if live.dropped > 0 {
+            let _ = write!(msg, " · {} dropped", live.dropped);
+        }
+        if let Some(d) = self.duration {
+            let _ = write!(msg, " · {} left", fmt_duration(d.saturating_sub(elapsed)));
         }
         bar.set_message(msg);
     }

@@ -169,7 +169,9 @@ async fn command_line_overrides_reach_the_artifact() {
     assert_eq!((a["requests"].as_u64(), a["concurrency"].as_u64()), (Some(5), Some(2)));
     assert_eq!((a["max_tokens"].as_u64(), a["context_seed"].as_u64()), (Some(64), Some(99)));
     assert_eq!(a["model"], "other");
-    assert_eq!(a["request_timings"][0]["request_canary"]["marker"], "ANVIL_REQ_99_00000");
+    // Records appear in the order requests ended; find request 0 by its index.
+    let first = a["request_timings"].as_array().unwrap().iter().find(|r| r["request_index"] == 0).unwrap();
+    assert_eq!(first["request_canary"]["marker"], "ANVIL_REQ_99_00000");
     for r in a["request_timings"].as_array().unwrap() {
         assert!(r["output_tokens"].as_u64().unwrap() <= 64);
     }

@@ -1,5 +1,5 @@
-//! The artifact's `metrics` and `metric_population` blocks, computed from the per-request
-//! records. Only performance-eligible records enter distributions and totals; failures and failed
+//! The artifact's `metrics` and `metric_population` blocks, computed from the compact sample
+//! store. Only performance-eligible requests enter distributions and totals; failures and failed
 //! canaries are counted, never averaged in.
 
 use std::collections::BTreeMap;
@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::sample::{FailureSample, Sample};
 use super::stats::{PERCENTILES, Summary};
-use super::timing::{FailureRecord, RequestTiming};
 use crate::scenario::{Bound, Slo};
 
 /// Below this many samples a p99 is only descriptive (one sample decides it).
@@ -18,22 +18,22 @@ pub const P99_MIN_SAMPLES: usize = 100;
 /// its statistic keys end in `_ms`.
 struct Family {
     stem: &'static str,
-    value: fn(&RequestTiming) -> Option<f64>,
+    value: fn(&Sample) -> Option<f64>,
     ms_suffix: bool,
 }
 
 const FAMILIES: &[Family] = &[
-    Family { stem: "completion_tokens", value: |r| Some(r.output_tokens as f64), ms_suffix: false },
-    Family { stem: "prompt_tokens", value: |r| r.prompt_tokens.map(|p| p as f64), ms_suffix: false },
-    Family { stem: "decode_tok_s", value: |r| r.decode_tok_s, ms_suffix: false },
-    Family { stem: "effective_prefill_tok_s", value: |r| r.effective_prefill_tok_s, ms_suffix: false },
-    Family { stem: "mean_inter_token_latency_ms", value: |r| r.mean_inter_token_latency_ms, ms_suffix: false },
-    Family { stem: "e2e", value: |r| Some(r.e2e_ms), ms_suffix: true },
-    Family { stem: "generation", value: |r| Some(r.generation_ms), ms_suffix: true },
-    Family { stem: "time_to_first_output", value: |r| Some(r.time_to_first_output_ms), ms_suffix: true },
-    Family { stem: "mean_time_per_output_token", value: |r| r.mean_time_per_output_token_ms, ms_suffix: true },
-    Family { stem: "tpot", value: |r| r.tpot_ms, ms_suffix: true },
-    Family { stem: "ttft", value: |r| r.ttft_ms, ms_suffix: true },
+    Family { stem: "completion_tokens", value: |r| Some(r.output_tokens() as f64), ms_suffix: false },
+    Family { stem: "prompt_tokens", value: |r| r.prompt_tokens().map(|p| p as f64), ms_suffix: false },
+    Family { stem: "decode_tok_s", value: Sample::decode_tok_s, ms_suffix: false },
+    Family { stem: "effective_prefill_tok_s", value: Sample::effective_prefill_tok_s, ms_suffix: false },
+    Family { stem: "mean_inter_token_latency_ms", value: Sample::tpot_ms, ms_suffix: false },
+    Family { stem: "e2e", value: |r| Some(r.e2e_ms()), ms_suffix: true },
+    Family { stem: "generation", value: |r| Some(r.generation_ms()), ms_suffix: true },
+    Family { stem: "time_to_first_output", value: |r| Some(r.ttfo_ms()), ms_suffix: true },
+    Family { stem: "mean_time_per_output_token", value: Sample::tpot_ms, ms_suffix: true },
+    Family { stem: "tpot", value: Sample::tpot_ms, ms_suffix: true },
+    Family { stem: "ttft", value: Sample::ttft_ms, ms_suffix: true },
 ];
 
 /// The metrics whose p99 sample counts are reported in `metric_population`.
@@ -45,9 +45,9 @@ const P99_METRICS: &[(&str, &str)] = &[
     ("ttft", "ttft"),
 ];
 
-/// Summaries of every family over the eligible records, keyed by family stem.
-pub fn summaries(records: &[RequestTiming]) -> BTreeMap<&'static str, Option<Summary>> {
-    let eligible: Vec<&RequestTiming> = records.iter().filter(|r| r.performance_eligible).collect();
+/// Summaries of every family over the eligible requests, keyed by family stem.
+pub fn summaries(samples: &[Sample]) -> BTreeMap<&'static str, Option<Summary>> {
+    let eligible: Vec<&Sample> = samples.iter().filter(|r| r.eligible()).collect();
     FAMILIES.iter().map(|f| (f.stem, Summary::of(eligible.iter().filter_map(|r| (f.value)(r)).collect()))).collect()
 }
 
@@ -71,14 +71,15 @@ fn summary_keys(out: &mut Map<String, Value>, family: &Family, s: Option<&Summar
 /// Families that exist only for open loops (null elsewhere): the user-visible latencies from the
 /// intended time, and the dispatch lag itself.
 const OPEN_LOOP_FAMILIES: &[Family] = &[
-    Family { stem: "ttft_from_intended", value: |r| r.ttft_from_intended_ms, ms_suffix: true },
-    Family { stem: "e2e_from_intended", value: |r| r.e2e_from_intended_ms, ms_suffix: true },
+    Family { stem: "ttft_from_intended", value: Sample::ttft_from_intended_ms, ms_suffix: true },
+    Family { stem: "e2e_from_intended", value: Sample::e2e_from_intended_ms, ms_suffix: true },
 ];
 
 /// Inputs beyond the records that the metrics need.
 pub struct MetricsInput<'a> {
-    pub records: &'a [RequestTiming],
-    pub failures: &'a [FailureRecord],
+    /// Completed requests, their exclusions already decided.
+    pub samples: &'a [Sample],
+    pub failures: &'a [FailureSample],
     pub wall_clock_ms: f64,
     pub attempted: u64,
     pub failed_server_faults: u64,
@@ -88,8 +89,8 @@ pub struct MetricsInput<'a> {
 
 /// `metrics` (a flat, sorted map like the reference's) and `metric_population`.
 pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
-    let records = input.records;
-    let eligible: Vec<&RequestTiming> = records.iter().filter(|r| r.performance_eligible).collect();
+    let records = input.samples;
+    let eligible: Vec<&Sample> = records.iter().filter(|r| r.eligible()).collect();
     let sums = summaries(records);
     let mut m = Map::new();
     for f in FAMILIES {
@@ -100,17 +101,21 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
     }
     // Dispatch lag and queue wait are about the client, so every request sent counts, eligible
     // or not, failed or not.
-    let lags =
-        records.iter().filter_map(|r| r.schedule_lag_ms).chain(input.failures.iter().filter_map(|f| f.schedule_lag_ms));
-    let waits =
-        records.iter().filter_map(|r| r.queue_wait_ms).chain(input.failures.iter().filter_map(|f| f.queue_wait_ms));
-    let lag_family = Family { stem: "schedule_lag", value: |r| r.schedule_lag_ms, ms_suffix: true };
-    let wait_family = Family { stem: "queue_wait", value: |r| r.queue_wait_ms, ms_suffix: true };
+    let lags = records
+        .iter()
+        .filter_map(Sample::schedule_lag_ms)
+        .chain(input.failures.iter().filter_map(FailureSample::schedule_lag_ms));
+    let waits = records
+        .iter()
+        .filter_map(Sample::queue_wait_ms)
+        .chain(input.failures.iter().filter_map(FailureSample::queue_wait_ms));
+    let lag_family = Family { stem: "schedule_lag", value: Sample::schedule_lag_ms, ms_suffix: true };
+    let wait_family = Family { stem: "queue_wait", value: Sample::queue_wait_ms, ms_suffix: true };
     summary_keys(&mut m, &lag_family, Summary::of(lags.collect()).as_ref());
     summary_keys(&mut m, &wait_family, Summary::of(waits.collect()).as_ref());
 
-    let output_tokens: u64 = eligible.iter().map(|r| r.output_tokens).sum();
-    let prompt_reported: Vec<u64> = eligible.iter().filter_map(|r| r.prompt_tokens).collect();
+    let output_tokens: u64 = eligible.iter().map(|r| r.output_tokens()).sum();
+    let prompt_reported: Vec<u64> = eligible.iter().filter_map(|r| r.prompt_tokens()).collect();
     let wall_s = input.wall_clock_ms / 1000.0;
     m.insert("output_tokens".into(), json!(output_tokens));
     m.insert("prompt_tokens".into(), json!(prompt_reported.iter().sum::<u64>()));
@@ -126,7 +131,7 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
     // With warm-up or cool-down excluded, rates over this window describe the measured phase.
     let window_ms = eligible
         .iter()
-        .map(|r| r.start_offset_ms + r.e2e_ms)
+        .map(|r| r.start_offset_ms + r.e2e_ms())
         .reduce(f64::max)
         .zip(eligible.iter().map(|r| r.start_offset_ms).reduce(f64::min))
         .map(|(end, start)| end - start);
@@ -141,13 +146,13 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
 
     let mut sources: BTreeMap<&str, u64> = BTreeMap::new();
     for r in &eligible {
-        *sources.entry(r.output_token_source.as_str()).or_default() += 1;
+        *sources.entry(r.token_source().as_str()).or_default() += 1;
     }
     m.insert("output_token_sources".into(), json!(sources));
 
     let ratios: Vec<f64> = eligible
         .iter()
-        .filter_map(|r| match (r.cached_tokens, r.prompt_tokens) {
+        .filter_map(|r| match (r.cached_tokens(), r.prompt_tokens()) {
             (Some(c), Some(p)) if p > 0 => Some(c as f64 / p as f64),
             _ => None,
         })
@@ -156,15 +161,15 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
     m.insert("prefix_cache_hit_avg".into(), json!(hit_avg));
     m.insert("prefix_cache_hit_samples".into(), json!(ratios.len()));
 
-    let canaries: Vec<_> = records.iter().filter_map(|r| r.request_canary.as_ref()).collect();
+    let canaries: Vec<bool> = records.iter().filter_map(Sample::canary).collect();
     m.insert("request_canary_samples".into(), json!(canaries.len()));
-    m.insert("request_canary_passed".into(), json!(canaries.iter().filter(|c| c.passed).count()));
+    m.insert("request_canary_passed".into(), json!(canaries.iter().filter(|&&passed| passed).count()));
 
     // Controlled output is judged over every completed response, eligible or not: under the
     // strict policy the misses are exactly what gets excluded.
-    let controlled: Vec<_> = records.iter().filter_map(|r| r.controlled_output.as_ref()).collect();
-    let observable = controlled.iter().filter(|c| c.observable).count();
-    let exact = controlled.iter().filter(|c| c.exact).count();
+    let controlled: Vec<(bool, bool, bool)> = records.iter().filter_map(Sample::controlled).collect();
+    let observable = controlled.iter().filter(|c| c.1).count();
+    let exact = controlled.iter().filter(|c| c.0).count();
     m.insert("controlled_output_samples".into(), json!(controlled.len()));
     m.insert("controlled_output_exact_adherence".into(), json!(exact));
     m.insert(
@@ -172,10 +177,10 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
         json!((observable > 0).then(|| exact as f64 / observable as f64)),
     );
     m.insert("controlled_output_unobservable".into(), json!(controlled.len() - observable));
-    m.insert("controlled_output_truncated".into(), json!(controlled.iter().filter(|c| c.truncated).count()));
+    m.insert("controlled_output_truncated".into(), json!(controlled.iter().filter(|c| c.2).count()));
 
     // Prompt sizing: how far the server's count was from the size the prompt was built to.
-    let sizing: Vec<f64> = records.iter().filter_map(|r| r.prompt_sizing_error_pct).collect();
+    let sizing: Vec<f64> = records.iter().filter_map(Sample::sizing_error_pct).collect();
     let abs: Vec<f64> = sizing.iter().map(|e| e.abs()).collect();
     m.insert(
         "prompt_sizing_error_pct_mean".into(),
@@ -217,30 +222,30 @@ pub fn compute(input: &MetricsInput) -> (Map<String, Value>, Population) {
 
 /// Whether one request meets every per-request objective (a p99 objective is checked against the
 /// request's own value). Objectives without a per-request reading (error rate) do not apply.
-fn meets_request_slos(r: &RequestTiming, slo: &Slo) -> bool {
-    slo.criteria.iter().all(|c| match c.request_field.and_then(|field| request_value(r, field)) {
+fn meets_request_slos(r: &Sample, slo: &Slo) -> bool {
+    slo.criteria.iter().all(|c| match c.request_field.as_deref().and_then(|field| request_value(r, field)) {
         Some(v) => c.bound.holds(v, c.threshold),
         None => c.request_field.is_none(),
     })
 }
 
-fn request_value(r: &RequestTiming, field: &str) -> Option<f64> {
+fn request_value(r: &Sample, field: &str) -> Option<f64> {
     match field {
-        "ttft_ms" => r.ttft_ms,
-        "time_to_first_output_ms" => Some(r.time_to_first_output_ms),
-        "tpot_ms" => r.tpot_ms,
-        "e2e_ms" => Some(r.e2e_ms),
-        "generation_ms" => Some(r.generation_ms),
-        "ttft_from_intended_ms" => r.ttft_from_intended_ms,
-        "e2e_from_intended_ms" => r.e2e_from_intended_ms,
-        "decode_tok_s" => r.decode_tok_s,
-        "effective_prefill_tok_s" => r.effective_prefill_tok_s,
+        "ttft_ms" => r.ttft_ms(),
+        "time_to_first_output_ms" => Some(r.ttfo_ms()),
+        "tpot_ms" => r.tpot_ms(),
+        "e2e_ms" => Some(r.e2e_ms()),
+        "generation_ms" => Some(r.generation_ms()),
+        "ttft_from_intended_ms" => r.ttft_from_intended_ms(),
+        "e2e_from_intended_ms" => r.e2e_from_intended_ms(),
+        "decode_tok_s" => r.decode_tok_s(),
+        "effective_prefill_tok_s" => r.effective_prefill_tok_s(),
         _ => None,
     }
 }
 
 /// One objective checked against a level's metrics.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SloResult {
     pub key: String,
     pub threshold: f64,
@@ -250,7 +255,7 @@ pub struct SloResult {
 }
 
 /// The `slo` block: every objective and whether the level met them all.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SloReport {
     pub criteria: Vec<SloResult>,
     pub passed: bool,

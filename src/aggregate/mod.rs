@@ -1,9 +1,12 @@
-//! The aggregator: one task that receives every outcome through a bounded channel and owns all
-//! samples. Live views (the progress line) come from HDR histograms; the artifact's summaries are
-//! computed at the end from the exact per-request values (`metrics`). "All done" is the channel
-//! closing when the last worker drops its sender.
+//! The aggregator: one task that receives every outcome through a bounded channel. It turns each
+//! outcome into its record (appended to the records file at once), keeps the compact sample the
+//! exact summaries need, and feeds the live HDR histograms behind the progress line and the
+//! interval snapshots. "All done" is the channel closing when the last worker drops its sender.
 
 pub mod metrics;
+pub mod records;
+pub mod sample;
+pub mod snapshots;
 pub mod stats;
 pub mod timing;
 
@@ -13,15 +16,20 @@ use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
 use crate::report::Progress;
-use crate::worker::{Completed, Dropped, Failed, Outcome};
+use crate::worker::Outcome;
+use records::{RecordLine, RecordSink};
+use sample::{FailureSample, Sample};
+use snapshots::Snapshots;
+use timing::{DroppedRecord, Exclusions, FailureRecord, RequestTiming};
 
-/// Everything one load level produced.
+/// Everything one load level produced, in memory: bounded by the compact samples.
 #[derive(Debug, Default)]
 pub struct Collected {
-    pub completed: Vec<Completed>,
-    pub failed: Vec<Failed>,
-    pub dropped: Vec<Dropped>,
-    pub live: LiveStats,
+    pub samples: Vec<Sample>,
+    pub failures: Vec<FailureSample>,
+    pub dropped: u64,
+    /// Interval snapshots taken during the level (for the drift summary).
+    pub windows: Vec<snapshots::Window>,
 }
 
 /// Running counters and HDR histograms (microseconds) for the live view.
@@ -38,49 +46,50 @@ pub struct LiveStats {
     pub schedule_lag_us: Histogram<u64>,
 }
 
+/// One hour in µs at three significant digits: a few tens of KiB per histogram.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static histogram bounds are valid")
+}
+
 impl Default for LiveStats {
     fn default() -> Self {
-        // One hour in µs at three significant digits: a few tens of KiB per histogram.
-        let h = || Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static histogram bounds are valid");
         LiveStats {
             completed: 0,
             failed: 0,
             dropped: 0,
             output_tokens: 0,
-            ttft_us: h(),
-            tpot_us: h(),
-            e2e_us: h(),
-            schedule_lag_us: h(),
+            ttft_us: histogram(),
+            tpot_us: histogram(),
+            e2e_us: histogram(),
+            schedule_lag_us: histogram(),
         }
     }
 }
 
+pub fn us(ms: f64) -> u64 {
+    (ms * 1000.0).round().max(0.0) as u64
+}
+
 impl LiveStats {
-    fn record(&mut self, outcome: &Outcome) {
-        let us = |d: Duration| d.as_micros().min(u128::from(u64::MAX)) as u64;
-        let lag = match outcome {
-            Outcome::Completed(c) => c.intended_offset.map(|i| c.start_offset.saturating_sub(i)),
-            Outcome::Failed(f) => f.intended_offset.map(|i| f.start_offset.saturating_sub(i)),
-            Outcome::Dropped(_) => None,
-        };
-        if let Some(lag) = lag {
+    fn record_completed(&mut self, s: &Sample) {
+        self.completed += 1;
+        self.output_tokens += s.output_tokens();
+        if let Some(t) = s.ttft_ms() {
+            self.ttft_us.saturating_record(us(t));
+        }
+        self.e2e_us.saturating_record(us(s.e2e_ms()));
+        if let Some(t) = s.tpot_ms() {
+            self.tpot_us.saturating_record(us(t));
+        }
+        if let Some(lag) = s.schedule_lag_ms() {
             self.schedule_lag_us.saturating_record(us(lag));
         }
-        match outcome {
-            Outcome::Completed(c) => {
-                self.completed += 1;
-                self.output_tokens += c.output_tokens;
-                if let Some(t) = c.first_content {
-                    self.ttft_us.saturating_record(us(t));
-                }
-                self.e2e_us.saturating_record(us(c.end));
-                if c.output_tokens > 1 {
-                    let tpot = c.end.saturating_sub(c.first_output) / (c.output_tokens - 1) as u32;
-                    self.tpot_us.saturating_record(us(tpot));
-                }
-            }
-            Outcome::Failed(_) => self.failed += 1,
-            Outcome::Dropped(_) => self.dropped += 1,
+    }
+
+    fn record_failed(&mut self, f: &FailureSample) {
+        self.failed += 1;
+        if let Some(lag) = f.schedule_lag_ms() {
+            self.schedule_lag_us.saturating_record(us(lag));
         }
     }
 
@@ -90,17 +99,61 @@ impl LiveStats {
     }
 }
 
+/// Where one level's outcomes go besides memory.
+pub struct LevelSink<'a> {
+    pub records: &'a RecordSink,
+    pub level: &'a str,
+    /// Phases and exclusions known before the level (cool-down is decided at the end).
+    pub rules: Exclusions,
+}
+
 /// Receive outcomes until every sender is gone.
-pub async fn collect(mut rx: mpsc::Receiver<Outcome>, progress: &Progress) -> Collected {
+pub async fn collect(
+    mut rx: mpsc::Receiver<Outcome>,
+    sink: LevelSink<'_>,
+    progress: &Progress,
+    mut snapshots: Snapshots,
+) -> Collected {
     let mut out = Collected::default();
-    while let Some(outcome) = rx.recv().await {
-        out.live.record(&outcome);
+    let mut live = LiveStats::default();
+    let level = sink.level.to_string();
+    loop {
+        let outcome = tokio::select! {
+            outcome = rx.recv() => outcome,
+            () = snapshots.tick() => {
+                snapshots.take(&live).await;
+                progress.update(&live, snapshots.current());
+                continue;
+            }
+        };
+        let Some(outcome) = outcome else { break };
         match outcome {
-            Outcome::Completed(c) => out.completed.push(c),
-            Outcome::Failed(f) => out.failed.push(f),
-            Outcome::Dropped(d) => out.dropped.push(d),
+            Outcome::Completed(c) => {
+                let record = RequestTiming::from_completed(&c, &sink.rules);
+                let sample = Sample::from_record(&record);
+                live.record_completed(&sample);
+                snapshots.record_completed(&sample);
+                out.samples.push(sample);
+                sink.records.write(&RecordLine::Request { level: level.clone(), record: Box::new(record) }).await;
+            }
+            Outcome::Failed(f) => {
+                let record = FailureRecord::from_failed(&f, &sink.rules);
+                let sample = FailureSample::from_record(&record);
+                live.record_failed(&sample);
+                snapshots.record_failed(&sample);
+                out.failures.push(sample);
+                sink.records.write(&RecordLine::Failure { level: level.clone(), record: Box::new(record) }).await;
+            }
+            Outcome::Dropped(d) => {
+                live.dropped += 1;
+                out.dropped += 1;
+                let record = DroppedRecord::from_dropped(&d);
+                sink.records.write(&RecordLine::Dropped { level: level.clone(), record }).await;
+            }
         }
-        progress.update(&out.live);
+        progress.update(&live, snapshots.current());
     }
+    snapshots.take(&live).await;
+    out.windows = snapshots.finish();
     out
 }

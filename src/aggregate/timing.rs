@@ -1,12 +1,14 @@
 //! Per-request records in the artifact's units: milliseconds and tokens per second, derived once
-//! from the worker's `Duration`s. Summaries are computed from these exact values, so anyone
-//! re-deriving them from the artifact gets the same numbers.
+//! from the worker's `Duration`s. Every derived value is computed by the functions in `derive`
+//! from the recorded milliseconds, here and in the compact sample store alike, so summaries,
+//! records and anyone re-deriving them from the artifact agree to the last bit.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::sample::Sample;
 use crate::worker::{Completed, Dropped, ErrorKind, Failed, TokenSource};
 use crate::workload::{CanaryCheck, ControlledOutput};
 
@@ -14,12 +16,43 @@ pub fn ms(d: Duration) -> f64 {
     d.as_nanos() as f64 / 1e6
 }
 
+/// The derived metrics, as functions of recorded values (one definition for every consumer).
+pub mod derive {
+    /// `e2e − time to first output`.
+    pub fn generation_ms(ttfo_ms: f64, e2e_ms: f64) -> f64 {
+        e2e_ms - ttfo_ms
+    }
+    /// `generation / (tokens − 1)`; none below two tokens or without generation time.
+    pub fn tpot_ms(generation_ms: f64, output_tokens: u64) -> Option<f64> {
+        (output_tokens > 1 && generation_ms > 0.0).then(|| generation_ms / (output_tokens - 1) as f64)
+    }
+    /// `(tokens − 1) / generation seconds`.
+    pub fn decode_tok_s(generation_ms: f64, output_tokens: u64) -> Option<f64> {
+        (output_tokens > 1 && generation_ms > 0.0).then(|| (output_tokens - 1) as f64 / (generation_ms / 1000.0))
+    }
+    /// `prompt tokens / time-to-first-output seconds`.
+    pub fn effective_prefill_tok_s(prompt_tokens: Option<u64>, ttfo_ms: f64) -> Option<f64> {
+        match prompt_tokens {
+            Some(p) if p > 0 && ttfo_ms > 0.0 => Some(p as f64 / (ttfo_ms / 1000.0)),
+            _ => None,
+        }
+    }
+    /// `start − intended` (open loop).
+    pub fn schedule_lag_ms(start_offset_ms: f64, intended_offset_ms: Option<f64>) -> Option<f64> {
+        intended_offset_ms.map(|i| start_offset_ms - i)
+    }
+    /// `(server − target) / target · 100`.
+    pub fn sizing_error_pct(prompt_tokens: Option<u64>, target: u32) -> Option<f64> {
+        prompt_tokens.filter(|_| target > 0).map(|p| (p as f64 - f64::from(target)) / f64::from(target) * 100.0)
+    }
+}
+
 /// One completed request, as `request_timings[]` in the artifact.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RequestTiming {
     pub request_index: u64,
     pub planned_context_tokens: u32,
-    /// Prompt size the text was built to (built-in estimate, chat template included).
+    /// The sizer's prediction of the server's count for the prompt built.
     pub prompt_target_tokens: u32,
     /// Server-reported `usage.prompt_tokens`.
     pub prompt_tokens: Option<u64>,
@@ -69,12 +102,15 @@ pub struct RequestTiming {
     pub controlled_output: Option<ControlledOutput>,
     /// False when the record is kept but left out of the distributions.
     pub performance_eligible: bool,
-    pub exclusion_reason: Option<&'static str>,
+    pub exclusion_reason: Option<Exclusion>,
     pub stale_connection_retries: u32,
+    /// Attempts repeated under the `[client]` retry policy, and why.
+    pub retries: u32,
+    pub retried_errors: Vec<ErrorKind>,
 }
 
 /// Where a request falls in its level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Warmup,
@@ -83,7 +119,26 @@ pub enum Phase {
 }
 
 /// Why a completed request is kept out of the distributions.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exclusion {
+    CanaryFailed,
+    ControlledOutput,
+    PrefixWarmup,
+    Warmup,
+    Cooldown,
+}
+
+impl Exclusion {
+    /// Exclusions the scenario planned (warm-up, cool-down, a burst's warm-up request), as
+    /// opposed to responses that failed a check.
+    pub fn planned(self) -> bool {
+        matches!(self, Exclusion::PrefixWarmup | Exclusion::Warmup | Exclusion::Cooldown)
+    }
+}
+
+/// The rules that decide phases and exclusions; all thresholds are in the records' own units.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Exclusions {
     /// `controlled_output_policy = "strict"`: responses off the requested length are excluded.
     pub strict_output: bool,
@@ -91,116 +146,110 @@ pub struct Exclusions {
     pub prefix_warmup_index: Option<u64>,
     /// Requests with a lower index are warm-up.
     pub warmup_below_index: Option<u64>,
-    /// Requests sent before this offset are warm-up.
-    pub warmup_before: Option<Duration>,
+    /// Requests sent before this offset (ms) are warm-up.
+    pub warmup_before_ms: Option<f64>,
     /// Requests with this index or higher are cool-down.
     pub cooldown_from_index: Option<u64>,
-    /// Requests sent at or after this offset are cool-down.
-    pub cooldown_from: Option<Duration>,
+    /// Requests sent at or after this offset (ms) are cool-down.
+    pub cooldown_from_ms: Option<f64>,
 }
 
 impl Exclusions {
-    pub fn phase(&self, index: u64, start_offset: Duration) -> Phase {
-        if self.warmup_below_index.is_some_and(|n| index < n) || self.warmup_before.is_some_and(|t| start_offset < t) {
+    pub fn phase(&self, index: u64, start_offset_ms: f64) -> Phase {
+        if self.warmup_below_index.is_some_and(|n| index < n)
+            || self.warmup_before_ms.is_some_and(|t| start_offset_ms < t)
+        {
             Phase::Warmup
         } else if self.cooldown_from_index.is_some_and(|n| index >= n)
-            || self.cooldown_from.is_some_and(|t| start_offset >= t)
+            || self.cooldown_from_ms.is_some_and(|t| start_offset_ms >= t)
         {
             Phase::Cooldown
         } else {
             Phase::Measure
         }
     }
-}
 
-/// The three clocks of an open-loop request, in milliseconds: (intended offset, schedule lag,
-/// queue wait).
-fn clocks(
-    start_offset: Duration,
-    intended: Option<Duration>,
-    queue_wait: Option<Duration>,
-) -> (Option<f64>, Option<f64>, Option<f64>) {
-    let intended_ms = intended.map(ms);
-    // Differences of the recorded values, so the arithmetic holds exactly in the artifact.
-    let lag = intended_ms.map(|i| ms(start_offset) - i);
-    (intended_ms, lag, queue_wait.map(ms))
+    /// The exclusion of one completed request, first reason first.
+    pub fn exclusion(&self, s: &Sample) -> Option<Exclusion> {
+        if s.canary_failed() {
+            Some(Exclusion::CanaryFailed)
+        } else if self.strict_output && s.controlled_miss() {
+            Some(Exclusion::ControlledOutput)
+        } else if self.prefix_warmup_index == Some(s.index) {
+            Some(Exclusion::PrefixWarmup)
+        } else {
+            match self.phase(s.index, s.start_offset_ms) {
+                Phase::Warmup => Some(Exclusion::Warmup),
+                Phase::Cooldown => Some(Exclusion::Cooldown),
+                Phase::Measure => None,
+            }
+        }
+    }
+
+    /// Bring a record's phase and exclusion in line with these rules.
+    pub fn apply(&self, r: &mut RequestTiming) {
+        let sample = Sample::from_record(r);
+        r.phase = self.phase(r.request_index, r.start_offset_ms);
+        r.exclusion_reason = self.exclusion(&sample);
+        r.performance_eligible = r.exclusion_reason.is_none();
+    }
 }
 
 impl RequestTiming {
-    pub fn from_completed(c: &Completed, rules: Exclusions) -> Self {
-        let time_to_first_output_ms = ms(c.first_output);
-        let ttft_ms = c.first_content.map(ms);
-        let e2e_ms = ms(c.end);
-        // Differences of the recorded values, so the arithmetic holds exactly in the artifact.
-        let generation_ms = e2e_ms - time_to_first_output_ms;
-        let n = c.output_tokens;
-        let tpot_ms = (n > 1 && generation_ms > 0.0).then(|| generation_ms / (n - 1) as f64);
-        let decode_tok_s = (n > 1 && generation_ms > 0.0).then(|| (n - 1) as f64 / (generation_ms / 1000.0));
-        let effective_prefill_tok_s = match c.prompt_tokens {
-            Some(p) if p > 0 && time_to_first_output_ms > 0.0 => Some(p as f64 / (time_to_first_output_ms / 1000.0)),
-            _ => None,
-        };
-        let phase = rules.phase(c.index, c.start_offset);
-        let (intended_offset_ms, schedule_lag_ms, queue_wait_ms) =
-            clocks(c.start_offset, c.intended_offset, c.queue_wait);
-        let exclusion_reason = if c.canary.as_ref().is_some_and(|k| !k.passed) {
-            Some("canary_failed")
-        } else if rules.strict_output && c.controlled_output.as_ref().is_some_and(|o| !o.exact || o.truncated) {
-            Some("controlled_output")
-        } else if rules.prefix_warmup_index == Some(c.index) {
-            Some("prefix_warmup")
-        } else if phase == Phase::Warmup {
-            Some("warmup")
-        } else if phase == Phase::Cooldown {
-            Some("cooldown")
-        } else {
-            None
-        };
-        let prompt_sizing_error_pct = c
-            .prompt_tokens
-            .filter(|_| c.prompt_target_tokens > 0)
-            .map(|p| (p as f64 - f64::from(c.prompt_target_tokens)) / f64::from(c.prompt_target_tokens) * 100.0);
-        RequestTiming {
+    pub fn from_completed(c: &Completed, rules: &Exclusions) -> Self {
+        let ttfo = ms(c.first_output);
+        let ttft = c.first_content.map(ms);
+        let e2e = ms(c.end);
+        let start = ms(c.start_offset);
+        let intended = c.intended_offset.map(ms);
+        let generation = derive::generation_ms(ttfo, e2e);
+        let tpot = derive::tpot_ms(generation, c.output_tokens);
+        let lag = derive::schedule_lag_ms(start, intended);
+        let mut r = RequestTiming {
             request_index: c.index,
             planned_context_tokens: c.planned_context_tokens,
             prompt_target_tokens: c.prompt_target_tokens,
             prompt_tokens: c.prompt_tokens,
             cached_tokens: c.cached_tokens,
-            output_tokens: n,
+            output_tokens: c.output_tokens,
             output_token_source: c.output_token_source,
             content_chunks: c.content_chunks,
             reasoning_chunks: c.reasoning_chunks,
-            start_offset_ms: ms(c.start_offset),
-            intended_offset_ms,
-            schedule_lag_ms,
-            queue_wait_ms,
-            time_to_first_output_ms,
-            ttft_ms,
-            e2e_ms,
-            generation_ms,
-            visible_generation_ms: ttft_ms.map(|t| e2e_ms - t),
-            tpot_ms,
-            mean_time_per_output_token_ms: tpot_ms,
-            mean_inter_token_latency_ms: tpot_ms,
-            decode_tok_s,
-            effective_prefill_tok_s,
+            start_offset_ms: start,
+            intended_offset_ms: intended,
+            schedule_lag_ms: lag,
+            queue_wait_ms: c.queue_wait.map(ms),
+            time_to_first_output_ms: ttfo,
+            ttft_ms: ttft,
+            e2e_ms: e2e,
+            generation_ms: generation,
+            visible_generation_ms: ttft.map(|t| e2e - t),
+            tpot_ms: tpot,
+            mean_time_per_output_token_ms: tpot,
+            mean_inter_token_latency_ms: tpot,
+            decode_tok_s: derive::decode_tok_s(generation, c.output_tokens),
+            effective_prefill_tok_s: derive::effective_prefill_tok_s(c.prompt_tokens, ttfo),
             finish_reason: c.finish_reason.clone(),
             visible_content_truncated: c.visible_content_truncated,
             request_canary: c.canary.clone(),
-            ttft_from_intended_ms: schedule_lag_ms.and_then(|lag| ttft_ms.map(|t| t + lag)),
-            e2e_from_intended_ms: schedule_lag_ms.map(|lag| e2e_ms + lag),
-            phase,
-            prompt_sizing_error_pct,
+            ttft_from_intended_ms: lag.and_then(|lag| ttft.map(|t| t + lag)),
+            e2e_from_intended_ms: lag.map(|lag| e2e + lag),
+            phase: Phase::Measure,
+            prompt_sizing_error_pct: derive::sizing_error_pct(c.prompt_tokens, c.prompt_target_tokens),
             controlled_output: c.controlled_output.clone(),
-            performance_eligible: exclusion_reason.is_none(),
-            exclusion_reason,
+            performance_eligible: true,
+            exclusion_reason: None,
             stale_connection_retries: c.stale_connection_retries,
-        }
+            retries: c.retries,
+            retried_errors: c.retried_errors.clone(),
+        };
+        rules.apply(&mut r);
+        r
     }
 }
 
 /// One failed request, as `failures[]` in the artifact: sanitized metadata and partial timings.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailureRecord {
     pub request_index: u64,
     pub error_kind: ErrorKind,
@@ -220,36 +269,40 @@ pub struct FailureRecord {
     pub content_chunks: u32,
     pub reasoning_chunks: u32,
     pub stale_connection_retries: u32,
+    pub retries: u32,
+    pub retried_errors: Vec<ErrorKind>,
 }
 
 impl FailureRecord {
-    pub fn from_failed(f: &Failed, rules: Exclusions) -> Self {
-        let (intended_offset_ms, schedule_lag_ms, queue_wait_ms) =
-            clocks(f.start_offset, f.intended_offset, f.queue_wait);
+    pub fn from_failed(f: &Failed, rules: &Exclusions) -> Self {
+        let start = ms(f.start_offset);
+        let intended = f.intended_offset.map(ms);
         FailureRecord {
-            intended_offset_ms,
-            schedule_lag_ms,
-            queue_wait_ms,
-            phase: rules.phase(f.index, f.start_offset),
             request_index: f.index,
             error_kind: f.kind,
             http_status: f.http_status,
             server_error_type: f.server_error_type.clone(),
             message: f.message.clone(),
             planned_context_tokens: f.planned_context_tokens,
-            start_offset_ms: ms(f.start_offset),
+            start_offset_ms: start,
+            intended_offset_ms: intended,
+            schedule_lag_ms: derive::schedule_lag_ms(start, intended),
+            queue_wait_ms: f.queue_wait.map(ms),
+            phase: rules.phase(f.index, start),
             elapsed_ms: ms(f.elapsed),
             time_to_first_output_ms: f.first_output.map(ms),
             ttft_ms: f.first_content.map(ms),
             content_chunks: f.content_chunks,
             reasoning_chunks: f.reasoning_chunks,
             stale_connection_retries: f.stale_connection_retries,
+            retries: f.retries,
+            retried_errors: f.retried_errors.clone(),
         }
     }
 }
 
 /// An arrival the open loop did not send (`overload = "drop"`), as `dropped[]` in the artifact.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DroppedRecord {
     pub request_index: u64,
     pub planned_context_tokens: u32,
@@ -267,10 +320,10 @@ impl DroppedRecord {
 }
 
 /// Failures counted by `error_kind`.
-pub fn error_counts(failures: &[FailureRecord]) -> BTreeMap<String, u64> {
+pub fn error_counts<'a>(kinds: impl Iterator<Item = &'a ErrorKind>) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
-    for f in failures {
-        *counts.entry(f.error_kind.to_string()).or_insert(0) += 1;
+    for kind in kinds {
+        *counts.entry(kind.to_string()).or_insert(0) += 1;
     }
     counts
 }

@@ -1,6 +1,7 @@
 //! `run()`: the whole program, top to bottom.
 
 mod setup;
+mod summarize;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,8 +9,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::aggregate;
-use crate::artifact::{self, Artifact, LevelRun, Stamp};
+use crate::aggregate::records::{self, RecordLine, RecordSink};
+use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
+use crate::aggregate::{self, LevelSink};
+use crate::artifact::{self, Artifact, LevelRun, RunInfo, Stamp};
 use crate::cli::{Cli, Command, MockArgs, RunArgs, exit};
 use crate::mock;
 use crate::report::{self, Progress, SweepRow, Warning};
@@ -17,7 +20,7 @@ use crate::scenario::{Pacing, Scenario, ScenarioError};
 use crate::schedule::{self, LevelPacing, LevelPlan, RunControl};
 use crate::search::{CapacitySearch, Probe};
 use crate::worker::Client;
-use crate::workload::{SizingRecord, Workload};
+use crate::workload::Workload;
 use setup::RunTarget;
 
 /// Why the program stopped early.
@@ -50,6 +53,7 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
     match cli.command {
         Some(Command::Validate(args)) => validate(&args),
         Some(Command::Mock(args)) => serve_mock(&args).await,
+        Some(Command::Summarize(args)) => summarize::summarize(&args),
         None => benchmark(&cli.run).await,
     }
 }
@@ -104,7 +108,8 @@ struct Session<'a> {
     target: RunTarget,
     client: Client,
     workload: Arc<Workload>,
-    sizing: SizingRecord,
+    info: RunInfo,
+    records: RecordSink,
     control: RunControl,
     run_id: String,
 }
@@ -136,16 +141,18 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         eprintln!("warning: prompt sizing fell back to the built-in estimate: {reason}");
     }
     let workload = Arc::new(Workload::new(&scenario, run_salt, sizer));
-    let session = Session {
-        args,
-        scenario: &scenario,
-        target,
-        client,
-        workload,
-        sizing,
-        control,
-        run_id: setup::new_run_id(Stamp::now()),
+    let run_id = setup::new_run_id(Stamp::now());
+    let info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
+    // Records always go to disk (memory stays bounded); the file is kept when asked for.
+    let (records_path, keep_records) = match &args.records {
+        Some(path) => (path.clone(), true),
+        None if scenario.run.keep_records => (args.out.join(format!("{run_id}.records.ndjson")), true),
+        None => (args.out.join(format!(".{run_id}.records.ndjson.tmp")), false),
     };
+    let (records, records_writer) = records::open(&records_path)
+        .map_err(|e| AppError::BadInput(format!("--records {}: cannot write there ({e})", records_path.display())))?;
+    records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
+    let session = Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id };
 
     let mut written: Vec<PathBuf> = Vec::new();
     let mut artifacts: Vec<(Artifact, PathBuf)> = Vec::new();
@@ -172,7 +179,9 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
                     break;
                 }
             }
-            print!("{}", report::search_table(&search));
+            if !args.quiet {
+                print!("{}", report::search_table(&search));
+            }
             let trace =
                 serde_json::json!({ "schema": "anvil-load.search/v1", "run_id": session.run_id, "search": search });
             written.push(write(&args.out, &format!("{}-search.json", session.run_id), &trace)?);
@@ -180,17 +189,28 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     }
     if artifacts.len() > 1 {
         let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_artifact(a, p)).collect();
-        print!("{}", report::sweep_table(&rows));
+        if !args.quiet {
+            print!("{}", report::sweep_table(&rows));
+        }
         let summary = serde_json::json!({ "schema": "anvil-load.sweep/v1", "run_id": session.run_id, "levels": rows });
         written.push(write(&args.out, &format!("{}-sweep.json", session.run_id), &summary)?);
     }
     let interrupted = session.control.stop_issuing.is_cancelled();
     session.target.shutdown().await;
+    drop(session.records);
+    if let Err(e) = records_writer.finish() {
+        eprintln!("warning: the records file {} is incomplete: {e}", records_path.display());
+    }
+    if keep_records {
+        written.push(records_path);
+    } else {
+        let _ = std::fs::remove_file(&records_path);
+    }
     for (_, path) in &artifacts {
         println!("artifact: {}", path.display());
     }
     for path in &written {
-        println!("artifact: {}", path.display());
+        println!("written: {}", path.display());
     }
     if interrupted {
         return Ok(exit::ABORTED);
@@ -258,34 +278,62 @@ impl Session<'_> {
             LevelPacing::Closed { concurrency, .. } => format!("c={concurrency}"),
             LevelPacing::Open { rate, .. } => format!("{rate} req/s"),
         };
-        let progress = Progress::new(!self.args.no_progress, s.run.requests, &label);
+        let progress =
+            Progress::new(!self.args.no_progress && !self.args.quiet, s.run.requests, s.run.duration, &label);
         let before = self.target.simulator_counts();
         let started = Stamp::now();
+        self.records
+            .write(&RecordLine::Level { level: level_id.clone(), pacing, started_at_unix_ns: started.unix_ns() })
+            .await;
         // Bounded: a stalled aggregator slows the workers instead of growing memory.
         let (tx, rx) = mpsc::channel(4096);
         let level_start = Instant::now();
+        let snapshots = Snapshots::new(
+            s.run.snapshot_interval.map(|interval| SnapshotConfig {
+                interval,
+                path_stem: self.args.out.join(&level_id),
+                status_lines: !progress.visible(),
+            }),
+            &level_id,
+            level_start,
+            self.client.in_flight(),
+        );
+        let sink = LevelSink { records: &self.records, level: &level_id, rules: self.info.initial_rules() };
         let (issued, collected) = tokio::join!(
             schedule::run_level(plan, self.workload.clone(), self.client.clone(), tx, &self.control, level_start),
-            aggregate::collect(rx, &progress),
+            aggregate::collect(rx, sink, &progress, snapshots),
         );
         progress.finish();
+        let finished = Stamp::now();
+        let interrupted = self.control.stop_issuing.is_cancelled();
         let simulator = self.target.simulator_counts().map(|after| setup::counts_delta(&after, before.as_ref()));
+        self.records
+            .write(&RecordLine::LevelEnd {
+                level: level_id.clone(),
+                issued,
+                finished_at_unix_ns: finished.unix_ns(),
+                interrupted,
+                simulator: simulator.clone(),
+            })
+            .await;
+        // The artifact streams this level's records from the file: they must all be there.
+        self.records.sync().await;
         let artifact = artifact::build(LevelRun {
-            scenario: s,
-            run_id: level_id.clone(),
+            info: &self.info,
+            level_id: level_id.clone(),
             pacing,
             issued,
-            base_url: &self.target.base_url,
             started,
-            finished: Stamp::now(),
+            finished,
             collected,
-            interrupted: self.control.stop_issuing.is_cancelled(),
+            interrupted,
             simulator,
-            sizing: &self.sizing,
-            prompt_salt: self.workload.salt(),
+            records: self.records.path(),
         });
         let path = write(&self.args.out, &format!("{level_id}.json"), &artifact)?;
-        print!("{}", report::level_summary(&artifact));
+        if !self.args.quiet {
+            print!("{}", report::level_summary(&artifact));
+        }
         report::print_warnings(&artifact.warnings);
         Ok((artifact, path))
     }

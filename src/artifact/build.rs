@@ -1,165 +1,139 @@
-//! Assemble one level's artifact from what the level produced.
+//! Assemble one level's artifact from what the level produced: the run's fixed description, the
+//! compact samples (summaries), and the records file (the per-request lists, streamed).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::path::Path;
 
 use serde_json::Value;
 
 use super::load;
-use super::{
-    Artifact, ClientInfo, SCHEMA, SamplingParam, SamplingRecord, ServeFlagsRecord, Stamp, TimingMethodology,
-    fingerprint,
-};
+use super::{Artifact, ClientInfo, RunInfo, SCHEMA, Stamp, StreamKind, Streamed, TimingMethodology};
 use crate::aggregate::Collected;
 use crate::aggregate::metrics::{self, MetricsInput, P99_MIN_SAMPLES};
-use crate::aggregate::timing::{DroppedRecord, FailureRecord, RequestTiming, error_counts, ms};
+use crate::aggregate::sample::{FailureSample, Sample};
+use crate::aggregate::snapshots;
+use crate::aggregate::timing::error_counts;
 use crate::report::Warning;
-use crate::scenario::{Endpoint, PromptCache, Scenario};
 use crate::schedule::{Issued, LevelPacing};
 use crate::worker::{ErrorKind, TokenSource};
-use crate::workload::SizingRecord;
 
 /// What one level produced, plus the context needed to describe it.
 pub struct LevelRun<'a> {
-    pub scenario: &'a Scenario,
-    pub run_id: String,
+    pub info: &'a RunInfo,
+    pub level_id: String,
     pub pacing: LevelPacing,
     pub issued: Issued,
-    pub base_url: &'a str,
     pub started: Stamp,
     pub finished: Stamp,
     pub collected: Collected,
     pub interrupted: bool,
     /// The embedded simulator's counters for this level, when it was the target.
     pub simulator: Option<Value>,
-    pub sizing: &'a SizingRecord,
-    /// The salt mixed into prompt text (0: reproducible prompts).
-    pub prompt_salt: u64,
+    /// The records file holding this level's request lines.
+    pub records: &'a Path,
 }
 
-pub fn build(run: LevelRun<'_>) -> Artifact {
-    let s = run.scenario;
-    let rules = load::exclusions(s, &run.collected, run.issued);
-    let mut records: Vec<RequestTiming> =
-        run.collected.completed.iter().map(|c| RequestTiming::from_completed(c, rules)).collect();
-    records.sort_by_key(|r| r.request_index);
-    let mut failures: Vec<FailureRecord> =
-        run.collected.failed.iter().map(|f| FailureRecord::from_failed(f, rules)).collect();
-    failures.sort_by_key(|f| f.request_index);
-    let mut dropped: Vec<DroppedRecord> = run.collected.dropped.iter().map(DroppedRecord::from_dropped).collect();
-    dropped.sort_by_key(|d| d.request_index);
+pub fn build(mut run: LevelRun<'_>) -> Artifact {
+    let info = run.info;
+    let rules = load::final_rules(info, &run.collected, run.issued);
+    for s in &mut run.collected.samples {
+        s.exclusion = rules.exclusion(s);
+    }
+    let samples = &run.collected.samples;
+    let failures = &run.collected.failures;
 
     // The level's wall clock: from the level start to the end of its last request.
-    let wall = run
-        .collected
-        .completed
+    let wall_clock_ms = samples
         .iter()
-        .map(|c| c.start_offset + c.end)
-        .chain(run.collected.failed.iter().map(|f| f.start_offset + f.elapsed))
-        .max()
-        .unwrap_or(Duration::ZERO);
-    let wall_clock_ms = ms(wall);
-    let attempted = (records.len() + failures.len()) as u64;
-    let failed_server_faults = failures.iter().filter(|f| f.error_kind.is_server_fault()).count() as u64;
+        .map(|s| s.start_offset_ms + s.e2e_ms())
+        .chain(failures.iter().map(|f| f.start_offset_ms + f.elapsed_ms))
+        .fold(0.0, f64::max);
+    let attempted = (samples.len() + failures.len()) as u64;
+    let failed_server_faults = failures.iter().filter(|f| f.kind.is_server_fault()).count() as u64;
     let (metrics, population) = metrics::compute(&MetricsInput {
-        records: &records,
-        failures: &failures,
+        samples,
+        failures,
         wall_clock_ms,
         attempted,
         failed_server_faults,
         interrupted: run.interrupted,
-        slo: &s.slo,
+        slo: &info.slo,
     });
-    let slo = metrics::evaluate_slo(&s.slo, &metrics, &population);
-    let load = load::load_record(s, run.pacing, run.issued, &records, &failures, &dropped);
+    let slo = metrics::evaluate_slo(&info.slo, &metrics, &population);
+    let load = load::load_record(info, run.pacing, run.issued, samples, failures, run.collected.dropped);
 
     let mut context_distribution: BTreeMap<String, u64> = BTreeMap::new();
     for planned in
-        records.iter().map(|r| r.planned_context_tokens).chain(failures.iter().map(|f| f.planned_context_tokens))
+        samples.iter().map(|s| s.planned_context_tokens).chain(failures.iter().map(|f| f.planned_context_tokens))
     {
         *context_distribution.entry(planned.to_string()).or_default() += 1;
     }
-    let context_tokens = s.workload.prompts.context_json();
-
-    let canary_failures = records.iter().filter(|r| r.request_canary.as_ref().is_some_and(|c| !c.passed)).count();
-    let mut warnings = warnings(&run, &records, &failures, canary_failures, &population, &metrics);
+    let mut warnings = warnings(&run, &population, &metrics);
     for reason in &load.validity.reasons {
         warnings.push(Warning::new("invalid_load", reason.clone()));
     }
-    let scenario_json = serde_json::to_value(s).unwrap_or(Value::Null);
-    let engine = match &s.target.endpoint {
-        Endpoint::Simulator { profile } => Some(format!("anvil-simulator/{profile}")),
-        Endpoint::Remote { .. } => s.target.engine.clone(),
-    };
-    let responses_received = records.len() as u64 + failures.iter().filter(|f| f.http_status.is_some()).count() as u64;
-    // Eligible when nothing was left out except by design (warm-up, cool-down, the burst's
-    // warm-up request).
-    let unplanned_exclusions =
-        records.iter().filter(|r| matches!(r.exclusion_reason, Some("canary_failed" | "controlled_output"))).count();
+    let responses_received = samples.len() as u64 + failures.iter().filter(|f| f.responded).count() as u64;
+    // Eligible when nothing was left out but by design (warm-up, cool-down, a burst's warm-up).
+    let unplanned_exclusions = samples.iter().filter(|s| s.exclusion.is_some_and(|e| !e.planned())).count();
     let performance_eligible =
-        !run.interrupted && failures.is_empty() && unplanned_exclusions == 0 && !records.is_empty();
+        !run.interrupted && failures.is_empty() && unplanned_exclusions == 0 && !samples.is_empty();
+    let stream = |kind| Streamed { path: run.records.to_path_buf(), level: run.level_id.clone(), kind, rules };
 
     Artifact {
         schema: SCHEMA,
-        run_id: run.run_id,
-        measurement_protocol: s.run.protocol.clone(),
-        tier: s.run.tier.clone(),
-        engine,
-        gpu: s.target.gpu.clone(),
-        model: s.target.model.clone(),
-        api: s.target.api,
-        base_url: if s.target.redact_base_url { "[redacted]".to_string() } else { run.base_url.to_string() },
+        run_id: run.level_id.clone(),
+        measurement_protocol: info.measurement_protocol.clone(),
+        tier: info.tier.clone(),
+        engine: info.engine.clone(),
+        gpu: info.gpu.clone(),
+        model: info.model.clone(),
+        api: info.api,
+        base_url: info.base_url.clone(),
         started_at: run.started.iso(),
         started_at_unix_ns: run.started.unix_ns(),
         finished_at: run.finished.iso(),
         finished_at_unix_ns: run.finished.unix_ns(),
         timestamp_precision: "nanosecond-unix-fields; ISO labels are second precision",
-        clock_domain_id: s.run.clock_domain_id.clone(),
-        configuration_fingerprint: fingerprint(&scenario_json),
+        clock_domain_id: info.clock_domain_id.clone(),
+        configuration_fingerprint: info.configuration_fingerprint.clone(),
         manifest: None,
         source_recipe: None,
         load,
         requests: attempted,
-        completed: records.len() as u64,
+        completed: samples.len() as u64,
         failed: failures.len() as u64,
         responses_received,
         interrupted: run.interrupted,
-        context_tokens,
-        context_seed: s.run.seed,
+        context_tokens: info.context_tokens.clone(),
+        context_seed: info.context_seed,
         context_distribution,
-        max_context_tokens: s.workload.max_context_tokens,
-        max_tokens: s.workload.max_tokens,
-        prompt_cache_mode: s.workload.prompt_cache.as_str(),
-        shared_prefix_tokens: s.workload.prompt_cache.shared_prefix_tokens(),
-        prompts_reproducible: s.workload.prompt_cache.reproducible(),
-        prompt_salt: format!("{:016x}", run.prompt_salt),
-        prompt_sizing: run.sizing.clone(),
-        request_canaries: s.workload.canaries,
-        controlled_output_policy: s.output.policy.as_str(),
-        response_words: s.output.response_words.unwrap_or(0),
-        sampling: SamplingRecord {
-            temperature: SamplingParam::from_requested(s.sampling.temperature),
-            top_p: SamplingParam::from_requested(s.sampling.top_p),
-        },
-        serve_flags: ServeFlagsRecord {
-            thinking_mode: s.serve.thinking_mode,
-            reasoning_effort: s.serve.reasoning_effort,
-            no_thinking: s.serve.no_thinking,
-            shared_prefix_burst: s.workload.prompt_cache.burst(),
-        },
+        max_context_tokens: info.max_context_tokens,
+        max_tokens: info.max_tokens,
+        prompt_cache_mode: info.prompt_cache_mode.clone(),
+        shared_prefix_tokens: info.shared_prefix_tokens,
+        prompts_reproducible: info.prompts_reproducible,
+        prompt_salt: info.prompt_salt.clone(),
+        prompt_sizing: info.prompt_sizing.clone(),
+        request_canaries: info.request_canaries,
+        controlled_output_policy: info.controlled_output_policy,
+        response_words: info.response_words,
+        sampling: info.sampling.clone(),
+        serve_flags: info.serve_flags.clone(),
         performance_eligible,
         wall_clock_ms,
         metrics,
         metric_population: population,
-        error_counts: error_counts(&failures),
+        error_counts: error_counts(failures.iter().map(|f| &f.kind)),
         warnings,
         timing_methodology: TimingMethodology::current(),
         slo,
-        request_timings: records,
-        failures,
-        dropped,
-        scenario: scenario_json,
-        simulator: run.simulator,
+        drift: snapshots::drift(&run.collected.windows),
+        snapshot_windows: run.collected.windows.len(),
+        request_timings: stream(StreamKind::Requests),
+        failures: stream(StreamKind::Failures),
+        dropped: stream(StreamKind::Dropped),
+        scenario: info.scenario.clone(),
+        simulator: run.simulator.take(),
         client: ClientInfo::this(),
     }
 }
@@ -169,14 +143,14 @@ const SIZING_WARN_PCT: f64 = 5.0;
 
 fn warnings(
     run: &LevelRun<'_>,
-    records: &[RequestTiming],
-    failures: &[FailureRecord],
-    canary_failures: usize,
     population: &metrics::Population,
     metrics: &serde_json::Map<String, Value>,
 ) -> Vec<Warning> {
+    let info = run.info;
+    let samples: &[Sample] = &run.collected.samples;
+    let failures: &[FailureSample] = &run.collected.failures;
     let mut w = Vec::new();
-    if let Endpoint::Simulator { profile } = &run.scenario.target.endpoint {
+    if let Some(profile) = &info.simulator_profile {
         w.push(Warning::new(
             "simulated_target",
             format!("measured against the embedded simulator (profile {profile}), not a real engine; give --base-url to measure a server"),
@@ -185,7 +159,8 @@ fn warnings(
     if run.interrupted {
         w.push(Warning::new("interrupted", "the run was stopped before it finished; the numbers cover what completed"));
     }
-    let canaries = records.iter().filter(|r| r.request_canary.is_some()).count();
+    let canaries = samples.iter().filter(|s| s.canary().is_some()).count();
+    let canary_failures = samples.iter().filter(|s| s.canary_failed()).count();
     if canary_failures > 0 && canary_failures == canaries {
         w.push(Warning::new(
             "canaries_all_failed",
@@ -199,29 +174,27 @@ fn warnings(
             format!("{canary_failures} of {canaries} canaries failed; those responses are excluded from the distributions (see request_timings[].request_canary)"),
         ));
     }
-    let server_failures: Vec<&FailureRecord> =
-        failures.iter().filter(|f| f.error_kind != ErrorKind::Interrupted).collect();
-    if !server_failures.is_empty() {
-        let counts = error_counts(failures);
+    let server_failures = failures.iter().filter(|f| f.kind != ErrorKind::Interrupted).count();
+    if server_failures > 0 {
+        let counts = error_counts(failures.iter().map(|f| &f.kind));
         let kinds: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
         w.push(Warning::new(
             "requests_failed",
             format!(
-                "{} of {} requests failed ({}); they are listed under failures and excluded from the distributions",
-                server_failures.len(),
+                "{server_failures} of {} requests failed ({}); they are listed under failures and excluded from the distributions",
                 population.attempted_requests,
                 kinds.join(", ")
             ),
         ));
     }
-    let chunk_counted = records.iter().filter(|r| r.output_token_source == TokenSource::ChunkCount).count();
+    let chunk_counted = samples.iter().filter(|s| s.token_source() == TokenSource::ChunkCount).count();
     if chunk_counted > 0 {
         w.push(Warning::new(
             "no_usage_reported",
             format!("{chunk_counted} responses reported no usage: their output tokens are counted from chunks, which undercounts when a chunk carries several tokens (TPOT and decode rates use that count)"),
         ));
     }
-    if let Some(reason) = &run.sizing.fallback_reason {
+    if let Some(reason) = &info.prompt_sizing.fallback_reason {
         w.push(Warning::new("sizing_fallback", format!("prompt sizing fell back to the built-in estimate: {reason}")));
     }
     if let Some(bias) = metrics.get("prompt_sizing_error_pct_bias").and_then(Value::as_f64) {
@@ -235,26 +208,25 @@ fn warnings(
             ));
         }
     }
-    if let PromptCache::Unique { .. } = run.scenario.workload.prompt_cache {
+    if info.unique_prefixes {
         // A few cached tokens are the chat template's shared opening (token-granular caches
         // report them); more than that means a prompt prefix was already in the cache.
-        let warm: Vec<&RequestTiming> = records
+        let warm = samples
             .iter()
-            .filter(|r| matches!((r.cached_tokens, r.prompt_tokens), (Some(c), Some(p)) if c > 32.max(p / 100)))
-            .collect();
-        if !warm.is_empty() {
+            .filter(|s| matches!((s.cached_tokens(), s.prompt_tokens()), (Some(c), Some(p)) if c > 32.max(p / 100)))
+            .count();
+        if warm > 0 {
             w.push(Warning::new(
                 "cache_warm_in_unique_mode",
                 format!(
-                    "{} of {} requests reported cached prompt tokens although every prompt starts with a unique prefix: the cache was warm (reproducible prompts sent before, or another client), so this cold-cache measurement was partly warm",
-                    warm.len(),
-                    records.len()
+                    "{warm} of {} requests reported cached prompt tokens although every prompt starts with a unique prefix: the cache was warm (reproducible prompts sent before, or another client), so this cold-cache measurement was partly warm",
+                    samples.len()
                 ),
             ));
         }
     }
     let fewest = population.p99_samples_by_metric.values().copied().min().unwrap_or(0);
-    if fewest < P99_MIN_SAMPLES && !records.is_empty() {
+    if fewest < P99_MIN_SAMPLES && !samples.is_empty() {
         w.push(Warning::new(
             "p99_descriptive",
             format!("only {fewest} eligible samples: p99 is descriptive (one sample decides it); use at least {P99_MIN_SAMPLES} requests for a p99 to compare"),

@@ -4,10 +4,12 @@
 
 use serde::Serialize;
 
+use super::RunInfo;
 use crate::aggregate::Collected;
+use crate::aggregate::sample::{FailureSample, Sample};
 use crate::aggregate::stats::nearest_rank;
-use crate::aggregate::timing::{DroppedRecord, Exclusions, FailureRecord, RequestTiming, ms};
-use crate::scenario::{Phase, Scenario};
+use crate::aggregate::timing::{Exclusions, ms};
+use crate::scenario::Phase;
 use crate::schedule::{Issued, LevelPacing};
 
 /// Pacing fields written at the artifact's top level.
@@ -48,36 +50,27 @@ pub struct Validity {
     pub queue_wait_p99_ms: Option<f64>,
 }
 
-/// Warm-up and cool-down boundaries, plus the other planned exclusions.
-pub fn exclusions(s: &Scenario, collected: &Collected, issued: Issued) -> Exclusions {
-    let mut rules = Exclusions {
-        strict_output: s.output.policy == crate::scenario::ControlledOutputPolicy::Strict,
-        prefix_warmup_index: s.workload.prompt_cache.burst().then_some(0),
-        ..Exclusions::default()
-    };
-    match s.run.warmup {
-        Some(Phase::Requests(n)) => rules.warmup_below_index = Some(n),
-        Some(Phase::Time(t)) => rules.warmup_before = Some(t),
-        None => {}
-    }
-    match s.run.cooldown {
+/// The level's final phase rules: the run's initial rules plus the cool-down, which depends on
+/// where the level ended.
+pub fn final_rules(info: &RunInfo, collected: &Collected, issued: Issued) -> Exclusions {
+    let mut rules = info.initial_rules();
+    match info.cooldown {
         Some(Phase::Requests(n)) if n > 0 => {
             let mut indices: Vec<u64> =
-                collected.completed.iter().map(|c| c.index).chain(collected.failed.iter().map(|f| f.index)).collect();
+                collected.samples.iter().map(|s| s.index).chain(collected.failures.iter().map(|f| f.index)).collect();
             indices.sort_unstable();
             let n = n as usize;
             rules.cooldown_from_index = Some(if n < indices.len() { indices[indices.len() - n] } else { 0 });
         }
         Some(Phase::Time(t)) => {
             let last_start = collected
-                .completed
+                .samples
                 .iter()
-                .map(|c| c.start_offset)
-                .chain(collected.failed.iter().map(|f| f.start_offset))
-                .max()
-                .unwrap_or_default();
-            let end = issued.planned_window.unwrap_or(last_start);
-            rules.cooldown_from = Some(end.saturating_sub(t));
+                .map(|s| s.start_offset_ms)
+                .chain(collected.failures.iter().map(|f| f.start_offset_ms))
+                .fold(0.0, f64::max);
+            let end = issued.planned_window.map(ms).or(info.duration_ms).unwrap_or(last_start);
+            rules.cooldown_from_ms = Some((end - ms(t)).max(0.0));
         }
         _ => {}
     }
@@ -85,29 +78,29 @@ pub fn exclusions(s: &Scenario, collected: &Collected, issued: Issued) -> Exclus
 }
 
 pub fn load_record(
-    s: &Scenario,
+    info: &RunInfo,
     pacing: LevelPacing,
     issued: Issued,
-    records: &[RequestTiming],
-    failures: &[FailureRecord],
-    dropped: &[DroppedRecord],
+    records: &[Sample],
+    failures: &[FailureSample],
+    dropped: u64,
 ) -> LoadRecord {
     let dispatched = (records.len() + failures.len()) as u64;
     let starts = records.iter().map(|r| r.start_offset_ms).chain(failures.iter().map(|f| f.start_offset_ms));
-    let last_start_ms = starts.clone().reduce(f64::max);
+    let last_start_ms = starts.reduce(f64::max);
     let p99 = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         (!v.is_empty()).then(|| nearest_rank(&v, 99))
     };
     let lags: Vec<(f64, f64)> = records
         .iter()
-        .filter_map(|r| r.schedule_lag_ms.map(|l| (l, r.queue_wait_ms.unwrap_or(0.0))))
-        .chain(failures.iter().filter_map(|f| f.schedule_lag_ms.map(|l| (l, f.queue_wait_ms.unwrap_or(0.0)))))
+        .filter_map(|r| r.schedule_lag_ms().map(|l| (l, r.queue_wait_ms().unwrap_or(0.0))))
+        .chain(failures.iter().filter_map(|f| f.schedule_lag_ms().map(|l| (l, f.queue_wait_ms().unwrap_or(0.0)))))
         .collect();
     let schedule_lag_p99_ms = p99(lags.iter().map(|(l, _)| *l).collect());
     let queue_wait_p99_ms = p99(lags.iter().map(|(_, w)| *w).collect());
     let dispatch_lag_p99_ms = p99(lags.iter().map(|(l, w)| (l - w).max(0.0)).collect());
-    let threshold_ms = ms(s.load.max_dispatch_lag);
+    let threshold_ms = info.max_dispatch_lag_ms;
 
     let mut reasons = Vec::new();
     if let Some(lag) = dispatch_lag_p99_ms.filter(|&l| l > threshold_ms) {
@@ -120,8 +113,8 @@ pub fn load_record(
             "arrivals queued at max_in_flight: queue wait p99 {wait:.2} ms; the planned rate was not delivered on schedule"
         ));
     }
-    if !dropped.is_empty() {
-        reasons.push(format!("{} arrivals dropped at max_in_flight (listed under dropped)", dropped.len()));
+    if dropped > 0 {
+        reasons.push(format!("{dropped} arrivals dropped at max_in_flight (listed under dropped)"));
     }
 
     let (load_mode, concurrency, rate, arrival, burstiness, achieved_rate) = match pacing {
@@ -138,7 +131,7 @@ pub fn load_record(
             ("open", max_in_flight.unwrap_or(0), Some(rate), Some(arrival.name()), burstiness, achieved)
         }
     };
-    let undispatched = issued.planned_arrivals.map_or(0, |p| p.saturating_sub(dispatched + dropped.len() as u64));
+    let undispatched = issued.planned_arrivals.map_or(0, |p| p.saturating_sub(dispatched + dropped));
     LoadRecord {
         load_mode,
         concurrency,
@@ -147,7 +140,7 @@ pub fn load_record(
         burstiness,
         achieved_rate,
         planned_arrivals: issued.planned_arrivals,
-        dropped_arrivals: dropped.len() as u64,
+        dropped_arrivals: dropped,
         undispatched_arrivals: undispatched,
         peak_in_flight: peak_in_flight(records, failures),
         validity: Validity {
@@ -162,11 +155,11 @@ pub fn load_record(
 }
 
 /// The most requests in flight at any instant (a sweep over start and end events).
-fn peak_in_flight(records: &[RequestTiming], failures: &[FailureRecord]) -> u64 {
+fn peak_in_flight(records: &[Sample], failures: &[FailureSample]) -> u64 {
     let mut events: Vec<(f64, i64)> = Vec::with_capacity(2 * (records.len() + failures.len()));
     for r in records {
         events.push((r.start_offset_ms, 1));
-        events.push((r.start_offset_ms + r.e2e_ms, -1));
+        events.push((r.start_offset_ms + r.e2e_ms(), -1));
     }
     for f in failures {
         events.push((f.start_offset_ms, 1));

@@ -8,21 +8,24 @@
 mod build;
 mod load;
 mod methodology;
+mod run_info;
+mod stream;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use build::{LevelRun, build};
 pub use load::{LoadRecord, Validity};
 pub use methodology::TimingMethodology;
+pub use run_info::RunInfo;
+pub use stream::{StreamKind, Streamed};
 
 use crate::aggregate::metrics::Population;
-use crate::aggregate::timing::{FailureRecord, RequestTiming};
 use crate::report::Warning;
 
 pub const SCHEMA: &str = "anvil-serving.benchmark/v1";
@@ -35,6 +38,9 @@ impl Stamp {
     pub fn now() -> Self {
         Stamp(SystemTime::now())
     }
+    pub fn from_unix_ns(ns: u64) -> Self {
+        Stamp(SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(ns))
+    }
     pub fn iso(self) -> String {
         humantime::format_rfc3339_seconds(self.0).to_string()
     }
@@ -44,7 +50,7 @@ impl Stamp {
 }
 
 /// How one sampling parameter was handled.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SamplingParam {
     /// Value in the scenario (null: not set).
     pub requested: Option<f64>,
@@ -60,13 +66,13 @@ impl SamplingParam {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SamplingRecord {
     pub temperature: SamplingParam,
     pub top_p: SamplingParam,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServeFlagsRecord {
     pub thinking_mode: crate::scenario::ThinkingMode,
     pub reasoning_effort: Option<crate::scenario::ReasoningEffort>,
@@ -113,7 +119,7 @@ pub struct Artifact {
     pub context_distribution: BTreeMap<String, u64>,
     pub max_context_tokens: u32,
     pub max_tokens: u32,
-    pub prompt_cache_mode: &'static str,
+    pub prompt_cache_mode: String,
     pub shared_prefix_tokens: u32,
     /// Prompts identical across runs with the same seed (no salt).
     pub prompts_reproducible: bool,
@@ -122,7 +128,7 @@ pub struct Artifact {
     /// How prompts were sized to the server's token count, with the calibration evidence.
     pub prompt_sizing: crate::workload::SizingRecord,
     pub request_canaries: bool,
-    pub controlled_output_policy: &'static str,
+    pub controlled_output_policy: crate::scenario::ControlledOutputPolicy,
     pub response_words: u32,
     pub sampling: SamplingRecord,
     pub serve_flags: ServeFlagsRecord,
@@ -137,10 +143,15 @@ pub struct Artifact {
     pub timing_methodology: TimingMethodology,
     /// The `[slo]` objectives checked against this level, when the scenario has any.
     pub slo: Option<crate::aggregate::metrics::SloReport>,
-    pub request_timings: Vec<RequestTiming>,
-    pub failures: Vec<FailureRecord>,
+    /// First against last windows of a long run (null below two snapshot windows).
+    pub drift: Option<crate::aggregate::snapshots::Drift>,
+    /// Snapshot windows taken during the level (also in `<run_id>.timeseries.ndjson`).
+    pub snapshot_windows: usize,
+    /// The records, streamed from the records file as the artifact is written.
+    pub request_timings: Streamed,
+    pub failures: Streamed,
     /// Open loop: arrivals not sent because every in-flight slot was taken (`overload = "drop"`).
-    pub dropped: Vec<crate::aggregate::timing::DroppedRecord>,
+    pub dropped: Streamed,
     /// The validated scenario this level ran (API key excluded; only its variable name).
     pub scenario: Value,
     /// The embedded simulator's own counters, when it was the target.

@@ -296,7 +296,12 @@ fn criterion(c: &Checker, key: &str, threshold: f64, path: &str) -> Result<SloCr
     for (stem, unit, field, bound) in SLO_FAMILIES {
         for stat in SLO_STATS {
             if key == format!("{stem}_{stat}{unit}") {
-                return Ok(SloCriterion { key: key.to_string(), threshold, bound: *bound, request_field: Some(field) });
+                return Ok(SloCriterion {
+                    key: key.to_string(),
+                    threshold,
+                    bound: *bound,
+                    request_field: Some((*field).to_string()),
+                });
             }
         }
     }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use describe::describe;
 pub use load_rules::SLO_STATS;
@@ -55,7 +55,7 @@ pub struct Scenario {
     pub serve: ServeFlags,
     pub output: OutputControl,
     pub slo: Slo,
-    pub client: ClientTimeouts,
+    pub client: ClientSettings,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,7 +99,7 @@ pub enum Endpoint {
     Simulator { profile: String },
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Api {
     Chat,
@@ -152,6 +152,11 @@ pub struct RunLimits {
     /// How long in-flight requests may finish after `duration` (or Ctrl-C) before being cut.
     #[serde(with = "humantime_serde")]
     pub grace: Duration,
+    /// Window snapshots every this long; `None` turns them off.
+    #[serde(with = "humantime_serde_opt")]
+    pub snapshot_interval: Option<Duration>,
+    /// Keep the records file.
+    pub keep_records: bool,
 }
 
 /// How requests are paced, level by level.
@@ -203,7 +208,7 @@ impl Pacing {
 }
 
 /// The arrival process of an open loop.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Arrival {
     /// Evenly spaced.
@@ -224,7 +229,7 @@ impl Arrival {
     }
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Overload {
     /// Arrivals beyond `max_in_flight` wait for a slot; the wait is measured.
@@ -242,7 +247,7 @@ pub struct Search {
     pub max_steps: u32,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchBy {
     Concurrency,
@@ -250,13 +255,13 @@ pub enum SearchBy {
 }
 
 /// Service-level objectives: every criterion must hold for a level to pass.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Slo {
     pub criteria: Vec<SloCriterion>,
 }
 
 /// One objective, e.g. `ttft_p99_ms ≤ 2000`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Deserialize)]
 pub struct SloCriterion {
     /// The `metrics` key it reads (`ttft_p99_ms`), or `error_rate`.
     pub key: String,
@@ -264,10 +269,10 @@ pub struct SloCriterion {
     /// `at_most` for latencies and error rate, `at_least` for rates (`decode_tok_s_p50`).
     pub bound: Bound,
     /// The per-request field compared with the threshold for goodput (`ttft_ms`), if any.
-    pub request_field: Option<&'static str>,
+    pub request_field: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Bound {
     AtMost,
@@ -284,7 +289,7 @@ impl Bound {
 }
 
 /// Requests at the start or end of a level kept out of the distributions.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Requests(u64),
@@ -489,7 +494,7 @@ pub struct OutputControl {
     pub policy: ControlledOutputPolicy,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ControlledOutputPolicy {
     /// Record adherence; keep every response in the distributions.
@@ -513,7 +518,7 @@ pub struct Sampling {
     pub top_p: Option<f64>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThinkingMode {
     Default,
@@ -521,7 +526,7 @@ pub enum ThinkingMode {
     Disabled,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReasoningEffort {
     Low,
@@ -551,13 +556,27 @@ impl ServeFlags {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct ClientTimeouts {
+pub struct ClientSettings {
     #[serde(with = "humantime_serde")]
     pub connect: Duration,
     #[serde(with = "humantime_serde")]
     pub first_byte: Duration,
     #[serde(with = "humantime_serde")]
     pub idle: Duration,
+    pub retry: RetryPolicy,
+}
+
+/// Which failures are retried, how often, and how long to wait. Off by default: a retried
+/// request measures the retry, not the server.
+#[derive(Debug, Clone, Serialize)]
+pub struct RetryPolicy {
+    /// Attempts beyond the first (0: never retry).
+    pub max_retries: u32,
+    /// Failure kinds that are retried; only failures before any output qualify.
+    pub on: Vec<crate::worker::ErrorKind>,
+    /// Wait before the first retry, doubled for each further one; a `Retry-After` header wins.
+    #[serde(with = "humantime_serde")]
+    pub backoff: Duration,
 }
 
 impl Scenario {
@@ -575,11 +594,16 @@ impl Scenario {
 
 /// Durations are written the way they are read (`"1m 30s"`), for the resolved plan.
 mod humantime_serde {
-    use serde::Serializer;
+    use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(&humantime::format_duration(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
     }
 }
 

@@ -115,6 +115,11 @@ pub struct RawRun {
     /// After `duration`, how long in-flight requests may finish before they are cut and counted
     /// as interrupted (default `"30s"`). Also the wait after Ctrl-C.
     pub grace: Option<String>,
+    /// How often a window snapshot is taken (default `"60s"`); `"0s"` turns snapshots off.
+    pub snapshot_interval: Option<String>,
+    /// Keep the per-request records file `<out>/<run_id>.records.ndjson` (default `false`;
+    /// `--records FILE` chooses the file).
+    pub records: Option<bool>,
 }
 
 /// A number of requests or a duration.
@@ -317,4 +322,12 @@ pub struct RawClient {
     pub first_byte_timeout: Option<String>,
     /// Longest silence allowed between two reads of a streaming response (default `"2m"`).
     pub idle_timeout: Option<String>,
+    /// Retries per request for the failure kinds in `retry_on` (default 0: retries distort
+    /// measurements and are off unless asked for).
+    pub retries: Option<i64>,
+    /// Failure kinds retried (default: connection failures, HTTP 429, 502, 503, 504).
+    pub retry_on: Option<Vec<String>>,
+    /// Wait before the first retry, doubled for each further one (default `"500ms"`); a
+    /// `Retry-After` header wins.
+    pub retry_backoff: Option<String>,
 }

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use super::raw::{self, RawScenario};
 use super::{
-    Api, ApiKey, ClientTimeouts, Dialect, Endpoint, Overrides, Phase, ReasoningEffort, RunLimits, Sampling, Scenario,
-    ServeFlags, Target, ThinkingMode,
+    Api, ApiKey, ClientSettings, Dialect, Endpoint, Overrides, Phase, ReasoningEffort, RetryPolicy, RunLimits,
+    Sampling, Scenario, ServeFlags, Target, ThinkingMode,
 };
+use crate::worker::ErrorKind;
 
 /// A scenario that cannot be run. Exit code 2; nothing was sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +105,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;
-    let client = ClientTimeouts {
+    let client = ClientSettings {
         connect: c.duration(
             "client.connect_timeout",
             raw.client.connect_timeout.as_deref(),
@@ -116,6 +117,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
             Duration::from_secs(600),
         )?,
         idle: c.duration("client.idle_timeout", raw.client.idle_timeout.as_deref(), Duration::from_secs(120))?,
+        retry: retry_policy(&c, &raw.client)?,
     };
     super::workload_rules::check_extra_body(&c, &target, &serve)?;
     let slo = super::load_rules::slo(&c, &raw.slo, &load)?;
@@ -348,7 +350,46 @@ fn run(c: &Checker, r: &raw::RawRun) -> Result<RunLimits, ScenarioError> {
         warmup: phase("run.warmup", &r.warmup)?,
         cooldown: phase("run.cooldown", &r.cooldown)?,
         grace: c.duration("run.grace", r.grace.as_deref(), Duration::from_secs(30))?,
+        snapshot_interval: match r.snapshot_interval.as_deref().map(str::trim) {
+            Some("0" | "0s" | "off") => None,
+            other => Some(c.duration("run.snapshot_interval", other, Duration::from_secs(60))?),
+        },
+        keep_records: r.records.unwrap_or(false),
     })
+}
+
+/// Failures that happen before the server has done any work for the request: safe to retry.
+const DEFAULT_RETRY_ON: &[&str] =
+    &["connect_failed", "connect_timeout", "http_429", "http_502", "http_503", "http_504"];
+
+fn retry_policy(c: &Checker, raw: &raw::RawClient) -> Result<RetryPolicy, ScenarioError> {
+    let max_retries = match raw.retries {
+        None => 0,
+        Some(n) if (0..=100).contains(&n) => n as u32,
+        Some(n) => {
+            return Err(c.err(
+                "client.retries",
+                format!("{n} is outside 0–100"),
+                "give a small number of retries, or 0",
+            ));
+        }
+    };
+    let names: Vec<String> = match &raw.retry_on {
+        Some(list) => list.clone(),
+        None => DEFAULT_RETRY_ON.iter().map(|s| s.to_string()).collect(),
+    };
+    let mut on = Vec::with_capacity(names.len());
+    for name in &names {
+        let kind: ErrorKind = name.parse().map_err(|e: String| {
+            c.err("client.retry_on", e, "use error kinds from the README (connect_failed, http_503, stream_broken, …)")
+        })?;
+        if kind == ErrorKind::Interrupted {
+            return Err(c.err("client.retry_on", "interrupted requests cannot be retried", "remove \"interrupted\""));
+        }
+        on.push(kind);
+    }
+    let backoff = c.duration("client.retry_backoff", raw.retry_backoff.as_deref(), Duration::from_millis(500))?;
+    Ok(RetryPolicy { max_retries, on, backoff })
 }
 
 fn sampling(c: &Checker, s: &raw::RawSampling) -> Result<Sampling, ScenarioError> {

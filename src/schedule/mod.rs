@@ -61,7 +61,8 @@ pub struct LevelPlan {
     pub warm_up_first: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
 pub enum LevelPacing {
     Closed { concurrency: u32, max_rate: Option<f64> },
     Open { rate: f64, arrival: Arrival, ramp: Option<Duration>, max_in_flight: Option<u32>, overload: Overload },
@@ -78,7 +79,7 @@ impl LevelPacing {
 }
 
 /// What the pacing knows that the outcomes do not.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct Issued {
     /// Arrivals in the schedule (open loop).
     pub planned_arrivals: Option<u64>,

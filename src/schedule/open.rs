@@ -142,6 +142,8 @@ mod tests {
             visible_content_truncated: false,
             canary: None,
             controlled_output: None,
+            retries: 0,
+            retried_errors: Vec::new(),
             stale_connection_retries: 0,
         })
     }

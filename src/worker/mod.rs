@@ -7,6 +7,8 @@
 mod outcome;
 mod stream;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -18,7 +20,7 @@ pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource, s
 pub use stream::{CAPTURE_CHARS, StreamFault, StreamState};
 
 use crate::openai::parse_error_body;
-use crate::scenario::{ApiKey, ClientTimeouts};
+use crate::scenario::{ApiKey, ClientSettings};
 use crate::schedule::Dispatch;
 use crate::workload::{PreparedRequest, check_canary, check_controlled_output};
 
@@ -35,14 +37,16 @@ pub struct Client {
     url: reqwest::Url,
     auth: Option<HeaderValue>,
     api_key: Option<ApiKey>,
-    timeouts: ClientTimeouts,
+    timeouts: ClientSettings,
+    /// Requests in flight across all workers, for the snapshots.
+    in_flight: Arc<AtomicU64>,
 }
 
 impl Client {
     pub fn new(
         endpoint_url: &str,
         api_key: Option<ApiKey>,
-        timeouts: ClientTimeouts,
+        timeouts: ClientSettings,
         pool_size: usize,
     ) -> anyhow::Result<Self> {
         let url = reqwest::Url::parse(endpoint_url)?;
@@ -61,12 +65,55 @@ impl Client {
             }
             None => None,
         };
-        Ok(Client { http, url, auth, api_key, timeouts })
+        Ok(Client { http, url, auth, api_key, timeouts, in_flight: Arc::default() })
     }
 
     /// Send one request and stream it to the end. Never panics on what the server sends;
     /// `cancel` ends an in-flight request as `Interrupted`, keeping what was observed.
+    /// Requests in flight right now.
+    pub fn in_flight(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.in_flight)
+    }
+
     pub async fn execute(&self, req: &PreparedRequest, dispatch: Dispatch, cancel: &CancellationToken) -> Outcome {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let outcome = self.execute_with_retries(req, dispatch, cancel).await;
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        outcome
+    }
+
+    async fn execute_with_retries(
+        &self,
+        req: &PreparedRequest,
+        dispatch: Dispatch,
+        cancel: &CancellationToken,
+    ) -> Outcome {
+        let policy = &self.timeouts.retry;
+        let mut retried: Vec<ErrorKind> = Vec::new();
+        loop {
+            let outcome = self.attempt(req, dispatch, cancel).await;
+            let retry = match &outcome {
+                // Only failures before any output: a retry after tokens streamed would make the
+                // server generate twice and the record describe neither attempt.
+                Outcome::Failed(f) if (retried.len() as u32) < policy.max_retries && f.first_output.is_none() => {
+                    policy.on.contains(&f.kind).then(|| {
+                        f.retry_after.unwrap_or_else(|| policy.backoff * 2u32.saturating_pow(retried.len() as u32))
+                    })
+                }
+                _ => None,
+            };
+            let Some(wait) = retry else { return with_retries(outcome, retried) };
+            let Outcome::Failed(f) = &outcome else { return with_retries(outcome, retried) };
+            retried.push(f.kind);
+            tokio::select! {
+                () = cancel.cancelled() => return with_retries(outcome, retried),
+                () = tokio::time::sleep(wait.min(MAX_RETRY_WAIT)) => {}
+            }
+        }
+    }
+
+    /// One attempt: send, stream, time.
+    async fn attempt(&self, req: &PreparedRequest, dispatch: Dispatch, cancel: &CancellationToken) -> Outcome {
         let level_start = dispatch.level_start;
         let mut a = Attempt::new(req, dispatch, self.api_key.as_ref().map(ApiKey::expose));
         // Registered once per request, then polled by every wait below.
@@ -182,6 +229,13 @@ impl Client {
 
     async fn http_failure(&self, a: &Attempt<'_>, response: reqwest::Response) -> Outcome {
         let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64);
         let mut body = Vec::new();
         let mut stream = response.bytes_stream();
         let deadline = Instant::now() + self.timeouts.idle;
@@ -198,8 +252,31 @@ impl Client {
         } else {
             ErrorKind::Http(status)
         };
-        a.fail(kind, Some(status), server_type, &message)
+        let mut outcome = a.fail(kind, Some(status), server_type, &message);
+        if let Outcome::Failed(f) = &mut outcome {
+            f.retry_after = retry_after;
+        }
+        outcome
     }
+}
+
+/// Longest wait before a retry, whatever `Retry-After` says.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+
+/// Record the retries an outcome took (its timings are the final attempt's).
+fn with_retries(mut outcome: Outcome, retried: Vec<ErrorKind>) -> Outcome {
+    match &mut outcome {
+        Outcome::Completed(c) => {
+            c.retries = retried.len() as u32;
+            c.retried_errors = retried;
+        }
+        Outcome::Failed(f) => {
+            f.retries = retried.len() as u32;
+            f.retried_errors = retried;
+        }
+        Outcome::Dropped(_) => {}
+    }
+    outcome
 }
 
 enum Wait<T> {
@@ -275,6 +352,9 @@ impl<'a> Attempt<'a> {
             content_chunks: 0,
             reasoning_chunks: 0,
             stale_connection_retries: self.stale_connection_retries,
+            retries: 0,
+            retried_errors: Vec::new(),
+            retry_after: None,
         }
     }
 
@@ -374,6 +454,8 @@ impl<'a> Attempt<'a> {
             visible_content_truncated: truncated,
             canary,
             controlled_output,
+            retries: 0,
+            retried_errors: Vec::new(),
             stale_connection_retries: self.stale_connection_retries,
         })
     }

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::workload::{CanaryCheck, ControlledOutput};
 
@@ -65,12 +65,15 @@ pub struct Completed {
     pub visible_content_truncated: bool,
     pub canary: Option<CanaryCheck>,
     pub controlled_output: Option<ControlledOutput>,
+    /// Attempts repeated under the retry policy, and the errors that caused them.
+    pub retries: u32,
+    pub retried_errors: Vec<ErrorKind>,
     /// Sends repeated because a pooled connection turned out to be closed (not timed).
     pub stale_connection_retries: u32,
 }
 
 /// Where `output_tokens` came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenSource {
     /// The server's `usage.completion_tokens`.
@@ -110,6 +113,10 @@ pub struct Failed {
     pub content_chunks: u32,
     pub reasoning_chunks: u32,
     pub stale_connection_retries: u32,
+    pub retries: u32,
+    pub retried_errors: Vec<ErrorKind>,
+    /// The server's `Retry-After`, for the retry policy (not recorded).
+    pub retry_after: Option<Duration>,
 }
 
 /// Stable failure classes; their string forms are part of the artifact contract.
@@ -180,6 +187,40 @@ impl Serialize for ErrorKind {
     }
 }
 
+impl std::str::FromStr for ErrorKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(code) = s.strip_prefix("http_") {
+            return code.parse().map(ErrorKind::Http).map_err(|_| format!("unknown error kind {s:?}"));
+        }
+        Ok(match s {
+            "connect_failed" => ErrorKind::ConnectFailed,
+            "connect_timeout" => ErrorKind::ConnectTimeout,
+            "first_byte_timeout" => ErrorKind::FirstByteTimeout,
+            "idle_timeout" => ErrorKind::IdleTimeout,
+            "context_length_exceeded" => ErrorKind::ContextLengthExceeded,
+            "stream_broken" => ErrorKind::StreamBroken,
+            "malformed_sse" => ErrorKind::MalformedSse,
+            "invalid_json" => ErrorKind::InvalidJson,
+            "invalid_utf8" => ErrorKind::InvalidUtf8,
+            "server_error_event" => ErrorKind::ServerErrorEvent,
+            "missing_done" => ErrorKind::MissingDone,
+            "empty_response" => ErrorKind::EmptyResponse,
+            "interrupted" => ErrorKind::Interrupted,
+            "request_failed" => ErrorKind::RequestFailed,
+            _ => return Err(format!("unknown error kind {s:?}")),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Longest failure message kept.
 const MESSAGE_CHARS: usize = 200;
 
@@ -227,6 +268,10 @@ mod tests {
     fn kinds_have_stable_names() {
         assert_eq!(ErrorKind::Http(503).to_string(), "http_503");
         assert_eq!(serde_json::to_string(&ErrorKind::StreamBroken).unwrap(), "\"stream_broken\"");
+        for kind in [ErrorKind::Http(429), ErrorKind::IdleTimeout, ErrorKind::Interrupted, ErrorKind::MissingDone] {
+            assert_eq!(kind.to_string().parse::<ErrorKind>(), Ok(kind));
+        }
+        assert!("http_x".parse::<ErrorKind>().is_err() && "nope".parse::<ErrorKind>().is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Per-request checks of what came back: the canary marker (did this response belong to this
 //! request?) and the controlled output length (`response_words`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Prefix of every canary marker; any occurrence in a response is counted.
 pub const CANARY_PREFIX: &str = "ANVIL_REQ_";
@@ -19,7 +19,7 @@ fn marker_len(text: &str) -> usize {
 }
 
 /// What the canary check found in one response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CanaryCheck {
     pub marker: String,
     /// The visible content (after leading whitespace) starts with this request's marker.
@@ -62,7 +62,7 @@ pub fn check_canary(marker: &str, visible: &str, capture_complete: bool) -> Cana
 }
 
 /// How a response measured up to `response_words`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControlledOutput {
     pub requested_words: u32,
     /// Words of visible content (a leading canary marker excluded); null when the capture was

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::text::estimate_tokens;
 use crate::scenario::Api;
@@ -100,7 +100,7 @@ pub fn count_with(tokenizer: &tokenizers::Tokenizer, text: &str) -> usize {
 }
 
 /// One calibration probe and what the server said.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProbeResult {
     /// The sizer's prediction before calibration: the built-in estimate of the probe's text, or
     /// the tokenizer's count.
@@ -111,10 +111,10 @@ pub struct ProbeResult {
 }
 
 /// `prompt_sizing` in the artifact: how prompts were sized, and the evidence.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SizingRecord {
     /// `estimate`, `calibrate` or `tokenizer`.
-    pub mode: &'static str,
+    pub mode: String,
     pub tokenizer_path: Option<String>,
     pub probes: Vec<ProbeResult>,
     /// Server tokens per estimated token (1 for `estimate` and `tokenizer`).
@@ -134,7 +134,7 @@ impl SizingRecord {
             other => (1.0, other.overhead()),
         };
         SizingRecord {
-            mode,
+            mode: mode.to_string(),
             tokenizer_path,
             probes: Vec::new(),
             slope,

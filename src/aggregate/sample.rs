@@ -1,0 +1,221 @@
+//! The compact sample store: what the exact summaries need of each request, and nothing more, so
+//! memory stays bounded however long a run lasts (the full records go to disk).
+//!
+//! A completed request takes `size_of::<Sample>()` = 88 bytes, a failed one
+//! `size_of::<FailureSample>()` = 56 bytes (tested below). Every derived value (generation,
+//! TPOT, decode and prefill rates, …) is recomputed from the stored milliseconds with the same
+//! functions that fill the records, so a summary equals what a reader recomputes from them.
+
+use super::timing::{Exclusion, FailureRecord, RequestTiming, derive};
+use crate::worker::{ErrorKind, TokenSource};
+
+/// "Not reported" for the `u32` token fields.
+const NONE_U32: u32 = u32::MAX;
+
+/// What a completed request contributes to summaries.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub index: u64,
+    pub start_offset_ms: f64,
+    /// NaN in a closed loop.
+    intended_offset_ms: f64,
+    /// NaN in a closed loop.
+    queue_wait_ms: f64,
+    ttfo_ms: f64,
+    /// NaN when the response had no visible content.
+    ttft_ms: f64,
+    e2e_ms: f64,
+    output_tokens: u32,
+    prompt_tokens: u32,
+    cached_tokens: u32,
+    pub prompt_target_tokens: u32,
+    pub planned_context_tokens: u32,
+    pub content_chunks: u32,
+    pub reasoning_chunks: u32,
+    flags: u16,
+    /// Set when the level is finalised.
+    pub exclusion: Option<Exclusion>,
+}
+
+const HAS_CANARY: u16 = 1;
+const CANARY_PASSED: u16 = 1 << 1;
+const HAS_CONTROLLED: u16 = 1 << 2;
+const CONTROLLED_EXACT: u16 = 1 << 3;
+const CONTROLLED_OBSERVABLE: u16 = 1 << 4;
+const CONTROLLED_TRUNCATED: u16 = 1 << 5;
+const TOKENS_FROM_CHUNKS: u16 = 1 << 6;
+
+fn opt_u32(v: Option<u64>) -> u32 {
+    v.map_or(NONE_U32, |x| x.min(u64::from(NONE_U32 - 1)) as u32)
+}
+
+fn get_u32(v: u32) -> Option<u64> {
+    (v != NONE_U32).then_some(u64::from(v))
+}
+
+fn get_f64(v: f64) -> Option<f64> {
+    (!v.is_nan()).then_some(v)
+}
+
+impl Sample {
+    pub fn from_record(r: &RequestTiming) -> Self {
+        let mut flags = 0;
+        if let Some(c) = &r.request_canary {
+            flags |= HAS_CANARY;
+            if c.passed {
+                flags |= CANARY_PASSED;
+            }
+        }
+        if let Some(o) = &r.controlled_output {
+            flags |= HAS_CONTROLLED;
+            for (set, bit) in [
+                (o.exact, CONTROLLED_EXACT),
+                (o.observable, CONTROLLED_OBSERVABLE),
+                (o.truncated, CONTROLLED_TRUNCATED),
+            ] {
+                if set {
+                    flags |= bit;
+                }
+            }
+        }
+        if r.output_token_source == TokenSource::ChunkCount {
+            flags |= TOKENS_FROM_CHUNKS;
+        }
+        Sample {
+            index: r.request_index,
+            start_offset_ms: r.start_offset_ms,
+            intended_offset_ms: r.intended_offset_ms.unwrap_or(f64::NAN),
+            queue_wait_ms: r.queue_wait_ms.unwrap_or(f64::NAN),
+            ttfo_ms: r.time_to_first_output_ms,
+            ttft_ms: r.ttft_ms.unwrap_or(f64::NAN),
+            e2e_ms: r.e2e_ms,
+            output_tokens: opt_u32(Some(r.output_tokens)),
+            prompt_tokens: opt_u32(r.prompt_tokens),
+            cached_tokens: opt_u32(r.cached_tokens),
+            prompt_target_tokens: r.prompt_target_tokens,
+            planned_context_tokens: r.planned_context_tokens,
+            content_chunks: r.content_chunks,
+            reasoning_chunks: r.reasoning_chunks,
+            flags,
+            exclusion: r.exclusion_reason,
+        }
+    }
+
+    pub fn eligible(&self) -> bool {
+        self.exclusion.is_none()
+    }
+    pub fn canary(&self) -> Option<bool> {
+        (self.flags & HAS_CANARY != 0).then_some(self.flags & CANARY_PASSED != 0)
+    }
+    pub fn canary_failed(&self) -> bool {
+        self.canary() == Some(false)
+    }
+    /// `(exact, observable, truncated)` of the `response_words` check, when there was one.
+    pub fn controlled(&self) -> Option<(bool, bool, bool)> {
+        (self.flags & HAS_CONTROLLED != 0).then_some((
+            self.flags & CONTROLLED_EXACT != 0,
+            self.flags & CONTROLLED_OBSERVABLE != 0,
+            self.flags & CONTROLLED_TRUNCATED != 0,
+        ))
+    }
+    /// Off the requested length or truncated: what the strict policy excludes.
+    pub fn controlled_miss(&self) -> bool {
+        self.controlled().is_some_and(|(exact, _, truncated)| !exact || truncated)
+    }
+    pub fn token_source(&self) -> TokenSource {
+        if self.flags & TOKENS_FROM_CHUNKS != 0 { TokenSource::ChunkCount } else { TokenSource::Usage }
+    }
+
+    pub fn output_tokens(&self) -> u64 {
+        u64::from(self.output_tokens)
+    }
+    pub fn prompt_tokens(&self) -> Option<u64> {
+        get_u32(self.prompt_tokens)
+    }
+    pub fn cached_tokens(&self) -> Option<u64> {
+        get_u32(self.cached_tokens)
+    }
+    pub fn ttfo_ms(&self) -> f64 {
+        self.ttfo_ms
+    }
+    pub fn ttft_ms(&self) -> Option<f64> {
+        get_f64(self.ttft_ms)
+    }
+    pub fn e2e_ms(&self) -> f64 {
+        self.e2e_ms
+    }
+    pub fn generation_ms(&self) -> f64 {
+        derive::generation_ms(self.ttfo_ms, self.e2e_ms)
+    }
+    pub fn tpot_ms(&self) -> Option<f64> {
+        derive::tpot_ms(self.generation_ms(), self.output_tokens())
+    }
+    pub fn decode_tok_s(&self) -> Option<f64> {
+        derive::decode_tok_s(self.generation_ms(), self.output_tokens())
+    }
+    pub fn effective_prefill_tok_s(&self) -> Option<f64> {
+        derive::effective_prefill_tok_s(self.prompt_tokens(), self.ttfo_ms)
+    }
+    pub fn schedule_lag_ms(&self) -> Option<f64> {
+        derive::schedule_lag_ms(self.start_offset_ms, get_f64(self.intended_offset_ms))
+    }
+    pub fn queue_wait_ms(&self) -> Option<f64> {
+        get_f64(self.queue_wait_ms)
+    }
+    pub fn ttft_from_intended_ms(&self) -> Option<f64> {
+        self.schedule_lag_ms().and_then(|lag| self.ttft_ms().map(|t| t + lag))
+    }
+    pub fn e2e_from_intended_ms(&self) -> Option<f64> {
+        self.schedule_lag_ms().map(|lag| self.e2e_ms + lag)
+    }
+    pub fn sizing_error_pct(&self) -> Option<f64> {
+        derive::sizing_error_pct(self.prompt_tokens(), self.prompt_target_tokens)
+    }
+}
+
+/// What a failed request contributes: its kind, and its place on the clocks.
+#[derive(Debug, Clone, Copy)]
+pub struct FailureSample {
+    pub index: u64,
+    pub start_offset_ms: f64,
+    pub elapsed_ms: f64,
+    /// NaN in a closed loop.
+    intended_offset_ms: f64,
+    queue_wait_ms: f64,
+    pub kind: ErrorKind,
+    pub planned_context_tokens: u32,
+    /// The server answered (any HTTP status).
+    pub responded: bool,
+}
+
+impl FailureSample {
+    pub fn from_record(f: &FailureRecord) -> Self {
+        FailureSample {
+            index: f.request_index,
+            start_offset_ms: f.start_offset_ms,
+            elapsed_ms: f.elapsed_ms,
+            intended_offset_ms: f.intended_offset_ms.unwrap_or(f64::NAN),
+            queue_wait_ms: f.queue_wait_ms.unwrap_or(f64::NAN),
+            kind: f.error_kind,
+            planned_context_tokens: f.planned_context_tokens,
+            responded: f.http_status.is_some(),
+        }
+    }
+    pub fn schedule_lag_ms(&self) -> Option<f64> {
+        derive::schedule_lag_ms(self.start_offset_ms, get_f64(self.intended_offset_ms))
+    }
+    pub fn queue_wait_ms(&self) -> Option<f64> {
+        get_f64(self.queue_wait_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_is_as_compact_as_documented() {
+        assert_eq!(std::mem::size_of::<Sample>(), 88);
+        assert_eq!(std::mem::size_of::<FailureSample>(), 56);
+    }
+}

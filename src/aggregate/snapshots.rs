@@ -1,0 +1,367 @@
+//! Interval snapshots for long runs: every `snapshot_interval`, one line of window statistics to a
+//! time-series file (`<level>.timeseries.ndjson`) and one interval per metric to an HdrHistogram
+//! interval log (`<level>.hlog`, the standard V2 format, values in microseconds, tagged `ttft`,
+//! `tpot`, `e2e`, `schedule_lag`), so any window can be re-read with standard HdrHistogram tools.
+//! Window percentiles come from the HDR histograms (three significant digits); the exact summaries
+//! remain the artifact's.
+//!
+//! Files are written by a dedicated thread and only once a level has lasted a full interval, so a
+//! short run leaves no snapshot files behind.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::sample::{FailureSample, Sample};
+use super::{LiveStats, histogram, us};
+
+/// One window's statistics: a line of the time-series file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Window {
+    pub level: String,
+    /// Window bounds, from the level start.
+    pub start_s: f64,
+    pub end_s: f64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Failures in the window by `error_kind`.
+    pub errors: BTreeMap<String, u64>,
+    pub output_tokens: u64,
+    pub request_rate: f64,
+    pub throughput_tok_s: f64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    pub e2e_p50_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
+    pub schedule_lag_p99_ms: Option<f64>,
+    /// Requests in flight at the end of the window.
+    pub in_flight: u64,
+    /// Mean `cached_tokens / prompt_tokens` of the window's completed requests.
+    pub cache_hit_rate: Option<f64>,
+    /// Totals since the level started, for the status line.
+    pub total_completed: u64,
+    pub total_failed: u64,
+}
+
+/// Where snapshots go and how often.
+#[derive(Debug, Clone)]
+pub struct SnapshotConfig {
+    pub interval: Duration,
+    /// `<dir>/<level>` without extension: `.timeseries.ndjson` and `.hlog` are added.
+    pub path_stem: PathBuf,
+    /// Print one status line per window (when there is no progress bar).
+    pub status_lines: bool,
+}
+
+struct Current {
+    ttft: Histogram<u64>,
+    tpot: Histogram<u64>,
+    e2e: Histogram<u64>,
+    lag: Histogram<u64>,
+    completed: u64,
+    failed: u64,
+    errors: BTreeMap<String, u64>,
+    output_tokens: u64,
+    hit_sum: f64,
+    hit_n: u64,
+}
+
+impl Current {
+    fn new() -> Self {
+        Current {
+            ttft: histogram(),
+            tpot: histogram(),
+            e2e: histogram(),
+            lag: histogram(),
+            completed: 0,
+            failed: 0,
+            errors: BTreeMap::new(),
+            output_tokens: 0,
+            hit_sum: 0.0,
+            hit_n: 0,
+        }
+    }
+}
+
+/// The snapshot state of one level.
+pub struct Snapshots {
+    config: Option<SnapshotConfig>,
+    level: String,
+    level_start: Instant,
+    window_start: Instant,
+    in_flight: Arc<AtomicU64>,
+    current: Current,
+    windows: Vec<Window>,
+    writer: Option<WindowWriter>,
+    wall_start: SystemTime,
+}
+
+impl Snapshots {
+    pub fn new(config: Option<SnapshotConfig>, level: &str, level_start: Instant, in_flight: Arc<AtomicU64>) -> Self {
+        Snapshots {
+            config,
+            level: level.to_string(),
+            level_start,
+            window_start: level_start,
+            in_flight,
+            current: Current::new(),
+            windows: Vec::new(),
+            writer: None,
+            wall_start: SystemTime::now(),
+        }
+    }
+
+    /// Resolves when the current window is over (never, with snapshots off).
+    pub async fn tick(&self) {
+        match &self.config {
+            Some(c) => tokio::time::sleep_until(self.window_start + c.interval).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    pub fn record_completed(&mut self, s: &Sample) {
+        let c = &mut self.current;
+        c.completed += 1;
+        c.output_tokens += s.output_tokens();
+        if let Some(t) = s.ttft_ms() {
+            c.ttft.saturating_record(us(t));
+        }
+        if let Some(t) = s.tpot_ms() {
+            c.tpot.saturating_record(us(t));
+        }
+        c.e2e.saturating_record(us(s.e2e_ms()));
+        if let Some(lag) = s.schedule_lag_ms() {
+            c.lag.saturating_record(us(lag));
+        }
+        if let (Some(cached), Some(prompt)) = (s.cached_tokens(), s.prompt_tokens()) {
+            if prompt > 0 {
+                c.hit_sum += cached as f64 / prompt as f64;
+                c.hit_n += 1;
+            }
+        }
+    }
+
+    pub fn record_failed(&mut self, f: &FailureSample) {
+        self.current.failed += 1;
+        *self.current.errors.entry(f.kind.to_string()).or_default() += 1;
+        if let Some(lag) = f.schedule_lag_ms() {
+            self.current.lag.saturating_record(us(lag));
+        }
+    }
+
+    /// The last finished window, for the progress line.
+    pub fn current(&self) -> Option<&Window> {
+        self.windows.last()
+    }
+
+    /// Close the current window: summarise it, write it, start the next.
+    pub async fn take(&mut self, live: &LiveStats) {
+        let Some(config) = self.config.clone() else { return };
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(self.window_start);
+        let full = elapsed >= config.interval;
+        // A trailing partial window is kept only when full windows came before it.
+        if !full && self.windows.is_empty() {
+            return;
+        }
+        if elapsed.is_zero() {
+            return;
+        }
+        let c = std::mem::replace(&mut self.current, Current::new());
+        let ms = |h: &Histogram<u64>, q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0);
+        let secs = elapsed.as_secs_f64();
+        let window = Window {
+            level: self.level.clone(),
+            start_s: self.window_start.saturating_duration_since(self.level_start).as_secs_f64(),
+            end_s: now.saturating_duration_since(self.level_start).as_secs_f64(),
+            completed: c.completed,
+            failed: c.failed,
+            errors: c.errors.clone(),
+            output_tokens: c.output_tokens,
+            request_rate: c.completed as f64 / secs,
+            throughput_tok_s: c.output_tokens as f64 / secs,
+            ttft_p50_ms: ms(&c.ttft, 0.5),
+            ttft_p99_ms: ms(&c.ttft, 0.99),
+            tpot_p50_ms: ms(&c.tpot, 0.5),
+            tpot_p99_ms: ms(&c.tpot, 0.99),
+            e2e_p50_ms: ms(&c.e2e, 0.5),
+            e2e_p99_ms: ms(&c.e2e, 0.99),
+            schedule_lag_p99_ms: ms(&c.lag, 0.99),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            cache_hit_rate: (c.hit_n > 0).then(|| c.hit_sum / c.hit_n as f64),
+            total_completed: live.completed,
+            total_failed: live.failed,
+        };
+        if config.status_lines {
+            eprintln!("{}", status_line(&window));
+        }
+        if self.writer.is_none() {
+            self.writer = WindowWriter::start(&config, self.wall_start).ok();
+        }
+        if let Some(writer) = &self.writer {
+            let start = self.window_start.saturating_duration_since(self.level_start);
+            writer.send(window.clone(), start, elapsed, [c.ttft, c.tpot, c.e2e, c.lag]).await;
+        }
+        self.windows.push(window);
+        self.window_start = now;
+    }
+
+    /// End of the level: the windows taken, with the files closed.
+    pub fn finish(mut self) -> Vec<Window> {
+        if let Some(writer) = self.writer.take() {
+            writer.finish();
+        }
+        self.windows
+    }
+}
+
+/// One status line per window, for logs and CI.
+pub fn status_line(w: &Window) -> String {
+    let opt = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |x| format!("{x:.1}"));
+    format!(
+        "[{} {:>7.0}s] done {} failed {} · {:.1} req/s {:.0} tok/s · TTFT p50/p99 {}/{} ms · TPOT p99 {} ms · in flight {}{}",
+        w.level,
+        w.end_s,
+        w.total_completed,
+        w.total_failed,
+        w.request_rate,
+        w.throughput_tok_s,
+        opt(w.ttft_p50_ms),
+        opt(w.ttft_p99_ms),
+        opt(w.tpot_p99_ms),
+        w.in_flight,
+        if w.errors.is_empty() {
+            String::new()
+        } else {
+            format!(" · errors {}", w.errors.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", "))
+        }
+    )
+}
+
+type Interval = (Window, Duration, Duration, [Histogram<u64>; 4]);
+
+/// The thread that owns the time-series file and the interval log.
+struct WindowWriter {
+    tx: tokio::sync::mpsc::Sender<Interval>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+const TAGS: [&str; 4] = ["ttft", "tpot", "e2e", "schedule_lag"];
+
+impl WindowWriter {
+    fn start(config: &SnapshotConfig, wall_start: SystemTime) -> std::io::Result<Self> {
+        let stem = config.path_stem.to_string_lossy().into_owned();
+        let mut series =
+            std::fs::OpenOptions::new().create(true).append(true).open(format!("{stem}.timeseries.ndjson"))?;
+        let mut hlog = std::fs::File::create(format!("{stem}.hlog"))?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Interval>(64);
+        let thread = std::thread::Builder::new().name("anvil-snapshots".into()).spawn(move || {
+            use std::io::Write;
+            let mut serializer = V2DeflateSerializer::new();
+            let mut builder = IntervalLogWriterBuilder::new();
+            builder
+                .add_comment("anvil-load interval log: values in microseconds; tags ttft, tpot, e2e, schedule_lag")
+                .with_start_time(wall_start)
+                .with_base_time(wall_start)
+                .with_max_value_divisor(1000.0);
+            let mut log = match builder.begin_log_with(&mut hlog, &mut serializer) {
+                Ok(log) => Some(log),
+                Err(e) => {
+                    tracing::warn!("cannot start the interval log: {e}");
+                    None
+                }
+            };
+            while let Some((window, start, length, histograms)) = rx.blocking_recv() {
+                if let Ok(mut line) = serde_json::to_vec(&window) {
+                    line.push(b'\n');
+                    if let Err(e) = series.write_all(&line).and_then(|()| series.flush()) {
+                        tracing::warn!("cannot write the time series: {e}");
+                    }
+                }
+                if let Some(log) = &mut log {
+                    for (tag, h) in TAGS.iter().zip(histograms.iter()) {
+                        if h.is_empty() {
+                            continue;
+                        }
+                        if let Err(e) = log.write_histogram(h, start, length, Tag::new(tag)) {
+                            tracing::warn!("cannot write the interval log: {e}");
+                        }
+                    }
+                }
+            }
+        })?;
+        Ok(WindowWriter { tx, thread })
+    }
+
+    async fn send(&self, window: Window, start: Duration, length: Duration, histograms: [Histogram<u64>; 4]) {
+        let _ = self.tx.send((window, start, length, histograms)).await;
+    }
+
+    fn finish(self) {
+        drop(self.tx);
+        let _ = self.thread.join();
+    }
+}
+
+/// First against last: the drift of a long run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    /// `first_vs_last_hour` (runs of two hours or more) or `first_vs_last_10pct_windows`.
+    pub basis: &'static str,
+    pub windows_compared: usize,
+    pub ttft_p50_ms: Change,
+    pub ttft_p99_ms: Change,
+    pub tpot_p50_ms: Change,
+    pub tpot_p99_ms: Change,
+    pub throughput_tok_s: Change,
+}
+
+/// Mean of the per-window values at the start and at the end, and the change in percent.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    pub first: Option<f64>,
+    pub last: Option<f64>,
+    pub change_pct: Option<f64>,
+}
+
+pub fn drift(windows: &[Window]) -> Option<Drift> {
+    if windows.len() < 2 {
+        return None;
+    }
+    let span = windows.last().map_or(0.0, |w| w.end_s);
+    let (basis, first, last): (&'static str, Vec<&Window>, Vec<&Window>) = if span >= 7200.0 {
+        let first = windows.iter().filter(|w| w.end_s <= 3600.0).collect();
+        let last = windows.iter().filter(|w| w.start_s >= span - 3600.0).collect();
+        ("first_vs_last_hour", first, last)
+    } else {
+        let n = (windows.len() / 10).max(1);
+        ("first_vs_last_10pct_windows", windows[..n].iter().collect(), windows[windows.len() - n..].iter().collect())
+    };
+    let change = |f: fn(&Window) -> Option<f64>| {
+        let mean = |ws: &[&Window]| {
+            let v: Vec<f64> = ws.iter().filter_map(|w| f(w)).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let (a, b) = (mean(&first), mean(&last));
+        Change { first: a, last: b, change_pct: a.zip(b).filter(|(a, _)| *a > 0.0).map(|(a, b)| (b - a) / a * 100.0) }
+    };
+    Some(Drift {
+        basis,
+        windows_compared: first.len().min(last.len()),
+        ttft_p50_ms: change(|w| w.ttft_p50_ms),
+        ttft_p99_ms: change(|w| w.ttft_p99_ms),
+        tpot_p50_ms: change(|w| w.tpot_p50_ms),
+        tpot_p99_ms: change(|w| w.tpot_p99_ms),
+        throughput_tok_s: change(|w| Some(w.throughput_tok_s)),
+    })
+}

@@ -1,0 +1,103 @@
+//! `anvil-load summarize RECORDS`: rebuild a run's artifacts from its records file alone, with
+//! the same numbers a clean finish would have written. A level whose end is missing (the run
+//! was killed) is marked interrupted and covers the requests recorded before the kill.
+
+use std::collections::BTreeMap;
+
+use super::{AppError, write};
+use crate::aggregate::Collected;
+use crate::aggregate::records::{self, RecordLine};
+use crate::aggregate::sample::{FailureSample, Sample};
+use crate::artifact::{self, LevelRun, RunInfo, Stamp};
+use crate::cli::{SummarizeArgs, exit};
+use crate::report;
+use crate::schedule::{Issued, LevelPacing};
+
+struct Level {
+    pacing: LevelPacing,
+    started_ns: u64,
+    collected: Collected,
+    /// Latest request end seen (ns since the Unix epoch), for a level that never finished.
+    last_end_ns: u64,
+    end: Option<(Issued, u64, bool, Option<serde_json::Value>)>,
+}
+
+pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
+    let path = &args.records;
+    let lines =
+        records::read(path).map_err(|e| AppError::BadInput(format!("{}: cannot read it ({e})", path.display())))?;
+    let mut info: Option<RunInfo> = None;
+    let mut levels: BTreeMap<String, Level> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for line in lines {
+        let line = line.map_err(|e| AppError::BadInput(format!("{}: {e}", path.display())))?;
+        match line {
+            RecordLine::Run { info: i, .. } => info = Some(*i),
+            RecordLine::Level { level, pacing, started_at_unix_ns } => {
+                order.push(level.clone());
+                levels.insert(
+                    level,
+                    Level {
+                        pacing,
+                        started_ns: started_at_unix_ns,
+                        collected: Collected::default(),
+                        last_end_ns: started_at_unix_ns,
+                        end: None,
+                    },
+                );
+            }
+            RecordLine::Request { level, record } => {
+                if let Some(l) = levels.get_mut(&level) {
+                    let end = l.started_ns + ((record.start_offset_ms + record.e2e_ms) * 1e6) as u64;
+                    l.last_end_ns = l.last_end_ns.max(end);
+                    l.collected.samples.push(Sample::from_record(&record));
+                }
+            }
+            RecordLine::Failure { level, record } => {
+                if let Some(l) = levels.get_mut(&level) {
+                    let end = l.started_ns + ((record.start_offset_ms + record.elapsed_ms) * 1e6) as u64;
+                    l.last_end_ns = l.last_end_ns.max(end);
+                    l.collected.failures.push(FailureSample::from_record(&record));
+                }
+            }
+            RecordLine::Dropped { level, .. } => {
+                if let Some(l) = levels.get_mut(&level) {
+                    l.collected.dropped += 1;
+                }
+            }
+            RecordLine::LevelEnd { level, issued, finished_at_unix_ns, interrupted, simulator } => {
+                if let Some(l) = levels.get_mut(&level) {
+                    l.end = Some((issued, finished_at_unix_ns, interrupted, simulator));
+                }
+            }
+        }
+    }
+    let info =
+        info.ok_or_else(|| AppError::BadInput(format!("{}: not a records file (no run line)", path.display())))?;
+    artifact::ensure_writable_dir(&args.out)
+        .map_err(|e| AppError::BadInput(format!("--out {}: cannot write there ({e})", args.out.display())))?;
+    let mut any_interrupted = false;
+    for level_id in order {
+        let Some(level) = levels.remove(&level_id) else { continue };
+        let (issued, finished_ns, interrupted, simulator) =
+            level.end.unwrap_or((Issued::default(), level.last_end_ns, true, None));
+        any_interrupted |= interrupted;
+        let artifact = artifact::build(LevelRun {
+            info: &info,
+            level_id: level_id.clone(),
+            pacing: level.pacing,
+            issued,
+            started: Stamp::from_unix_ns(level.started_ns),
+            finished: Stamp::from_unix_ns(finished_ns),
+            collected: level.collected,
+            interrupted,
+            simulator,
+            records: path,
+        });
+        let out = write(&args.out, &format!("{level_id}.json"), &artifact)?;
+        print!("{}", report::level_summary(&artifact));
+        report::print_warnings(&artifact.warnings);
+        println!("artifact: {}", out.display());
+    }
+    Ok(if any_interrupted { exit::ABORTED } else { exit::OK })
+}

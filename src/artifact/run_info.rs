@@ -1,0 +1,122 @@
+//! Everything about a run that its artifacts repeat, fixed once when the run starts: labels,
+//! workload settings, the sizing evidence, the rules that decide phases and exclusions. It is the
+//! first line of the records file, so `anvil-load summarize` rebuilds the same artifacts from the
+//! records alone.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{SamplingParam, SamplingRecord, ServeFlagsRecord, fingerprint};
+use crate::aggregate::timing::Exclusions;
+use crate::scenario::{Api, ControlledOutputPolicy, Endpoint, Phase, Scenario, Slo};
+use crate::workload::SizingRecord;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub measurement_protocol: Option<String>,
+    pub tier: Option<String>,
+    pub engine: Option<String>,
+    pub gpu: Option<String>,
+    pub model: String,
+    pub api: Api,
+    /// As written into artifacts (`[redacted]` when asked).
+    pub base_url: String,
+    /// The embedded simulator's profile, when it was the target.
+    pub simulator_profile: Option<String>,
+    pub clock_domain_id: Option<String>,
+    pub configuration_fingerprint: String,
+    /// The validated scenario (the API key's variable name, never the key).
+    pub scenario: Value,
+    pub context_tokens: Value,
+    pub context_seed: u64,
+    pub max_context_tokens: u32,
+    pub max_tokens: u32,
+    pub prompt_cache_mode: String,
+    pub shared_prefix_tokens: u32,
+    pub shared_prefix_burst: bool,
+    pub unique_prefixes: bool,
+    pub prompts_reproducible: bool,
+    pub prompt_salt: String,
+    pub prompt_sizing: SizingRecord,
+    pub request_canaries: bool,
+    pub controlled_output_policy: ControlledOutputPolicy,
+    pub response_words: u32,
+    pub sampling: SamplingRecord,
+    pub serve_flags: ServeFlagsRecord,
+    pub warmup: Option<Phase>,
+    pub cooldown: Option<Phase>,
+    /// Planned issuing duration, for time-based cool-down.
+    pub duration_ms: Option<f64>,
+    pub max_dispatch_lag_ms: f64,
+    pub slo: Slo,
+}
+
+impl RunInfo {
+    pub fn new(s: &Scenario, run_id: &str, base_url: &str, sizing: SizingRecord, prompt_salt: u64) -> Self {
+        let scenario = serde_json::to_value(s).unwrap_or(Value::Null);
+        let (engine, simulator_profile) = match &s.target.endpoint {
+            Endpoint::Simulator { profile } => (Some(format!("anvil-simulator/{profile}")), Some(profile.clone())),
+            Endpoint::Remote { .. } => (s.target.engine.clone(), None),
+        };
+        RunInfo {
+            run_id: run_id.to_string(),
+            measurement_protocol: s.run.protocol.clone(),
+            tier: s.run.tier.clone(),
+            engine,
+            gpu: s.target.gpu.clone(),
+            model: s.target.model.clone(),
+            api: s.target.api,
+            base_url: if s.target.redact_base_url { "[redacted]".to_string() } else { base_url.to_string() },
+            simulator_profile,
+            clock_domain_id: s.run.clock_domain_id.clone(),
+            configuration_fingerprint: fingerprint(&scenario),
+            scenario,
+            context_tokens: s.workload.prompts.context_json(),
+            context_seed: s.run.seed,
+            max_context_tokens: s.workload.max_context_tokens,
+            max_tokens: s.workload.max_tokens,
+            prompt_cache_mode: s.workload.prompt_cache.as_str().to_string(),
+            shared_prefix_tokens: s.workload.prompt_cache.shared_prefix_tokens(),
+            shared_prefix_burst: s.workload.prompt_cache.burst(),
+            unique_prefixes: matches!(s.workload.prompt_cache, crate::scenario::PromptCache::Unique { .. }),
+            prompts_reproducible: s.workload.prompt_cache.reproducible(),
+            prompt_salt: format!("{prompt_salt:016x}"),
+            prompt_sizing: sizing,
+            request_canaries: s.workload.canaries,
+            controlled_output_policy: s.output.policy,
+            response_words: s.output.response_words.unwrap_or(0),
+            sampling: SamplingRecord {
+                temperature: SamplingParam::from_requested(s.sampling.temperature),
+                top_p: SamplingParam::from_requested(s.sampling.top_p),
+            },
+            serve_flags: ServeFlagsRecord {
+                thinking_mode: s.serve.thinking_mode,
+                reasoning_effort: s.serve.reasoning_effort,
+                no_thinking: s.serve.no_thinking,
+                shared_prefix_burst: s.workload.prompt_cache.burst(),
+            },
+            warmup: s.run.warmup,
+            cooldown: s.run.cooldown,
+            duration_ms: s.run.duration.map(crate::aggregate::timing::ms),
+            max_dispatch_lag_ms: crate::aggregate::timing::ms(s.load.max_dispatch_lag),
+            slo: s.slo.clone(),
+        }
+    }
+
+    /// The rules known before a level runs: everything but the cool-down, which depends on
+    /// where the level ends.
+    pub fn initial_rules(&self) -> Exclusions {
+        let mut rules = Exclusions {
+            strict_output: self.controlled_output_policy == ControlledOutputPolicy::Strict,
+            prefix_warmup_index: self.shared_prefix_burst.then_some(0),
+            ..Exclusions::default()
+        };
+        match self.warmup {
+            Some(Phase::Requests(n)) => rules.warmup_below_index = Some(n),
+            Some(Phase::Time(t)) => rules.warmup_before_ms = Some(crate::aggregate::timing::ms(t)),
+            None => {}
+        }
+        rules
+    }
+}

@@ -1,0 +1,51 @@
+//! Record lists written into an artifact straight from the records file, one record at a time,
+//! so writing the artifact of a million-request soak needs no more memory than a short run.
+
+use std::path::PathBuf;
+
+use serde::ser::{Error, SerializeSeq};
+use serde::{Serialize, Serializer};
+
+use crate::aggregate::records::{self, RecordLine};
+use crate::aggregate::timing::Exclusions;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    Requests,
+    Failures,
+    Dropped,
+}
+
+/// The records of one kind and one level, read from `path` when serialized. Request records are
+/// brought in line with the level's final rules (cool-down is only known at its end).
+#[derive(Debug, Clone)]
+pub struct Streamed {
+    pub path: PathBuf,
+    pub level: String,
+    pub kind: StreamKind,
+    pub rules: Exclusions,
+}
+
+impl Serialize for Streamed {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let lines = records::read(&self.path).map_err(|e| S::Error::custom(format!("{}: {e}", self.path.display())))?;
+        let mut seq = serializer.serialize_seq(None)?;
+        for line in lines {
+            match (line.map_err(S::Error::custom)?, self.kind) {
+                (RecordLine::Request { level, mut record }, StreamKind::Requests) if level == self.level => {
+                    self.rules.apply(&mut record);
+                    seq.serialize_element(&record)?;
+                }
+                (RecordLine::Failure { level, mut record }, StreamKind::Failures) if level == self.level => {
+                    record.phase = self.rules.phase(record.request_index, record.start_offset_ms);
+                    seq.serialize_element(&record)?;
+                }
+                (RecordLine::Dropped { level, record }, StreamKind::Dropped) if level == self.level => {
+                    seq.serialize_element(&record)?;
+                }
+                _ => {}
+            }
+        }
+        seq.end()
+    }
+}

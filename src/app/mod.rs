@@ -125,6 +125,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         ))
     })?;
 
+    check_disk_space(&scenario, &args.out)?;
     let target = RunTarget::start(&scenario).await?;
     if target.simulator.is_none() {
         setup::preflight(&target.base_url, &scenario.target.model, scenario.client.connect).await?;
@@ -224,6 +225,31 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         return Ok(exit::INVALID);
     }
     Ok(exit::OK)
+}
+
+/// A full disk found before the run, not an hour into it: the records and artifacts need about
+/// `BYTES_PER_REQUEST` per request.
+fn check_disk_space(s: &Scenario, out: &Path) -> Result<(), AppError> {
+    let Some(free) = artifact::free_bytes(out) else { return Ok(()) };
+    let levels = s.load.search.map_or(s.load.pacing.levels().len() as u64, |search| u64::from(search.max_steps));
+    let per_level = match (s.run.requests, s.run.duration, &s.load.pacing) {
+        (Some(n), _, _) => n,
+        (None, Some(d), Pacing::Open { rates, .. }) => {
+            (rates.iter().copied().fold(0.0, f64::max) * d.as_secs_f64()) as u64
+        }
+        // A closed loop bounded only by time: its rate is the server's; ask for the minimum.
+        _ => 0,
+    };
+    let need = (levels * per_level).saturating_mul(artifact::BYTES_PER_REQUEST).max(artifact::MIN_FREE_BYTES);
+    if free < need {
+        return Err(AppError::BadInput(format!(
+            "--out {}: only {} MB free, and this run needs about {} MB for its records and artifacts; free some space or choose another directory",
+            out.display(),
+            free / 1_000_000,
+            need / 1_000_000
+        )));
+    }
+    Ok(())
 }
 
 /// Connections to keep open: the most requests that can be in flight at once.

@@ -200,6 +200,37 @@ pub fn ensure_writable_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
+/// Bytes free for an unprivileged writer in `dir`'s file system, when the platform can tell.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: `path` is a valid NUL-terminated string and `stat` points to writable memory of
+        // the right type; statvfs only writes into it.
+        let rc = unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: statvfs returned 0, so it filled the structure.
+        let stat = unsafe { stat.assume_init() };
+        // The field types differ between platforms (u32 on some 32-bit ones).
+        #[allow(clippy::unnecessary_cast)]
+        Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
+/// Bytes a run writes per request: its record twice (records file and artifact) plus slack.
+pub const BYTES_PER_REQUEST: u64 = 3 * 1024;
+/// Below this much free space no run starts: snapshots and artifacts need room too.
+pub const MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// FNV-1a over the canonical JSON of the configuration: equal fingerprints, equal settings.
 pub fn fingerprint(config: &Value) -> String {
     let bytes = serde_json::to_vec(config).unwrap_or_default();

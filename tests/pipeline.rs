@@ -287,3 +287,21 @@ async fn ctrl_c_writes_an_interrupted_artifact_and_exits_1() {
     assert_eq!(a["error_counts"]["interrupted"], 1, "the in-flight request is recorded as interrupted");
     assert_eq!(a["performance_eligible"], false);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_share_one_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("h2.toml");
+    std::fs::write(
+        &file,
+        "[target]\nmodel = \"m\"\nsimulator = \"fast\"\n[run]\nrequests = 40\n[load]\nconcurrency = 8\n[workload]\ncontext_tokens = 256\nmax_context_tokens = 8192\nmax_tokens = 32\n[client]\nhttp2 = true\n",
+    )
+    .unwrap();
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--out").arg(dir.path().join("out"));
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let a = check_artifact(&artifacts(&dir.path().join("out"))[0]);
+    assert_eq!((a["completed"].as_u64(), a["failed"].as_u64()), (Some(40), Some(0)));
+    assert_eq!(a["scenario"]["client"]["http2"], true);
+}

@@ -131,6 +131,8 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         setup::preflight(&target.base_url, &scenario.target.model, scenario.client.connect).await?;
     }
     let endpoint = format!("{}{}", target.base_url, scenario.target.api.path());
+    // Sockets for every request in flight, plus files, the simulator's side and headroom.
+    setup::raise_file_limit(2 * pool_size(&scenario) as u64 + 256);
     let client = Client::new(&endpoint, scenario.target.api_key.clone(), scenario.client.clone(), pool_size(&scenario))
         .map_err(|e| AppError::BadInput(format!("target.base_url: {e}")))?;
     let control = RunControl::default();

@@ -202,3 +202,34 @@ pub(super) fn counts_delta(after: &Value, before: Option<&Value>) -> Value {
     }
     Value::Object(out)
 }
+
+/// Each in-flight request holds a socket: raise the open-file limit to what the run needs (up to
+/// the hard limit) and say clearly when that is not enough.
+pub(super) fn raise_file_limit(needed: u64) {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit writes into the struct it is given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return;
+        }
+        let (soft, hard) = (limit.rlim_cur as u64, limit.rlim_max as u64);
+        if soft >= needed {
+            return;
+        }
+        let wanted = needed.min(hard);
+        limit.rlim_cur = wanted as libc::rlim_t;
+        // SAFETY: setrlimit reads the struct; raising the soft limit up to the hard one is allowed.
+        let raised = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == 0;
+        if !raised || wanted < needed {
+            eprintln!(
+                "warning: this run may hold {needed} connections but the open-file limit is {} (hard limit {hard}); raise it (ulimit -n {needed}) or connections will fail with connect_failed",
+                if raised { wanted } else { soft }
+            );
+        } else {
+            tracing::info!("raised the open-file limit from {soft} to {wanted}");
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = needed;
+}

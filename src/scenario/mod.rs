@@ -564,6 +564,8 @@ pub struct ClientSettings {
     #[serde(with = "humantime_serde")]
     pub idle: Duration,
     pub retry: RetryPolicy,
+    /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1 with keep-alive.
+    pub http2: bool,
 }
 
 /// Which failures are retried, how often, and how long to wait. Off by default: a retried

@@ -330,4 +330,7 @@ pub struct RawClient {
     /// Wait before the first retry, doubled for each further one (default `"500ms"`); a
     /// `Retry-After` header wins.
     pub retry_backoff: Option<String>,
+    /// Speak HTTP/2 with prior knowledge (default `false`: HTTP/1.1 with keep-alive, one
+    /// connection per in-flight request, which is what engines' OpenAI servers expect).
+    pub http2: Option<bool>,
 }

@@ -118,6 +118,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
         )?,
         idle: c.duration("client.idle_timeout", raw.client.idle_timeout.as_deref(), Duration::from_secs(120))?,
         retry: retry_policy(&c, &raw.client)?,
+        http2: raw.client.http2.unwrap_or(false),
     };
     super::workload_rules::check_extra_body(&c, &target, &serve)?;
     let slo = super::load_rules::slo(&c, &raw.slo, &load)?;

@@ -50,13 +50,17 @@ impl Client {
         pool_size: usize,
     ) -> anyhow::Result<Self> {
         let url = reqwest::Url::parse(endpoint_url)?;
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .no_proxy()
             .tcp_nodelay(true)
             .connect_timeout(timeouts.connect)
             .pool_max_idle_per_host(pool_size)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build()?;
+            .pool_idle_timeout(Duration::from_secs(90));
+        if timeouts.http2 {
+            // Cleartext HTTP/2 without an upgrade round trip: every stream shares one connection.
+            builder = builder.http2_prior_knowledge();
+        }
+        let http = builder.build()?;
         let auth = match &api_key {
             Some(key) => {
                 let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose()))?;

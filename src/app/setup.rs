@@ -213,6 +213,8 @@ pub(super) fn raise_file_limit(needed: u64) {
         if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
             return;
         }
+        // rlim_t is u32 on some 32-bit platforms.
+        #[allow(clippy::unnecessary_cast)]
         let (soft, hard) = (limit.rlim_cur as u64, limit.rlim_max as u64);
         if soft >= needed {
             return;

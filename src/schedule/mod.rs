@@ -9,6 +9,7 @@
 pub mod arrivals;
 mod closed;
 mod open;
+pub mod pacer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,7 +121,13 @@ pub async fn run_level(
                 let client = client.clone();
                 async move { client.execute(&request, dispatch, &cut).await }
             };
-            run_open(plan, workload, issue, tx, &level, level_start).await
+            match pacer::PrecisePacer::new() {
+                Ok(pacer) => run_open(plan, workload, issue, &pacer, tx, &level, level_start).await,
+                Err(e) => {
+                    tracing::warn!("no precise timer thread ({e}); arrivals use tokio's millisecond timer");
+                    run_open(plan, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await
+                }
+            }
         }
     };
     if let Some(timer) = deadline {

@@ -1,5 +1,5 @@
 //! Open loop: one dispatcher walks the arrival schedule with absolute deadlines
-//! (`sleep_until(start + offset)`, never accumulated relative sleeps), so a late wake-up delays
+//! (`wait_until(start + offset)`, never accumulated relative sleeps), so a late wake-up delays
 //! one arrival, not every later one. Each request is prepared before its deadline, keeps its
 //! intended time, and runs in its own task. With `max_in_flight`, an arrival that finds every
 //! slot taken either waits for one (`queue`; the wait is measured and arrivals stay in order) or
@@ -9,11 +9,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::sync::{Semaphore, mpsc};
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::arrivals::Arrivals;
+use super::pacer::Pacer;
 use super::{Dispatch, Issued, LevelPacing, LevelPlan, RunControl, prepare};
 use crate::scenario::Overload;
 use crate::worker::{Dropped, Outcome};
@@ -21,10 +22,12 @@ use crate::workload::{PreparedRequest, Workload};
 
 /// Run the schedule. `issue` sends one request and returns its outcome; it is the worker's
 /// `execute` in a run and a stub in tests.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_open<F, Fut>(
     plan: LevelPlan,
     workload: Arc<Workload>,
     issue: F,
+    pacer: &impl Pacer,
     tx: mpsc::Sender<Outcome>,
     control: &RunControl,
     level_start: Instant,
@@ -55,7 +58,7 @@ where
         tokio::select! {
             biased;
             () = stop.cancelled() => break,
-            () = sleep_until(intended) => {}
+            () = pacer.wait_until(intended) => {}
         }
         let permit = match (&slots, overload) {
             (None, _) => None,
@@ -186,7 +189,7 @@ mod tests {
             }
             out
         });
-        run_open(plan, workload(), issue, tx, &RunControl::default(), start).await;
+        run_open(plan, workload(), issue, &super::super::pacer::TokioPacer, tx, &RunControl::default(), start).await;
         (log, collector.await.unwrap())
     }
 

@@ -19,6 +19,8 @@ lint:
 test: lint
 	$(CARGO) test --locked
 
+# Criterion micro-benches (parse, aggregate) and the end-to-end benchmark (e2e: a table on stdout,
+# JSON in target/bench/e2e.json). Not part of `make test`; nothing here asserts a speed.
 bench:
 	$(CARGO) bench --locked
 

@@ -1,0 +1,114 @@
+//! Cost of the aggregator per request and of the artifact's summaries: recording outcomes (the
+//! live counters and histograms behind the channel), turning them into per-request records,
+//! computing the `metrics` block, and one distribution summary over 10⁶ samples. Run with
+//! `make bench`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use anvil_load::aggregate::metrics::{MetricsInput, compute};
+use anvil_load::aggregate::stats::Summary;
+use anvil_load::aggregate::timing::{Exclusions, RequestTiming};
+use anvil_load::aggregate::{Collected, collect};
+use anvil_load::report::Progress;
+use anvil_load::worker::{Completed, Outcome, TokenSource};
+use anvil_load::workload::CanaryCheck;
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use tokio::sync::mpsc;
+
+/// Outcomes per recorded batch: the client's channel holds 4,096.
+const BATCH: usize = 4096;
+
+/// A completed 256-token request with a passed canary, its timings varied a little per index so
+/// the histograms see spread values rather than one bucket.
+fn completed(index: u64) -> Completed {
+    let jitter = Duration::from_micros(index % 997);
+    let first_output = Duration::from_millis(40) + jitter;
+    Completed {
+        index,
+        planned_context_tokens: 64,
+        prompt_target_tokens: 64,
+        start_offset: Duration::from_millis(index),
+        first_output,
+        first_content: Some(first_output),
+        end: first_output + Duration::from_millis(2550) + jitter,
+        content_chunks: 256,
+        reasoning_chunks: 0,
+        prompt_tokens: Some(78),
+        cached_tokens: None,
+        output_tokens: 256,
+        output_token_source: TokenSource::Usage,
+        finish_reason: Some("length".into()),
+        visible_content_truncated: false,
+        canary: Some(CanaryCheck {
+            marker: format!("ANVIL_REQ_1_{index:05}"),
+            marker_at_start: true,
+            observed_marker_count: 1,
+            foreign_marker_count: 0,
+            capture_complete: true,
+            passed: true,
+        }),
+        controlled_output: None,
+        stale_connection_retries: 0,
+    }
+}
+
+fn record(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let progress = Progress::new(false, None, "bench");
+    let outcomes: Vec<Outcome> = (0..BATCH as u64).map(|i| Outcome::Completed(completed(i))).collect();
+    let mut group = c.benchmark_group("aggregate");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    // The channel is filled and closed outside the timed part, so what is timed is the
+    // aggregator receiving and recording each outcome, as in a run.
+    group.bench_function("record_outcome", |b| {
+        b.iter_batched(
+            || {
+                let (tx, rx) = mpsc::channel(BATCH);
+                for outcome in &outcomes {
+                    tx.try_send(outcome.clone()).expect("the channel holds a whole batch");
+                }
+                rx
+            },
+            |rx| -> Collected { runtime.block_on(collect(rx, &progress)) },
+            BatchSize::LargeInput,
+        )
+    });
+    let done: Vec<Completed> = (0..BATCH as u64).map(completed).collect();
+    group.bench_function("request_timing", |b| {
+        b.iter(|| {
+            done.iter().map(|c| RequestTiming::from_completed(black_box(c), Exclusions::default())).collect::<Vec<_>>()
+        })
+    });
+    let records: Vec<RequestTiming> =
+        done.iter().map(|c| RequestTiming::from_completed(c, Exclusions::default())).collect();
+    group.bench_function("metrics_compute", |b| {
+        b.iter(|| {
+            compute(&MetricsInput {
+                records: black_box(&records),
+                wall_clock_ms: 60_000.0,
+                attempted: BATCH as u64,
+                failed_server_faults: 0,
+                interrupted: false,
+            })
+        })
+    });
+    group.finish();
+}
+
+fn summary(c: &mut Criterion) {
+    // A million latencies in no particular order: a cheap deterministic shuffle of a spread of
+    // values, so the sort does real work.
+    let values: Vec<f64> =
+        (0..1_000_000u64).map(|i| (i.wrapping_mul(2_654_435_761) % 1_000_003) as f64 / 7.0).collect();
+    let mut group = c.benchmark_group("summary");
+    group.sample_size(10).measurement_time(Duration::from_secs(5));
+    group.throughput(Throughput::Elements(values.len() as u64));
+    group.bench_function("of_1e6_samples", |b| {
+        b.iter_batched(|| values.clone(), |v| Summary::of(black_box(v)), BatchSize::LargeInput)
+    });
+    group.finish();
+}
+
+criterion_group!(benches, record, summary);
+criterion_main!(benches);

@@ -6,11 +6,17 @@
 use std::hint::black_box;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use anvil_load::aggregate::metrics::{MetricsInput, compute};
+use anvil_load::aggregate::records;
+use anvil_load::aggregate::sample::Sample;
+use anvil_load::aggregate::snapshots::Snapshots;
 use anvil_load::aggregate::stats::Summary;
 use anvil_load::aggregate::timing::{Exclusions, RequestTiming};
-use anvil_load::aggregate::{Collected, collect};
+use anvil_load::aggregate::{Collected, LevelSink, collect};
 use anvil_load::report::Progress;
+use anvil_load::scenario::Slo;
 use anvil_load::worker::{Completed, Outcome, TokenSource};
 use anvil_load::workload::CanaryCheck;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
@@ -29,6 +35,8 @@ fn completed(index: u64) -> Completed {
         planned_context_tokens: 64,
         prompt_target_tokens: 64,
         start_offset: Duration::from_millis(index),
+        intended_offset: None,
+        queue_wait: None,
         first_output,
         first_content: Some(first_output),
         end: first_output + Duration::from_millis(2550) + jitter,
@@ -49,13 +57,19 @@ fn completed(index: u64) -> Completed {
             passed: true,
         }),
         controlled_output: None,
+        retries: 0,
+        retried_errors: Vec::new(),
         stale_connection_retries: 0,
     }
 }
 
 fn record(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
-    let progress = Progress::new(false, None, "bench");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let progress = Progress::new(false, None, None, "bench");
+    // Recording includes appending each record to the records file, as in a run.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (sink, _writer) =
+        runtime.block_on(async { records::open(&dir.path().join("bench.records.ndjson")) }).expect("records file");
     let outcomes: Vec<Outcome> = (0..BATCH as u64).map(|i| Outcome::Completed(completed(i))).collect();
     let mut group = c.benchmark_group("aggregate");
     group.throughput(Throughput::Elements(BATCH as u64));
@@ -70,26 +84,35 @@ fn record(c: &mut Criterion) {
                 }
                 rx
             },
-            |rx| -> Collected { runtime.block_on(collect(rx, &progress)) },
+            |rx| -> Collected {
+                runtime.block_on(async {
+                    let level = LevelSink { records: &sink, level: "bench", rules: Exclusions::default() };
+                    let snapshots = Snapshots::new(None, "bench", tokio::time::Instant::now(), Arc::default());
+                    collect(rx, level, &progress, snapshots).await
+                })
+            },
             BatchSize::LargeInput,
         )
     });
     let done: Vec<Completed> = (0..BATCH as u64).map(completed).collect();
     group.bench_function("request_timing", |b| {
         b.iter(|| {
-            done.iter().map(|c| RequestTiming::from_completed(black_box(c), Exclusions::default())).collect::<Vec<_>>()
+            done.iter().map(|c| RequestTiming::from_completed(black_box(c), &Exclusions::default())).collect::<Vec<_>>()
         })
     });
-    let records: Vec<RequestTiming> =
-        done.iter().map(|c| RequestTiming::from_completed(c, Exclusions::default())).collect();
+    let samples: Vec<Sample> =
+        done.iter().map(|c| Sample::from_record(&RequestTiming::from_completed(c, &Exclusions::default()))).collect();
+    let slo = Slo::default();
     group.bench_function("metrics_compute", |b| {
         b.iter(|| {
             compute(&MetricsInput {
-                records: black_box(&records),
+                samples: black_box(&samples),
+                failures: &[],
                 wall_clock_ms: 60_000.0,
                 attempted: BATCH as u64,
                 failed_server_faults: 0,
                 interrupted: false,
+                slo: &slo,
             })
         })
     });

@@ -313,6 +313,12 @@ impl Session<'_> {
         self.records
             .write(&RecordLine::Level { level: level_id.clone(), pacing, started_at_unix_ns: started.unix_ns() })
             .await;
+        // Connections are opened before the clock starts (see `Client::warm_connections`).
+        let warm = match pacing {
+            LevelPacing::Closed { concurrency, .. } => concurrency as usize,
+            LevelPacing::Open { max_in_flight, .. } => max_in_flight.map_or(64, |m| m as usize).min(256),
+        };
+        self.client.warm_connections(&format!("{}/models", self.target.base_url), warm).await;
         // Bounded: a stalled aggregator slows the workers instead of growing memory.
         let (tx, rx) = mpsc::channel(4096);
         let level_start = Instant::now();

@@ -172,13 +172,10 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
     if data.trim_ascii() == b"[DONE]" {
         return Ok(StreamEvent::Done);
     }
-    let chunk: WireChunk<'_> = serde_json::from_slice(data).map_err(|e| {
-        if std::str::from_utf8(data).is_err() {
-            ChunkError::InvalidUtf8
-        } else {
-            ChunkError::InvalidJson(e.to_string())
-        }
-    })?;
+    // UTF-8 is checked once for the whole payload; parsing from `str` then skips the check that
+    // parsing from bytes repeats for every string and key.
+    let text = std::str::from_utf8(data).map_err(|_| ChunkError::InvalidUtf8)?;
+    let chunk: WireChunk<'_> = serde_json::from_str(text).map_err(|e| ChunkError::InvalidJson(e.to_string()))?;
     if let Some(err) = chunk.error {
         return Ok(StreamEvent::Error {
             kind: error_kind(err.kind.as_deref(), err.code.as_ref()),

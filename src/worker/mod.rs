@@ -156,43 +156,88 @@ impl Client {
         }
         let mut state = StreamState::new(req.canary.is_some() || req.response_words.is_some());
         let mut body = response.bytes_stream();
-        let mut deadline = a.start + self.timeouts.first_byte;
+        // One timer per request, armed at the earliest deadline that can apply and otherwise left
+        // alone: a read only moves `due`, and when the timer fires early it is re-armed from
+        // there. Reads therefore never touch the timer wheel.
+        let mut due = a.start + self.timeouts.first_byte;
+        let mut armed = due;
+        let timer = tokio::time::sleep_until(armed);
+        tokio::pin!(timer);
         loop {
-            let next = wait(&mut cancelled, deadline, body.next()).await;
+            let next = tokio::select! {
+                // Data first: when a read is ready, neither the cancellation nor the timer is polled.
+                biased;
+                item = body.next() => Some(item),
+                () = cancelled.as_mut() => return a.interrupted(&state),
+                () = &mut timer => None,
+            };
             // One timestamp per read, taken before any parsing.
             let now = Instant::now();
             let at = now.saturating_duration_since(a.start);
-            match next {
-                Wait::Cancelled => return a.interrupted(&state),
-                Wait::TimedOut if state.done.is_some() => break, // body never ended after [DONE]: fine
-                Wait::TimedOut => {
-                    let (kind, what) = if state.first_output.is_none() && state.buffered() == 0 {
-                        (ErrorKind::FirstByteTimeout, "no streamed output within client.first_byte_timeout")
-                    } else {
-                        (ErrorKind::IdleTimeout, "the stream went silent for longer than client.idle_timeout")
-                    };
-                    return a.fail_with_state(kind, &state, at, None, what);
+            let Some(item) = next else {
+                if now < due {
+                    armed = due;
+                    timer.as_mut().reset(armed);
+                    continue;
                 }
-                Wait::Ready(None) => {
+                if state.done.is_some() {
+                    break; // body never ended after [DONE]: fine
+                }
+                let (kind, what) = if state.first_output.is_none() && state.buffered() == 0 {
+                    (ErrorKind::FirstByteTimeout, "no streamed output within client.first_byte_timeout")
+                } else {
+                    (ErrorKind::IdleTimeout, "the stream went silent for longer than client.idle_timeout")
+                };
+                return a.fail_with_state(kind, &state, at, None, what);
+            };
+            match item {
+                None => {
                     if let Err(fault) = state.finish(at) {
                         return a.fail_with_state(fault.kind, &state, at, fault.server_error_type, &fault.message);
                     }
                     break;
                 }
                 // A close after [DONE] is not a failure: the response was complete.
-                Wait::Ready(Some(Err(_))) if state.done.is_some() => break,
-                Wait::Ready(Some(Err(e))) => {
+                Some(Err(_)) if state.done.is_some() => break,
+                Some(Err(e)) => {
                     return a.fail_with_state(ErrorKind::StreamBroken, &state, at, None, &error_chain(&e));
                 }
-                Wait::Ready(Some(Ok(bytes))) => {
+                Some(Ok(bytes)) => {
                     if let Err(fault) = state.observe(&bytes, at) {
                         return a.fail_with_state(fault.kind, &state, at, fault.server_error_type, &fault.message);
                     }
-                    deadline = now + if state.done.is_some() { DRAIN_AFTER_DONE } else { self.timeouts.idle };
+                    due = now + if state.done.is_some() { DRAIN_AFTER_DONE } else { self.timeouts.idle };
+                    // Only a deadline earlier than the armed one needs the timer moved now.
+                    if due < armed {
+                        armed = due;
+                        timer.as_mut().reset(armed);
+                    }
                 }
             }
         }
         a.complete(req, state)
+    }
+
+    /// Open `n` connections before a level's clock starts, so no measured request pays for a TCP
+    /// handshake its neighbours did not: `n` concurrent `GET` requests (to the server's `/models`),
+    /// whose connections stay in the pool. Failures are ignored; a request that finds no idle
+    /// connection simply opens one, as it would have anyway.
+    pub async fn warm_connections(&self, url: &str, n: usize) {
+        let get = |_| {
+            let mut builder = self.http.get(url);
+            if let Some(auth) = &self.auth {
+                builder = builder.header(AUTHORIZATION, auth.clone());
+            }
+            async move {
+                if let Ok(Ok(response)) =
+                    tokio::time::timeout(self.timeouts.connect + Duration::from_secs(5), builder.send()).await
+                {
+                    // Reading the body to its end returns the connection to the pool.
+                    let _ = tokio::time::timeout(Duration::from_secs(5), response.bytes()).await;
+                }
+            }
+        };
+        futures::future::join_all((0..n).map(get)).await;
     }
 
     /// Send a non-streamed calibration probe; the server's `usage.prompt_tokens`, or why not.

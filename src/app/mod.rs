@@ -309,19 +309,21 @@ impl Session<'_> {
         let progress =
             Progress::new(!self.args.no_progress && !self.args.quiet, s.run.requests, s.run.duration, &label);
         let before = self.target.simulator_counts();
-        let started = Stamp::now();
-        self.records
-            .write(&RecordLine::Level { level: level_id.clone(), pacing, started_at_unix_ns: started.unix_ns() })
-            .await;
         // Connections are opened before the clock starts (see `Client::warm_connections`).
         let warm = match pacing {
             LevelPacing::Closed { concurrency, .. } => concurrency as usize,
             LevelPacing::Open { max_in_flight, .. } => max_in_flight.map_or(64, |m| m as usize).min(256),
         };
         self.client.warm_connections(&format!("{}/models", self.target.base_url), warm).await;
+        // The level's wall-clock start and its monotonic start are taken together, so that
+        // `started_at_unix_ns + start_offset_ms` places every request on the wall clock.
+        let started = Stamp::now();
+        let level_start = Instant::now();
+        self.records
+            .write(&RecordLine::Level { level: level_id.clone(), pacing, started_at_unix_ns: started.unix_ns() })
+            .await;
         // Bounded: a stalled aggregator slows the workers instead of growing memory.
         let (tx, rx) = mpsc::channel(4096);
-        let level_start = Instant::now();
         let snapshots = Snapshots::new(
             s.run.snapshot_interval.map(|interval| SnapshotConfig {
                 interval,

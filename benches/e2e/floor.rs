@@ -1,0 +1,150 @@
+//! The cheapest client that can take these responses: the same request bodies over the same
+//! kind of pooled connections, body bytes read and counted, nothing parsed, timed or kept.
+
+use super::*;
+
+use bytes::Bytes;
+use reqwest::header::CONTENT_TYPE;
+use serde::Deserialize;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub requests: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub body_bytes: u64,
+    /// First send to last read.
+    pub wall_s: f64,
+    pub first_error: Option<String>,
+}
+
+/// Filler for a prompt of about 64 tokens, like the client's synthetic prompts.
+const FILLER: &str = "the river ran north past the old mill while the city slept under a quiet sky and \
+                      every street held its breath as the night train rolled slowly across the long bridge \
+                      toward the harbour where ships waited for the morning tide to carry them out";
+
+/// `--floor URL CONCURRENCY REQUESTS MAX_TOKENS canaries|plain`
+pub fn main(args: &[String]) -> ExitCode {
+    let parsed = (|| {
+        let url = args.first()?.clone();
+        let concurrency: usize = args.get(1)?.parse().ok()?;
+        let requests: u64 = args.get(2)?.parse().ok()?;
+        let max_tokens: u32 = args.get(3)?.parse().ok()?;
+        let canaries = args.get(4)? == "canaries";
+        Some((url, concurrency, requests, max_tokens, canaries))
+    })();
+    let Some((url, concurrency, requests, max_tokens, canaries)) = parsed else {
+        eprintln!("usage: --floor URL CONCURRENCY REQUESTS MAX_TOKENS canaries|plain");
+        return ExitCode::from(2);
+    };
+    // The same runtime the client builds: multi-threaded, one worker per available CPU.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("floor: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(load(url, concurrency, requests, max_tokens, canaries)) {
+        Ok(report) => {
+            println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("floor: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn body(index: u64, max_tokens: u32, canaries: bool) -> Bytes {
+    // The canary instruction makes the simulator do the same work as for the client.
+    let task = if canaries {
+        format!(" Begin your reply with ANVIL_REQ_{SEED}_{index:05} and then continue.")
+    } else {
+        String::new()
+    };
+    let prompt = format!("Request {index}. {FILLER}.{task}");
+    let body = json!({
+        "model": "bench",
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+}
+
+async fn load(
+    base_url: String,
+    concurrency: usize,
+    requests: u64,
+    max_tokens: u32,
+    canaries: bool,
+) -> Result<Report, reqwest::Error> {
+    // The client's pool settings: no proxy, Nagle off, one idle connection kept per worker.
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(concurrency)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build()?;
+    let url = reqwest::Url::parse(&format!("{base_url}/chat/completions")).expect("valid base URL");
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (http, url, next) = (http.clone(), url.clone(), Arc::clone(&next));
+            tokio::spawn(async move {
+                let (mut completed, mut failed, mut bytes, mut first_error) = (0u64, 0u64, 0u64, None);
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= requests {
+                        break;
+                    }
+                    let sent = http
+                        .post(url.clone())
+                        .header(CONTENT_TYPE, "application/json")
+                        .body(body(index, max_tokens, canaries))
+                        .send()
+                        .await;
+                    let result = match sent {
+                        Ok(mut response) if response.status().is_success() => loop {
+                            match response.chunk().await {
+                                Ok(Some(chunk)) => bytes += chunk.len() as u64,
+                                Ok(None) => break Ok(()),
+                                Err(e) => break Err(e.to_string()),
+                            }
+                        },
+                        Ok(response) => Err(format!("HTTP {}", response.status())),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    match result {
+                        Ok(()) => completed += 1,
+                        Err(e) => {
+                            failed += 1;
+                            first_error.get_or_insert(e);
+                        }
+                    }
+                }
+                (completed, failed, bytes, first_error)
+            })
+        })
+        .collect();
+    let mut report = Report { requests, completed: 0, failed: 0, body_bytes: 0, wall_s: 0.0, first_error: None };
+    for worker in workers {
+        match worker.await {
+            Ok((completed, failed, bytes, error)) => {
+                report.completed += completed;
+                report.failed += failed;
+                report.body_bytes += bytes;
+                if report.first_error.is_none() {
+                    report.first_error = error;
+                }
+            }
+            Err(e) => report.first_error = Some(format!("worker panicked: {e}")),
+        }
+    }
+    report.wall_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}

@@ -81,8 +81,10 @@ pub struct RecordWriter {
 /// Open (create or append to) `path` and start the writer thread.
 pub fn open(path: &Path) -> std::io::Result<(RecordSink, RecordWriter)> {
     let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-    // Bounded: if the disk falls behind, the aggregator waits rather than memory growing.
-    let (tx, mut rx) = mpsc::channel::<Message>(16 * 1024);
+    // Bounded, and small: if the writer falls behind (a slow disk, or a client pinned to one
+    // core with the runtime), the aggregator waits rather than a megabyte-sized backlog of
+    // lines piling up in memory.
+    let (tx, mut rx) = mpsc::channel::<Message>(1024);
     let thread = std::thread::Builder::new().name("anvil-records".into()).spawn(move || {
         let mut out = BufWriter::new(file);
         let mut first_error = None;

@@ -18,16 +18,6 @@ pub enum Outcome {
     Dropped(Dropped),
 }
 
-impl Outcome {
-    pub fn index(&self) -> u64 {
-        match self {
-            Outcome::Completed(c) => c.index,
-            Outcome::Failed(f) => f.index,
-            Outcome::Dropped(d) => d.index,
-        }
-    }
-}
-
 /// An arrival that found every in-flight slot taken and was not sent.
 #[derive(Debug, Clone)]
 pub struct Dropped {

@@ -215,10 +215,6 @@ impl Workload {
         let body = openai::probe_body(&self.params, &prompt);
         (Bytes::from(body), self.sizer.text_tokens(&prompt))
     }
-
-    pub fn sizer(&self) -> &Sizer {
-        &self.sizer
-    }
 }
 
 /// The instruction that ends every prompt.

@@ -9,16 +9,16 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use anvil_load::aggregate::metrics::{MetricsInput, compute};
-use anvil_load::aggregate::records;
 use anvil_load::aggregate::sample::Sample;
 use anvil_load::aggregate::snapshots::Snapshots;
 use anvil_load::aggregate::stats::Summary;
-use anvil_load::aggregate::timing::{Exclusions, RequestTiming};
 use anvil_load::aggregate::{Collected, LevelSink, collect};
+use anvil_load::record::CanaryCheck;
+use anvil_load::record::file as records;
+use anvil_load::record::timing::{Exclusions, RequestTiming};
+use anvil_load::record::{Completed, Outcome, TokenSource};
 use anvil_load::report::Progress;
 use anvil_load::scenario::Slo;
-use anvil_load::worker::{Completed, Outcome, TokenSource};
-use anvil_load::workload::CanaryCheck;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use tokio::sync::mpsc;
 

@@ -1,7 +1,7 @@
-//! Command-line interface: arguments, logging setup, exit codes. `main.rs` calls `main()`.
+//! The command line: clap's types for every subcommand and option, and the exit codes. Parsing
+//! happens in `main.rs`; `app::run` takes the parsed `Cli`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -146,29 +146,4 @@ pub mod exit {
     pub const BAD_INPUT: u8 = 2;
     /// `--strict` and a level failed its validity check.
     pub const INVALID: u8 = 3;
-}
-
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(exit::ABORTED);
-        }
-    };
-    match runtime.block_on(crate::app::run(cli)) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(e.exit_code())
-        }
-    }
 }

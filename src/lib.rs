@@ -6,15 +6,19 @@
 //! (console). `openai` holds the wire format; `mock` is the embedded simulated server; `app`
 //! is `run()`, the whole program; `cli` parses arguments.
 
+#![deny(unsafe_code)]
+
 pub mod aggregate;
 pub mod app;
 pub mod artifact;
 pub mod cli;
 pub mod mock;
 pub mod openai;
+pub mod record;
 pub mod report;
 pub mod scenario;
 pub mod schedule;
 pub mod search;
+pub mod sys;
 pub mod worker;
 pub mod workload;

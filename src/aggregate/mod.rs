@@ -4,23 +4,21 @@
 //! interval snapshots. "All done" is the channel closing when the last worker drops its sender.
 
 pub mod metrics;
-pub mod records;
 pub mod sample;
 pub mod snapshots;
 pub mod stats;
-pub mod timing;
 
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
+use crate::record::Outcome;
+use crate::record::file::{RecordLine, RecordSink};
+use crate::record::{DroppedRecord, Exclusions, FailureRecord, RequestTiming};
 use crate::report::Progress;
-use crate::worker::Outcome;
-use records::{RecordLine, RecordSink};
 use sample::{FailureSample, Sample};
 use snapshots::Snapshots;
-use timing::{DroppedRecord, Exclusions, FailureRecord, RequestTiming};
 
 /// Everything one load level produced, in memory: bounded by the compact samples.
 #[derive(Debug, Default)]

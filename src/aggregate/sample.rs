@@ -6,8 +6,8 @@
 //! TPOT, decode and prefill rates, …) is recomputed from the stored milliseconds with the same
 //! functions that fill the records, so a summary equals what a reader recomputes from them.
 
-use super::timing::{Exclusion, FailureRecord, RequestTiming, derive};
-use crate::worker::{ErrorKind, TokenSource};
+use crate::record::timing::{Exclusion, ExclusionFacts, FailureRecord, RequestTiming, derive};
+use crate::record::{ErrorKind, TokenSource};
 
 /// "Not reported" for the `u32` token fields.
 const NONE_U32: u32 = u32::MAX;
@@ -98,6 +98,15 @@ impl Sample {
             reasoning_chunks: r.reasoning_chunks,
             flags,
             exclusion: r.exclusion_reason,
+        }
+    }
+
+    pub fn facts(&self) -> ExclusionFacts {
+        ExclusionFacts {
+            index: self.index,
+            start_offset_ms: self.start_offset_ms,
+            canary_failed: self.canary_failed(),
+            controlled_miss: self.controlled_miss(),
         }
     }
 

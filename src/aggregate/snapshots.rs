@@ -267,7 +267,7 @@ impl WindowWriter {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Interval>(64);
         let thread = std::thread::Builder::new().name("anvil-snapshots".into()).spawn(move || {
             use std::io::Write;
-            super::records::yield_to_measurement();
+            crate::sys::lower_thread_priority();
             let mut serializer = V2DeflateSerializer::new();
             let mut builder = IntervalLogWriterBuilder::new();
             builder

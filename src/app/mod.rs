@@ -9,15 +9,17 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::aggregate::records::{self, RecordLine, RecordSink};
 use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
 use crate::aggregate::{self, LevelSink};
-use crate::artifact::{self, Artifact, LevelRun, RunInfo, Stamp};
+use crate::artifact::{self, Artifact, LevelRun};
 use crate::cli::{Cli, Command, MockArgs, RunArgs, exit};
 use crate::mock;
+use crate::record::LevelPacing;
+use crate::record::file::{self as records, RecordLine, RecordSink};
+use crate::record::{RunInfo, Stamp};
 use crate::report::{self, Progress, SweepRow, Warning};
 use crate::scenario::{Pacing, Scenario, ScenarioError};
-use crate::schedule::{self, LevelPacing, LevelPlan, RunControl};
+use crate::schedule::{self, LevelPlan, RunControl};
 use crate::search::{CapacitySearch, Probe};
 use crate::worker::Client;
 use crate::workload::Workload;
@@ -232,7 +234,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
 /// A full disk found before the run, not an hour into it: the records and artifacts need about
 /// `BYTES_PER_REQUEST` per request.
 fn check_disk_space(s: &Scenario, out: &Path) -> Result<(), AppError> {
-    let Some(free) = artifact::free_bytes(out) else { return Ok(()) };
+    let Some(free) = crate::sys::free_bytes(out) else { return Ok(()) };
     let levels = s.load.search.map_or(s.load.pacing.levels().len() as u64, |search| u64::from(search.max_steps));
     let per_level = match (s.run.requests, s.run.duration, &s.load.pacing) {
         (Some(n), _, _) => n,

@@ -6,15 +6,17 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::AppError;
-use crate::artifact::Stamp;
 use crate::cli::exit;
 use crate::mock::{self, MockServer};
+use crate::record::Stamp;
+use crate::record::{ProbeResult, SizingRecord};
 use crate::report;
 use crate::scenario::{Endpoint, PromptSource, Scenario, SizingMode};
 use crate::schedule::RunControl;
+use crate::sys;
 use crate::worker::Client;
-use crate::workload::sizing::{self, ProbeResult, default_overhead, probe_sizes};
-use crate::workload::{Sizer, SizingRecord, Workload};
+use crate::workload::sizing::{self, default_overhead, probe_sizes};
+use crate::workload::{Sizer, Workload};
 
 /// The server under test for this run: a URL, and the simulator when it is embedded.
 pub(super) struct RunTarget {
@@ -206,32 +208,16 @@ pub(super) fn counts_delta(after: &Value, before: Option<&Value>) -> Value {
 /// Each in-flight request holds a socket: raise the open-file limit to what the run needs (up to
 /// the hard limit) and say clearly when that is not enough.
 pub(super) fn raise_file_limit(needed: u64) {
-    #[cfg(unix)]
-    {
-        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: getrlimit writes into the struct it is given.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-            return;
-        }
-        // rlim_t is u32 on some 32-bit platforms.
-        #[allow(clippy::unnecessary_cast)]
-        let (soft, hard) = (limit.rlim_cur as u64, limit.rlim_max as u64);
-        if soft >= needed {
-            return;
-        }
-        let wanted = needed.min(hard);
-        limit.rlim_cur = wanted as libc::rlim_t;
-        // SAFETY: setrlimit reads the struct; raising the soft limit up to the hard one is allowed.
-        let raised = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == 0;
-        if !raised || wanted < needed {
-            eprintln!(
-                "warning: this run may hold {needed} connections but the open-file limit is {} (hard limit {hard}); raise it (ulimit -n {needed}) or connections will fail with connect_failed",
-                if raised { wanted } else { soft }
-            );
-        } else {
-            tracing::info!("raised the open-file limit from {soft} to {wanted}");
-        }
+    let Some(limit) = sys::raise_file_limit(needed) else { return };
+    if limit.soft_before >= needed {
+        return;
     }
-    #[cfg(not(unix))]
-    let _ = needed;
+    if limit.soft < needed {
+        eprintln!(
+            "warning: this run may hold {needed} connections but the open-file limit is {} (hard limit {}); raise it (ulimit -n {needed}) or connections will fail with connect_failed",
+            limit.soft, limit.hard
+        );
+    } else {
+        tracing::info!("raised the open-file limit from {} to {}", limit.soft_before, limit.soft);
+    }
 }

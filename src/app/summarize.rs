@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 
 use super::{AppError, write};
 use crate::aggregate::Collected;
-use crate::aggregate::records::{self, RecordLine};
 use crate::aggregate::sample::{FailureSample, Sample};
-use crate::artifact::{self, LevelRun, RunInfo, Stamp};
+use crate::artifact::{self, LevelRun};
 use crate::cli::{SummarizeArgs, exit};
+use crate::record::file::{self as records, RecordLine};
+use crate::record::{Issued, LevelPacing};
+use crate::record::{RunInfo, Stamp};
 use crate::report;
-use crate::schedule::{Issued, LevelPacing};
 
 struct Level {
     pacing: LevelPacing,

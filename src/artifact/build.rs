@@ -7,15 +7,16 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::load;
-use super::{Artifact, ClientInfo, RunInfo, SCHEMA, Stamp, StreamKind, Streamed, TimingMethodology};
+use super::{Artifact, ClientInfo, SCHEMA, StreamKind, Streamed, TimingMethodology};
 use crate::aggregate::Collected;
 use crate::aggregate::metrics::{self, MetricsInput, P99_MIN_SAMPLES};
 use crate::aggregate::sample::{FailureSample, Sample};
 use crate::aggregate::snapshots;
-use crate::aggregate::timing::error_counts;
+use crate::record::timing::error_counts;
+use crate::record::{ErrorKind, TokenSource};
+use crate::record::{Issued, LevelPacing};
+use crate::record::{RunInfo, Stamp};
 use crate::report::Warning;
-use crate::schedule::{Issued, LevelPacing};
-use crate::worker::{ErrorKind, TokenSource};
 
 /// What one level produced, plus the context needed to describe it.
 pub struct LevelRun<'a> {
@@ -37,7 +38,7 @@ pub fn build(mut run: LevelRun<'_>) -> Artifact {
     let info = run.info;
     let rules = load::final_rules(info, &run.collected, run.issued);
     for s in &mut run.collected.samples {
-        s.exclusion = rules.exclusion(s);
+        s.exclusion = rules.exclusion(s.facts());
     }
     let samples = &run.collected.samples;
     let failures = &run.collected.failures;

@@ -4,13 +4,13 @@
 
 use serde::Serialize;
 
-use super::RunInfo;
 use crate::aggregate::Collected;
 use crate::aggregate::sample::{FailureSample, Sample};
 use crate::aggregate::stats::nearest_rank;
-use crate::aggregate::timing::{Exclusions, ms};
+use crate::record::RunInfo;
+use crate::record::timing::{Exclusions, ms};
+use crate::record::{Issued, LevelPacing};
 use crate::scenario::Phase;
-use crate::schedule::{Issued, LevelPacing};
 
 /// Pacing fields written at the artifact's top level.
 #[derive(Debug, Clone, Serialize)]

@@ -8,77 +8,25 @@
 mod build;
 mod load;
 mod methodology;
-mod run_info;
 mod stream;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use build::{LevelRun, build};
 pub use load::{LoadRecord, Validity};
 pub use methodology::TimingMethodology;
-pub use run_info::RunInfo;
 pub use stream::{StreamKind, Streamed};
 
 use crate::aggregate::metrics::Population;
+use crate::record::{SamplingRecord, ServeFlagsRecord};
 use crate::report::Warning;
 
 pub const SCHEMA: &str = "anvil-serving.benchmark/v1";
-
-/// A wall-clock instant as the artifact writes it: ISO label (seconds) and Unix nanoseconds.
-#[derive(Debug, Clone, Copy)]
-pub struct Stamp(pub SystemTime);
-
-impl Stamp {
-    pub fn now() -> Self {
-        Stamp(SystemTime::now())
-    }
-    pub fn from_unix_ns(ns: u64) -> Self {
-        Stamp(SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(ns))
-    }
-    pub fn iso(self) -> String {
-        humantime::format_rfc3339_seconds(self.0).to_string()
-    }
-    pub fn unix_ns(self) -> u64 {
-        self.0.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-    }
-}
-
-/// How one sampling parameter was handled.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SamplingParam {
-    /// Value in the scenario (null: not set).
-    pub requested: Option<f64>,
-    /// Whether it was put in the request body.
-    pub sent: bool,
-    /// The value the request carried; null means the server's default applied.
-    pub effective_request: Option<f64>,
-}
-
-impl SamplingParam {
-    pub fn from_requested(requested: Option<f64>) -> Self {
-        SamplingParam { requested, sent: requested.is_some(), effective_request: requested }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SamplingRecord {
-    pub temperature: SamplingParam,
-    pub top_p: SamplingParam,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ServeFlagsRecord {
-    pub thinking_mode: crate::scenario::ThinkingMode,
-    pub reasoning_effort: Option<crate::scenario::ReasoningEffort>,
-    pub no_thinking: bool,
-    pub shared_prefix_burst: bool,
-}
 
 /// The artifact document. Field names are the contract.
 #[derive(Debug, Clone, Serialize)]
@@ -126,7 +74,7 @@ pub struct Artifact {
     /// The salt mixed into this run's prompt text (zeros when reproducible).
     pub prompt_salt: String,
     /// How prompts were sized to the server's token count, with the calibration evidence.
-    pub prompt_sizing: crate::workload::SizingRecord,
+    pub prompt_sizing: crate::record::SizingRecord,
     pub request_canaries: bool,
     pub controlled_output_policy: crate::scenario::ControlledOutputPolicy,
     pub response_words: u32,
@@ -200,44 +148,7 @@ pub fn ensure_writable_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
-/// Bytes free for an unprivileged writer in `dir`'s file system, when the platform can tell.
-pub fn free_bytes(dir: &Path) -> Option<u64> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-        let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-        // SAFETY: `path` is a valid NUL-terminated string and `stat` points to writable memory of
-        // the right type; statvfs only writes into it.
-        let rc = unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) };
-        if rc != 0 {
-            return None;
-        }
-        // SAFETY: statvfs returned 0, so it filled the structure.
-        let stat = unsafe { stat.assume_init() };
-        // The field types differ between platforms (u32 on some 32-bit ones).
-        #[allow(clippy::unnecessary_cast)]
-        Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        None
-    }
-}
-
 /// Bytes a run writes per request: its record twice (records file and artifact) plus slack.
 pub const BYTES_PER_REQUEST: u64 = 3 * 1024;
 /// Below this much free space no run starts: snapshots and artifacts need room too.
 pub const MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// FNV-1a over the canonical JSON of the configuration: equal fingerprints, equal settings.
-pub fn fingerprint(config: &Value) -> String {
-    let bytes = serde_json::to_vec(config).unwrap_or_default();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("fnv1a64:{h:016x}")
-}

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use serde::ser::{Error, SerializeSeq};
 use serde::{Serialize, Serializer};
 
-use crate::aggregate::records::{self, RecordLine};
-use crate::aggregate::timing::Exclusions;
+use crate::record::file::{self as records, RecordLine};
+use crate::record::timing::Exclusions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamKind {
@@ -37,7 +37,7 @@ impl Serialize for Streamed {
                     seq.serialize_element(&record)?;
                 }
                 (RecordLine::Failure { level, mut record }, StreamKind::Failures) if level == self.level => {
-                    record.phase = self.rules.phase(record.request_index, record.start_offset_ms);
+                    self.rules.apply_to_failure(&mut record);
                     seq.serialize_element(&record)?;
                 }
                 (RecordLine::Dropped { level, record }, StreamKind::Dropped) if level == self.level => {

@@ -575,7 +575,7 @@ pub struct RetryPolicy {
     /// Attempts beyond the first (0: never retry).
     pub max_retries: u32,
     /// Failure kinds that are retried; only failures before any output qualify.
-    pub on: Vec<crate::worker::ErrorKind>,
+    pub on: Vec<crate::record::ErrorKind>,
     /// Wait before the first retry, doubled for each further one; a `Retry-After` header wins.
     #[serde(with = "humantime_serde")]
     pub backoff: Duration,

@@ -13,7 +13,7 @@ use super::{
     Api, ApiKey, ClientSettings, Dialect, Endpoint, Overrides, Phase, ReasoningEffort, RetryPolicy, RunLimits,
     Sampling, Scenario, ServeFlags, Target, ThinkingMode,
 };
-use crate::worker::ErrorKind;
+use crate::record::ErrorKind;
 
 /// A scenario that cannot be run. Exit code 2; nothing was sent.
 #[derive(Debug, Clone, PartialEq, Eq)]

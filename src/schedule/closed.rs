@@ -14,7 +14,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::{Dispatch, Issued, LevelPlan, RunControl, prepare};
-use crate::worker::{Client, Outcome};
+use crate::record::Outcome;
+use crate::worker::Client;
 use crate::workload::Workload;
 
 #[allow(clippy::too_many_arguments)]

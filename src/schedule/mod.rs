@@ -18,8 +18,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::scenario::{Arrival, Overload};
-use crate::worker::{Client, Outcome};
+use crate::record::Outcome;
+use crate::record::{Dispatch, Issued, LevelPacing};
+use crate::worker::Client;
 use crate::workload::{PreparedRequest, Workload};
 
 pub use closed::run_closed;
@@ -33,23 +34,6 @@ pub struct RunControl {
     pub cut_in_flight: CancellationToken,
 }
 
-/// When a request was meant to go and how long it waited for a slot; the worker adds when it
-/// actually went.
-#[derive(Debug, Clone, Copy)]
-pub struct Dispatch {
-    pub level_start: Instant,
-    /// The schedule's time for this request (open loop); `None` in a closed loop.
-    pub intended: Option<Instant>,
-    /// Time spent waiting for an in-flight slot (`overload = "queue"`).
-    pub queue_wait: Duration,
-}
-
-impl Dispatch {
-    pub fn closed(level_start: Instant) -> Self {
-        Dispatch { level_start, intended: None, queue_wait: Duration::ZERO }
-    }
-}
-
 /// One level of a run.
 #[derive(Debug, Clone, Copy)]
 pub struct LevelPlan {
@@ -60,32 +44,6 @@ pub struct LevelPlan {
     pub seed: u64,
     /// Send request 0 alone first, then release everything (shared-prefix bursts).
     pub warm_up_first: bool,
-}
-
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "mode", rename_all = "snake_case")]
-pub enum LevelPacing {
-    Closed { concurrency: u32, max_rate: Option<f64> },
-    Open { rate: f64, arrival: Arrival, ramp: Option<Duration>, max_in_flight: Option<u32>, overload: Overload },
-}
-
-impl LevelPacing {
-    /// The level's number: its concurrency or its rate.
-    pub fn level(&self) -> f64 {
-        match self {
-            LevelPacing::Closed { concurrency, .. } => f64::from(*concurrency),
-            LevelPacing::Open { rate, .. } => *rate,
-        }
-    }
-}
-
-/// What the pacing knows that the outcomes do not.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
-pub struct Issued {
-    /// Arrivals in the schedule (open loop).
-    pub planned_arrivals: Option<u64>,
-    /// The planned issuing window: where the schedule ends (open loop) or `duration`.
-    pub planned_window: Option<Duration>,
 }
 
 /// Run one level; every outcome goes to `tx`. Returns when every request has ended (the

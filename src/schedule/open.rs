@@ -16,8 +16,8 @@ use tokio_util::task::TaskTracker;
 use super::arrivals::Arrivals;
 use super::pacer::Pacer;
 use super::{Dispatch, Issued, LevelPacing, LevelPlan, RunControl, prepare};
+use crate::record::{Dropped, Outcome};
 use crate::scenario::Overload;
-use crate::worker::{Dropped, Outcome};
 use crate::workload::{PreparedRequest, Workload};
 
 /// Run the schedule. `issue` sends one request and returns its outcome; it is the worker's
@@ -114,8 +114,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::record::{Completed, TokenSource};
     use crate::scenario::{Arrival, Overrides, Scenario};
-    use crate::worker::{Completed, TokenSource};
     use crate::workload::Sizer;
 
     fn workload() -> Arc<Workload> {

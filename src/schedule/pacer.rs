@@ -42,7 +42,7 @@ impl PrecisePacer {
     pub fn new() -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<(std::time::Instant, oneshot::Sender<()>)>();
         std::thread::Builder::new().name("anvil-pacer".into()).spawn(move || {
-            lower_timer_slack();
+            crate::sys::lower_timer_slack();
             while let Ok((deadline, wake)) = rx.recv() {
                 let now = std::time::Instant::now();
                 if deadline > now {
@@ -74,15 +74,6 @@ impl Pacer for PrecisePacer {
                 tokio::time::sleep_until(deadline).await;
             }
         }
-    }
-}
-
-/// Linux lets a thread ask for a 1 ns timer slack instead of the default 50 µs.
-fn lower_timer_slack() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: PR_SET_TIMERSLACK takes one integer argument and affects only this thread.
-        let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     }
 }
 

@@ -4,7 +4,7 @@
 //! of the body is stamped once, as soon as its bytes are available, before any parsing. Nothing
 //! on this path blocks the runtime or takes a lock shared with other workers.
 
-mod outcome;
+mod sanitize;
 mod stream;
 
 use std::sync::Arc;
@@ -16,12 +16,12 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource, sanitize_message};
+pub use sanitize::sanitize_message;
 pub use stream::{CAPTURE_CHARS, StreamFault, StreamState};
 
 use crate::openai::parse_error_body;
+use crate::record::{Completed, Dispatch, ErrorKind, Failed, Outcome};
 use crate::scenario::{ApiKey, ClientSettings};
-use crate::schedule::Dispatch;
 use crate::workload::{PreparedRequest, check_canary, check_controlled_output};
 
 /// Error bodies are read up to this size; the rest is not needed to classify them.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::openai::{ChunkError, SseDecoder, SseError, StreamEvent, Usage, parse_event};
 
-use super::outcome::{ErrorKind, TokenSource};
+use crate::record::{ErrorKind, TokenSource};
 
 /// Visible content kept per response for canary checks (the reference contract's cap).
 pub const CAPTURE_CHARS: usize = 8192;

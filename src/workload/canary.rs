@@ -1,7 +1,7 @@
 //! Per-request checks of what came back: the canary marker (did this response belong to this
 //! request?) and the controlled output length (`response_words`).
 
-use serde::{Deserialize, Serialize};
+use crate::record::{CanaryCheck, ControlledOutput};
 
 /// Prefix of every canary marker; any occurrence in a response is counted.
 pub const CANARY_PREFIX: &str = "ANVIL_REQ_";
@@ -16,21 +16,6 @@ pub fn canary_marker(seed: u64, index: u64) -> String {
 fn marker_len(text: &str) -> usize {
     CANARY_PREFIX.len()
         + text[CANARY_PREFIX.len()..].bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count()
-}
-
-/// What the canary check found in one response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CanaryCheck {
-    pub marker: String,
-    /// The visible content (after leading whitespace) starts with this request's marker.
-    pub marker_at_start: bool,
-    /// Occurrences of this request's marker.
-    pub observed_marker_count: u32,
-    /// Occurrences of any other `ANVIL_REQ_` marker (cross-request contamination).
-    pub foreign_marker_count: u32,
-    /// The whole visible response was captured (not cut by the capture cap or a broken stream).
-    pub capture_complete: bool,
-    pub passed: bool,
 }
 
 /// Check a response's visible content against its marker. Fails closed on an incomplete capture.
@@ -59,19 +44,6 @@ pub fn check_canary(marker: &str, visible: &str, capture_complete: bool) -> Cana
         capture_complete,
         passed: marker_at_start && own == 1 && foreign == 0 && capture_complete,
     }
-}
-
-/// How a response measured up to `response_words`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ControlledOutput {
-    pub requested_words: u32,
-    /// Words of visible content (a leading canary marker excluded); null when the capture was
-    /// incomplete, so the length cannot be known.
-    pub observed_words: Option<u32>,
-    pub exact: bool,
-    /// Cut by the token budget (`finish_reason = "length"`) or by the capture cap.
-    pub truncated: bool,
-    pub observable: bool,
 }
 
 /// Check the visible content against the requested word count.

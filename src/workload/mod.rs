@@ -18,8 +18,8 @@ use bytes::Bytes;
 use rand::RngExt;
 use rand::seq::SliceRandom;
 
-pub use canary::{CANARY_PREFIX, CanaryCheck, ControlledOutput, canary_marker, check_canary, check_controlled_output};
-pub use sizing::{Sizer, SizingRecord};
+pub use canary::{CANARY_PREFIX, canary_marker, check_canary, check_controlled_output};
+pub use sizing::Sizer;
 pub use text::{estimate_tokens, is_filler_word};
 
 use crate::openai::{self, PromptBody, RequestParams};

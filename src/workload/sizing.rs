@@ -10,9 +10,8 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::text::estimate_tokens;
+use crate::record::{ProbeResult, SizingRecord};
 use crate::scenario::Api;
 
 /// Estimated tokens a chat template wraps around one user message (role markers, turn
@@ -97,34 +96,6 @@ impl Sizer {
 /// Tokens of `text` without special tokens (the template overhead is counted separately).
 pub fn count_with(tokenizer: &tokenizers::Tokenizer, text: &str) -> usize {
     tokenizer.encode_fast(text, false).map(|e| e.len()).unwrap_or_else(|_| estimate_tokens(text) as usize)
-}
-
-/// One calibration probe and what the server said.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ProbeResult {
-    /// The sizer's prediction before calibration: the built-in estimate of the probe's text, or
-    /// the tokenizer's count.
-    pub predicted_text_tokens: f64,
-    /// `usage.prompt_tokens` as reported by the server.
-    pub server_prompt_tokens: Option<u64>,
-    pub error: Option<String>,
-}
-
-/// `prompt_sizing` in the artifact: how prompts were sized, and the evidence.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SizingRecord {
-    /// `estimate`, `calibrate` or `tokenizer`.
-    pub mode: String,
-    pub tokenizer_path: Option<String>,
-    pub probes: Vec<ProbeResult>,
-    /// Server tokens per estimated token (1 for `estimate` and `tokenizer`).
-    pub slope: f64,
-    /// Tokens the server adds to every prompt (chat template, BOS).
-    pub intercept: f64,
-    /// Largest distance between a probe's server count and the fitted line, in tokens.
-    pub fit_residual_max: Option<f64>,
-    /// Set when calibration failed and the built-in estimate was used instead.
-    pub fallback_reason: Option<String>,
 }
 
 impl SizingRecord {

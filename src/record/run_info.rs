@@ -3,13 +3,13 @@
 //! first line of the records file, so `anvil-load summarize` rebuilds the same artifacts from the
 //! records alone.
 
+use std::time::SystemTime;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{SamplingParam, SamplingRecord, ServeFlagsRecord, fingerprint};
-use crate::aggregate::timing::Exclusions;
-use crate::scenario::{Api, ControlledOutputPolicy, Endpoint, Phase, Scenario, Slo};
-use crate::workload::SizingRecord;
+use super::timing::{Exclusions, ms};
+use crate::scenario::{Api, ControlledOutputPolicy, Endpoint, Phase, ReasoningEffort, Scenario, Slo, ThinkingMode};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -98,8 +98,8 @@ impl RunInfo {
             },
             warmup: s.run.warmup,
             cooldown: s.run.cooldown,
-            duration_ms: s.run.duration.map(crate::aggregate::timing::ms),
-            max_dispatch_lag_ms: crate::aggregate::timing::ms(s.load.max_dispatch_lag),
+            duration_ms: s.run.duration.map(ms),
+            max_dispatch_lag_ms: ms(s.load.max_dispatch_lag),
             slo: s.slo.clone(),
         }
     }
@@ -114,9 +114,98 @@ impl RunInfo {
         };
         match self.warmup {
             Some(Phase::Requests(n)) => rules.warmup_below_index = Some(n),
-            Some(Phase::Time(t)) => rules.warmup_before_ms = Some(crate::aggregate::timing::ms(t)),
+            Some(Phase::Time(t)) => rules.warmup_before_ms = Some(ms(t)),
             None => {}
         }
         rules
     }
+}
+
+/// How one sampling parameter was handled.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SamplingParam {
+    /// Value in the scenario (null: not set).
+    pub requested: Option<f64>,
+    /// Whether it was put in the request body.
+    pub sent: bool,
+    /// The value the request carried; null means the server's default applied.
+    pub effective_request: Option<f64>,
+}
+
+impl SamplingParam {
+    pub fn from_requested(requested: Option<f64>) -> Self {
+        SamplingParam { requested, sent: requested.is_some(), effective_request: requested }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SamplingRecord {
+    pub temperature: SamplingParam,
+    pub top_p: SamplingParam,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServeFlagsRecord {
+    pub thinking_mode: ThinkingMode,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    pub no_thinking: bool,
+    pub shared_prefix_burst: bool,
+}
+
+/// One calibration probe and what the server said.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProbeResult {
+    /// The sizer's prediction before calibration: the built-in estimate of the probe's text, or
+    /// the tokenizer's count.
+    pub predicted_text_tokens: f64,
+    /// `usage.prompt_tokens` as reported by the server.
+    pub server_prompt_tokens: Option<u64>,
+    pub error: Option<String>,
+}
+
+/// `prompt_sizing` in the artifact: how prompts were sized, and the evidence.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SizingRecord {
+    /// `estimate`, `calibrate` or `tokenizer`.
+    pub mode: String,
+    pub tokenizer_path: Option<String>,
+    pub probes: Vec<ProbeResult>,
+    /// Server tokens per estimated token (1 for `estimate` and `tokenizer`).
+    pub slope: f64,
+    /// Tokens the server adds to every prompt (chat template, BOS).
+    pub intercept: f64,
+    /// Largest distance between a probe's server count and the fitted line, in tokens.
+    pub fit_residual_max: Option<f64>,
+    /// Set when calibration failed and the built-in estimate was used instead.
+    pub fallback_reason: Option<String>,
+}
+
+/// A wall-clock instant as the artifact writes it: ISO label (seconds) and Unix nanoseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp(pub SystemTime);
+
+impl Stamp {
+    pub fn now() -> Self {
+        Stamp(SystemTime::now())
+    }
+    pub fn from_unix_ns(ns: u64) -> Self {
+        Stamp(SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(ns))
+    }
+    pub fn iso(self) -> String {
+        humantime::format_rfc3339_seconds(self.0).to_string()
+    }
+    pub fn unix_ns(self) -> u64 {
+        self.0.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    }
+}
+
+/// FNV-1a over the canonical JSON of the configuration: equal fingerprints, equal settings.
+pub fn fingerprint(config: &Value) -> String {
+    let bytes = serde_json::to_vec(config).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{h:016x}")
 }

@@ -18,8 +18,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::timing::{DroppedRecord, FailureRecord, RequestTiming};
-use crate::artifact::RunInfo;
-use crate::schedule::{Issued, LevelPacing};
+use super::{Issued, LevelPacing, RunInfo};
 
 pub const RECORDS_SCHEMA: &str = "anvil-load.records/v1";
 
@@ -86,7 +85,7 @@ pub fn open(path: &Path) -> std::io::Result<(RecordSink, RecordWriter)> {
     // lines piling up in memory.
     let (tx, mut rx) = mpsc::channel::<Message>(1024);
     let thread = std::thread::Builder::new().name("anvil-records".into()).spawn(move || {
-        yield_to_measurement();
+        crate::sys::lower_thread_priority();
         let mut out = BufWriter::with_capacity(64 * 1024, file);
         let mut first_error = None;
         let mut acks = Vec::new();
@@ -143,21 +142,6 @@ impl RecordSink {
 impl RecordWriter {
     pub fn finish(self) -> std::io::Result<()> {
         self.thread.join().unwrap_or_else(|_| Err(std::io::Error::other("the records writer panicked")))
-    }
-}
-
-/// Lower this thread's scheduling priority: bookkeeping threads must never take the core from
-/// the runtime threads that timestamp reads (on a pinned client, a burst of writes would
-/// otherwise delay them by a whole scheduler slice).
-pub fn yield_to_measurement() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no preconditions; setpriority on our own thread id with a nice value
-        // of 10 only lowers this thread's priority.
-        unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            let _ = libc::setpriority(libc::PRIO_PROCESS, tid, 10);
-        }
     }
 }
 

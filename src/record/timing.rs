@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::sample::Sample;
-use crate::worker::{Completed, Dropped, ErrorKind, Failed, TokenSource};
-use crate::workload::{CanaryCheck, ControlledOutput};
+use super::checks::{CanaryCheck, ControlledOutput};
+use super::outcome::{Completed, Dropped, ErrorKind, Failed, TokenSource};
 
 pub fn ms(d: Duration) -> f64 {
     d.as_nanos() as f64 / 1e6
@@ -137,6 +136,16 @@ impl Exclusion {
     }
 }
 
+/// The plain facts about a completed request that decide its exclusion.
+#[derive(Debug, Clone, Copy)]
+pub struct ExclusionFacts {
+    pub index: u64,
+    pub start_offset_ms: f64,
+    pub canary_failed: bool,
+    /// Off the requested `response_words` or truncated: what the strict policy excludes.
+    pub controlled_miss: bool,
+}
+
 /// The rules that decide phases and exclusions; all thresholds are in the records' own units.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Exclusions {
@@ -170,10 +179,10 @@ impl Exclusions {
     }
 
     /// The exclusion of one completed request, first reason first.
-    pub fn exclusion(&self, s: &Sample) -> Option<Exclusion> {
-        if s.canary_failed() {
+    pub fn exclusion(&self, s: ExclusionFacts) -> Option<Exclusion> {
+        if s.canary_failed {
             Some(Exclusion::CanaryFailed)
-        } else if self.strict_output && s.controlled_miss() {
+        } else if self.strict_output && s.controlled_miss {
             Some(Exclusion::ControlledOutput)
         } else if self.prefix_warmup_index == Some(s.index) {
             Some(Exclusion::PrefixWarmup)
@@ -188,14 +197,27 @@ impl Exclusions {
 
     /// Bring a record's phase and exclusion in line with these rules.
     pub fn apply(&self, r: &mut RequestTiming) {
-        let sample = Sample::from_record(r);
         r.phase = self.phase(r.request_index, r.start_offset_ms);
-        r.exclusion_reason = self.exclusion(&sample);
+        r.exclusion_reason = self.exclusion(r.facts());
         r.performance_eligible = r.exclusion_reason.is_none();
+    }
+
+    /// Bring a failure's phase in line with these rules (failures are never in distributions).
+    pub fn apply_to_failure(&self, f: &mut FailureRecord) {
+        f.phase = self.phase(f.request_index, f.start_offset_ms);
     }
 }
 
 impl RequestTiming {
+    pub fn facts(&self) -> ExclusionFacts {
+        ExclusionFacts {
+            index: self.request_index,
+            start_offset_ms: self.start_offset_ms,
+            canary_failed: self.request_canary.as_ref().is_some_and(|c| !c.passed),
+            controlled_miss: self.controlled_output.as_ref().is_some_and(|o| !o.exact || o.truncated),
+        }
+    }
+
     pub fn from_completed(c: &Completed, rules: &Exclusions) -> Self {
         let ttfo = ms(c.first_output);
         let ttft = c.first_content.map(ms);

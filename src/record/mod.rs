@@ -1,0 +1,23 @@
+//! The bottom of the results side: what one request produced and how it is kept.
+//!
+//! `outcome` is what a worker hands over (a completed measurement, a failure, a dropped arrival);
+//! `timing` turns it into the per-request records of the artifact (`request_timings[]`,
+//! `failures[]`, `dropped[]`) and decides phases and exclusions, once, from plain facts; `file`
+//! keeps them in the append-only records file; `run_info` is the run's fixed description (the
+//! file's first line); `level` is what a level's pacing knew; `checks` holds the canary and
+//! controlled-output results. Nothing here computes a summary.
+
+pub mod checks;
+pub mod file;
+pub mod level;
+pub mod outcome;
+pub mod run_info;
+pub mod timing;
+
+pub use checks::{CanaryCheck, ControlledOutput};
+pub use level::{Dispatch, Issued, LevelPacing};
+pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
+pub use run_info::{
+    ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,
+};
+pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};

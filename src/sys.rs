@@ -1,0 +1,93 @@
+//! The few system calls the tool makes, in one place: the open-file limit, free disk space, and
+//! two scheduling hints for bookkeeping and timer threads. `unsafe` is denied everywhere else.
+
+#![allow(unsafe_code)]
+
+use std::path::Path;
+
+/// Lower the calling thread's scheduling priority: bookkeeping threads must never take the core
+/// from the runtime threads that timestamp reads (on a pinned client, a burst of writes would
+/// otherwise delay them by a whole scheduler slice).
+pub fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions; setpriority on our own thread id with a nice value
+        // of 10 only lowers this thread's priority.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            let _ = libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+        }
+    }
+}
+
+/// Linux lets a thread ask for a 1 ns timer slack instead of the default 50 µs.
+pub fn lower_timer_slack() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: PR_SET_TIMERSLACK takes one integer argument and affects only this thread.
+        let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    }
+}
+
+/// Bytes free for an unprivileged writer in `dir`'s file system, when the platform can tell.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: `path` is a valid NUL-terminated string and `stat` points to writable memory of
+        // the right type; statvfs only writes into it.
+        let rc = unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: statvfs returned 0, so it filled the structure.
+        let stat = unsafe { stat.assume_init() };
+        // The field types differ between platforms (u32 on some 32-bit ones).
+        #[allow(clippy::unnecessary_cast)]
+        Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
+/// The open-file limit before and after `raise_file_limit`.
+#[derive(Debug, Clone, Copy)]
+pub struct FileLimit {
+    pub soft_before: u64,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// Raise the soft open-file limit towards `needed` (never above the hard limit). `None` when the
+/// platform cannot tell.
+pub fn raise_file_limit(needed: u64) -> Option<FileLimit> {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit writes into the struct it is given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return None;
+        }
+        // rlim_t is u32 on some 32-bit platforms.
+        #[allow(clippy::unnecessary_cast)]
+        let (soft, hard) = (limit.rlim_cur as u64, limit.rlim_max as u64);
+        if soft >= needed {
+            return Some(FileLimit { soft_before: soft, soft, hard });
+        }
+        let wanted = needed.min(hard);
+        limit.rlim_cur = wanted as libc::rlim_t;
+        // SAFETY: setrlimit reads the struct; raising the soft limit up to the hard one is allowed.
+        let raised = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == 0;
+        Some(FileLimit { soft_before: soft, soft: if raised { wanted } else { soft }, hard })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = needed;
+        None
+    }
+}

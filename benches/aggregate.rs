@@ -8,17 +8,19 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use anvil_load::aggregate::metrics::{MetricsInput, compute};
 use anvil_load::aggregate::sample::Sample;
 use anvil_load::aggregate::snapshots::Snapshots;
 use anvil_load::aggregate::stats::Summary;
+use anvil_load::aggregate::summarise::{LevelInput, summarise};
 use anvil_load::aggregate::{Collected, LevelSink, collect};
 use anvil_load::record::CanaryCheck;
 use anvil_load::record::file as records;
 use anvil_load::record::timing::{Exclusions, RequestTiming};
 use anvil_load::record::{Completed, Outcome, TokenSource};
+use anvil_load::record::{Issued, LevelPacing, RunInfo, SizingRecord, Stamp};
 use anvil_load::report::Progress;
-use anvil_load::scenario::Slo;
+use anvil_load::scenario::{Overrides, Scenario};
+use anvil_load::workload::Sizer;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use tokio::sync::mpsc;
 
@@ -88,7 +90,7 @@ fn record(c: &mut Criterion) {
                 runtime.block_on(async {
                     let level = LevelSink { records: &sink, level: "bench", rules: Exclusions::default() };
                     let snapshots = Snapshots::new(None, "bench", tokio::time::Instant::now(), Arc::default());
-                    collect(rx, level, &progress, snapshots).await
+                    collect(rx, level, |live, window| progress.update(live, window), snapshots).await
                 })
             },
             BatchSize::LargeInput,
@@ -102,19 +104,28 @@ fn record(c: &mut Criterion) {
     });
     let samples: Vec<Sample> =
         done.iter().map(|c| Sample::from_record(&RequestTiming::from_completed(c, &Exclusions::default()))).collect();
-    let slo = Slo::default();
-    group.bench_function("metrics_compute", |b| {
-        b.iter(|| {
-            compute(&MetricsInput {
-                samples: black_box(&samples),
-                failures: &[],
-                wall_clock_ms: 60_000.0,
-                attempted: BATCH as u64,
-                failed_server_faults: 0,
-                interrupted: false,
-                slo: &slo,
-            })
-        })
+    let scenario =
+        Scenario::load(std::path::Path::new("scenarios/smoke.toml"), &Overrides::default()).expect("scenario");
+    let sizing = SizingRecord::for_sizer("estimate", &Sizer::Estimate { overhead: 8.0 }, None);
+    let info = RunInfo::new(&scenario, "bench", "http://127.0.0.1:1/v1", sizing, 0);
+    group.bench_function("summarise", |b| {
+        b.iter_batched(
+            || Collected { samples: samples.clone(), ..Collected::default() },
+            |collected| {
+                summarise(LevelInput {
+                    info: &info,
+                    level_id: "bench".into(),
+                    pacing: LevelPacing::Closed { concurrency: 64, max_rate: None },
+                    issued: Issued::default(),
+                    started: Stamp::now(),
+                    finished: Stamp::now(),
+                    collected,
+                    interrupted: false,
+                    simulator: None,
+                })
+            },
+            BatchSize::LargeInput,
+        )
     });
     group.finish();
 }

@@ -11,7 +11,9 @@ use serde::Serialize;
 
 use crate::aggregate::LiveStats;
 use crate::aggregate::snapshots::Window;
-use crate::artifact::Artifact;
+use crate::aggregate::summary::{LevelSummary, Metric, Stat};
+use crate::aggregate::warnings::Warning;
+use crate::record::RunInfo;
 
 /// The live line while a level runs; invisible when disabled or stderr is not a terminal (then
 /// the snapshots print one status line per interval instead).
@@ -83,23 +85,9 @@ impl Progress {
     }
 }
 
-/// A methodology problem, shown on the console and saved in the artifact.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Warning {
-    /// Stable identifier, e.g. `canaries_failed`.
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl Warning {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        Warning { code, message: message.into() }
-    }
-}
-
 pub fn print_warnings(warnings: &[Warning]) {
     for w in warnings {
-        eprintln!("warning: {}", w.message);
+        eprintln!("warning: {}", w.message());
     }
 }
 
@@ -115,14 +103,10 @@ pub fn fmt_ms(ms: f64) -> String {
     }
 }
 
-fn metric(a: &Artifact, key: &str) -> Option<f64> {
-    a.metrics.get(key).and_then(serde_json::Value::as_f64)
-}
-
 /// The end-of-level summary (stdout).
-pub fn level_summary(a: &Artifact) -> String {
+pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
     let mut s = String::new();
-    let engine = a.engine.as_deref().unwrap_or("unlabelled engine");
+    let engine = info.engine.as_deref().unwrap_or("unlabelled engine");
     let load = match a.load.rate {
         Some(rate) => format!(
             "open loop {rate} req/s {} (achieved {:.2} req/s)",
@@ -131,13 +115,9 @@ pub fn level_summary(a: &Artifact) -> String {
         ),
         None => format!("concurrency {}", a.load.concurrency),
     };
-    let _ = writeln!(s, "\n{} · {} · {} · {load}", a.run_id, a.model, engine);
-    let canaries = if a.request_canaries {
-        format!(
-            ", canaries {}/{} passed",
-            metric(a, "request_canary_passed").unwrap_or(0.0),
-            metric(a, "request_canary_samples").unwrap_or(0.0)
-        )
+    let _ = writeln!(s, "\n{} · {} · {} · {load}", a.level_id, info.model, engine);
+    let canaries = if info.request_canaries {
+        format!(", canaries {}/{} passed", a.canaries.passed, a.canaries.samples)
     } else {
         String::new()
     };
@@ -152,47 +132,47 @@ pub fn level_summary(a: &Artifact) -> String {
         if a.interrupted { " · INTERRUPTED" } else { "" }
     );
     let _ = writeln!(s, "{:<22}{:>12}{:>12}{:>12}{:>12}{:>9}", "", "mean", "p50", "p90", "p99", "samples");
-    for (label, stem, unit_ms) in [
-        ("TTFT", "ttft", true),
-        ("time to first output", "time_to_first_output", true),
-        ("TPOT", "tpot", true),
-        ("E2E", "e2e", true),
-        ("prompt tokens", "prompt_tokens", false),
-        ("output tokens", "completion_tokens", false),
-        ("decode tok/s", "decode_tok_s", false),
+    for (label, metric) in [
+        ("TTFT", Metric::Ttft),
+        ("time to first output", Metric::TimeToFirstOutput),
+        ("TPOT", Metric::Tpot),
+        ("E2E", Metric::E2e),
+        ("prompt tokens", Metric::PromptTokens),
+        ("output tokens", Metric::CompletionTokens),
+        ("decode tok/s", Metric::DecodeTokS),
     ] {
-        let unit = if unit_ms { "_ms" } else { "" };
-        let cell = |stat: &str| match metric(a, &format!("{stem}_{stat}{unit}")) {
-            Some(v) if unit_ms => fmt_ms(v),
+        let cell = |stat: Stat| match a.distributions.stat(metric, stat) {
+            Some(v) if metric.ms_suffix() => fmt_ms(v),
             Some(v) => format!("{v:.1}"),
             None => "–".to_string(),
         };
-        let samples = metric(a, &format!("{stem}_samples")).unwrap_or(0.0);
+        let samples = a.distributions.samples(metric);
         let _ = writeln!(
             s,
             "{label:<22}{:>12}{:>12}{:>12}{:>12}{samples:>9}",
-            cell("mean"),
-            cell("p50"),
-            cell("p90"),
-            cell("p99")
+            cell(Stat::Mean),
+            cell(Stat::P50),
+            cell(Stat::P90),
+            cell(Stat::P99)
         );
     }
     let _ = writeln!(
         s,
         "throughput {:.1} output tok/s · {:.2} req/s",
-        metric(a, "throughput_tok_s").unwrap_or(0.0),
-        metric(a, "request_throughput_rps").unwrap_or(0.0)
+        a.rates.throughput_tok_s.unwrap_or(0.0),
+        a.rates.request_throughput_rps.unwrap_or(0.0)
     );
     if a.load.rate.is_some() {
-        let lag = |k: &str| metric(a, k).map_or_else(|| "–".to_string(), fmt_ms);
+        let lag = |v: Option<f64>| v.map_or_else(|| "–".to_string(), fmt_ms);
+        let d = &a.distributions;
         let _ = writeln!(
             s,
             "schedule lag p50 {} · p99 {} · max {}; dropped {}; TTFT from intended p99 {}",
-            lag("schedule_lag_p50_ms"),
-            lag("schedule_lag_p99_ms"),
-            lag("schedule_lag_max_ms"),
+            lag(d.stat(Metric::ScheduleLag, Stat::P50)),
+            lag(d.stat(Metric::ScheduleLag, Stat::P99)),
+            lag(d.stat(Metric::ScheduleLag, Stat::Max)),
             a.load.dropped_arrivals,
-            lag("ttft_from_intended_p99_ms")
+            lag(d.stat(Metric::TtftFromIntended, Stat::P99))
         );
     }
     if let Some(slo) = &a.slo {
@@ -209,7 +189,7 @@ pub fn level_summary(a: &Artifact) -> String {
             "SLO {}: {}; goodput {:.2} req/s",
             if slo.passed { "met" } else { "missed" },
             parts.join(", "),
-            metric(a, "goodput_rps").unwrap_or(0.0)
+            a.rates.goodput.and_then(|g| g.rps).unwrap_or(0.0)
         );
     }
     if !a.error_counts.is_empty() {
@@ -246,27 +226,28 @@ pub struct SweepRow {
 }
 
 impl SweepRow {
-    pub fn from_artifact(a: &Artifact, path: &std::path::Path) -> Self {
+    pub fn from_summary(a: &LevelSummary, path: &std::path::Path) -> Self {
+        let d = &a.distributions;
         SweepRow {
             load_mode: a.load.load_mode,
             concurrency: a.load.concurrency,
             rate: a.load.rate,
             achieved_rate: a.load.achieved_rate,
-            goodput_rps: metric(a, "goodput_rps"),
+            goodput_rps: a.rates.goodput.and_then(|g| g.rps),
             slo_passed: a.slo.as_ref().map(|r| r.passed),
             valid: a.load.validity.valid,
-            run_id: a.run_id.clone(),
+            run_id: a.level_id.clone(),
             artifact: path.display().to_string(),
             requests: a.requests,
             failed: a.failed,
-            request_throughput_rps: metric(a, "request_throughput_rps"),
-            output_throughput_tok_s: metric(a, "throughput_tok_s"),
-            ttft_p50_ms: metric(a, "ttft_p50_ms"),
-            ttft_p99_ms: metric(a, "ttft_p99_ms"),
-            tpot_p50_ms: metric(a, "tpot_p50_ms"),
-            tpot_p99_ms: metric(a, "tpot_p99_ms"),
-            e2e_p50_ms: metric(a, "e2e_p50_ms"),
-            e2e_p99_ms: metric(a, "e2e_p99_ms"),
+            request_throughput_rps: a.rates.request_throughput_rps,
+            output_throughput_tok_s: a.rates.throughput_tok_s,
+            ttft_p50_ms: d.stat(Metric::Ttft, Stat::P50),
+            ttft_p99_ms: d.stat(Metric::Ttft, Stat::P99),
+            tpot_p50_ms: d.stat(Metric::Tpot, Stat::P50),
+            tpot_p99_ms: d.stat(Metric::Tpot, Stat::P99),
+            e2e_p50_ms: d.stat(Metric::E2e, Stat::P50),
+            e2e_p99_ms: d.stat(Metric::E2e, Stat::P99),
             performance_eligible: a.performance_eligible,
         }
     }

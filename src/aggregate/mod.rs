@@ -1,12 +1,20 @@
-//! The aggregator: one task that receives every outcome through a bounded channel. It turns each
+//! The results side above the records: collect, then summarise.
+//!
+//! `collect` is one task that receives every outcome through a bounded channel. It turns each
 //! outcome into its record (appended to the records file at once), keeps the compact sample the
 //! exact summaries need, and feeds the live HDR histograms behind the progress line and the
 //! interval snapshots. "All done" is the channel closing when the last worker drops its sender.
+//! `summarise` then turns a level's samples into its typed `LevelSummary` — the only place
+//! numbers are computed; the renderers (`artifact`, `report`) read its fields.
 
-pub mod metrics;
+pub mod load;
 pub mod sample;
+pub mod slo;
 pub mod snapshots;
 pub mod stats;
+pub mod summarise;
+pub mod summary;
+pub mod warnings;
 
 use std::time::Duration;
 
@@ -16,7 +24,6 @@ use tokio::sync::mpsc;
 use crate::record::Outcome;
 use crate::record::file::{RecordLine, RecordSink};
 use crate::record::{DroppedRecord, Exclusions, FailureRecord, RequestTiming};
-use crate::report::Progress;
 use sample::{FailureSample, Sample};
 use snapshots::Snapshots;
 
@@ -105,11 +112,12 @@ pub struct LevelSink<'a> {
     pub rules: Exclusions,
 }
 
-/// Receive outcomes until every sender is gone.
+/// Receive outcomes until every sender is gone. `on_update` sees the live counters after every
+/// outcome and every snapshot (the console's progress line).
 pub async fn collect(
     mut rx: mpsc::Receiver<Outcome>,
     sink: LevelSink<'_>,
-    progress: &Progress,
+    mut on_update: impl FnMut(&LiveStats, Option<&snapshots::Window>),
     mut snapshots: Snapshots,
 ) -> Collected {
     let mut out = Collected::default();
@@ -120,7 +128,7 @@ pub async fn collect(
             outcome = rx.recv() => outcome,
             () = snapshots.tick() => {
                 snapshots.take(&live).await;
-                progress.update(&live, snapshots.current());
+                on_update(&live, snapshots.current());
                 continue;
             }
         };
@@ -149,7 +157,7 @@ pub async fn collect(
                 sink.records.write(&RecordLine::Dropped { level: level.clone(), record }).await;
             }
         }
-        progress.update(&live, snapshots.current());
+        on_update(&live, snapshots.current());
     }
     snapshots.take(&live).await;
     out.windows = snapshots.finish();

@@ -10,14 +10,17 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
+use crate::aggregate::summarise::{LevelInput, summarise};
+use crate::aggregate::summary::LevelSummary;
+use crate::aggregate::warnings::Warning;
 use crate::aggregate::{self, LevelSink};
-use crate::artifact::{self, Artifact, LevelRun};
+use crate::artifact;
 use crate::cli::{Cli, Command, MockArgs, RunArgs, exit};
 use crate::mock;
 use crate::record::LevelPacing;
 use crate::record::file::{self as records, RecordLine, RecordSink};
 use crate::record::{RunInfo, Stamp};
-use crate::report::{self, Progress, SweepRow, Warning};
+use crate::report::{self, Progress, SweepRow};
 use crate::scenario::{Pacing, Scenario, ScenarioError};
 use crate::schedule::{self, LevelPlan, RunControl};
 use crate::search::{CapacitySearch, Probe};
@@ -160,7 +163,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let session = Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id };
 
     let mut written: Vec<PathBuf> = Vec::new();
-    let mut artifacts: Vec<(Artifact, PathBuf)> = Vec::new();
+    let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
     match scenario.load.search {
         None => {
             let levels = scenario.load.pacing.levels();
@@ -177,7 +180,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             while let Some(level) = search.next_level() {
                 let (a, path) = session.level(level, true).await?;
                 let passed = a.slo.as_ref().is_some_and(|r| r.passed) && a.load.validity.valid;
-                let goodput_rps = a.metrics.get("goodput_rps").and_then(serde_json::Value::as_f64);
+                let goodput_rps = a.rates.goodput.and_then(|g| g.rps);
                 search.record(Probe { level, passed, goodput_rps, artifact: Some(path.display().to_string()) });
                 artifacts.push((a, path));
                 if session.control.stop_issuing.is_cancelled() {
@@ -193,7 +196,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         }
     }
     if artifacts.len() > 1 {
-        let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_artifact(a, p)).collect();
+        let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
         if !args.quiet {
             print!("{}", report::sweep_table(&rows));
         }
@@ -221,7 +224,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         return Ok(exit::ABORTED);
     }
     if !artifacts.iter().any(|(a, _)| a.completed > 0) {
-        report::print_warnings(&[Warning::new("no_success", "no request succeeded; see the failures in the artifact")]);
+        report::print_warnings(&[Warning::NoSuccess]);
         return Ok(exit::ABORTED);
     }
     if args.strict && artifacts.iter().any(|(a, _)| !a.load.validity.valid) {
@@ -288,7 +291,7 @@ impl Session<'_> {
     }
 
     /// Run one level, write its artifact, print its summary.
-    async fn level(&self, level: f64, several: bool) -> Result<(Artifact, PathBuf), AppError> {
+    async fn level(&self, level: f64, several: bool) -> Result<(LevelSummary, PathBuf), AppError> {
         let s = self.scenario;
         let pacing = self.pacing(level);
         let level_id = match (several, pacing) {
@@ -339,7 +342,7 @@ impl Session<'_> {
         let sink = LevelSink { records: &self.records, level: &level_id, rules: self.info.initial_rules() };
         let (issued, collected) = tokio::join!(
             schedule::run_level(plan, self.workload.clone(), self.client.clone(), tx, &self.control, level_start),
-            aggregate::collect(rx, sink, &progress, snapshots),
+            aggregate::collect(rx, sink, |live, window| progress.update(live, window), snapshots),
         );
         progress.finish();
         let finished = Stamp::now();
@@ -356,7 +359,7 @@ impl Session<'_> {
             .await;
         // The artifact streams this level's records from the file: they must all be there.
         self.records.sync().await;
-        let artifact = artifact::build(LevelRun {
+        let summary = summarise(LevelInput {
             info: &self.info,
             level_id: level_id.clone(),
             pacing,
@@ -366,13 +369,13 @@ impl Session<'_> {
             collected,
             interrupted,
             simulator,
-            records: self.records.path(),
         });
+        let artifact = artifact::build(&self.info, &summary, self.records.path());
         let path = write(&self.args.out, &format!("{level_id}.json"), &artifact)?;
         if !self.args.quiet {
-            print!("{}", report::level_summary(&artifact));
+            print!("{}", report::level_summary(&summary, &self.info));
         }
-        report::print_warnings(&artifact.warnings);
-        Ok((artifact, path))
+        report::print_warnings(&summary.warnings);
+        Ok((summary, path))
     }
 }

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use super::{AppError, write};
 use crate::aggregate::Collected;
 use crate::aggregate::sample::{FailureSample, Sample};
-use crate::artifact::{self, LevelRun};
+use crate::aggregate::summarise::{LevelInput, summarise};
+use crate::artifact;
 use crate::cli::{SummarizeArgs, exit};
 use crate::record::file::{self as records, RecordLine};
 use crate::record::{Issued, LevelPacing};
@@ -83,7 +84,7 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
         let (issued, finished_ns, interrupted, simulator) =
             level.end.unwrap_or((Issued::default(), level.last_end_ns, true, None));
         any_interrupted |= interrupted;
-        let artifact = artifact::build(LevelRun {
+        let summary = summarise(LevelInput {
             info: &info,
             level_id: level_id.clone(),
             pacing: level.pacing,
@@ -93,11 +94,11 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
             collected: level.collected,
             interrupted,
             simulator,
-            records: path,
         });
+        let artifact = artifact::build(&info, &summary, path);
         let out = write(&args.out, &format!("{level_id}.json"), &artifact)?;
-        print!("{}", report::level_summary(&artifact));
-        report::print_warnings(&artifact.warnings);
+        print!("{}", report::level_summary(&summary, &info));
+        report::print_warnings(&summary.warnings);
         println!("artifact: {}", out.display());
     }
     Ok(if any_interrupted { exit::ABORTED } else { exit::OK })

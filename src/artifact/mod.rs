@@ -6,7 +6,6 @@
 //! flushed, then renamed, so a reader never sees half an artifact.
 
 mod build;
-mod load;
 mod methodology;
 mod stream;
 
@@ -17,14 +16,16 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use build::{LevelRun, build};
-pub use load::{LoadRecord, Validity};
+pub use build::{build, metric_key, metrics};
 pub use methodology::TimingMethodology;
 pub use stream::{StreamKind, Streamed};
 
-use crate::aggregate::metrics::Population;
+use crate::aggregate::load::LoadRecord;
+use crate::aggregate::slo::SloReport;
+use crate::aggregate::snapshots::Drift;
+use crate::aggregate::summary::Population;
+use crate::aggregate::warnings::Warning;
 use crate::record::{SamplingRecord, ServeFlagsRecord};
-use crate::report::Warning;
 
 pub const SCHEMA: &str = "anvil-serving.benchmark/v1";
 
@@ -90,9 +91,9 @@ pub struct Artifact {
     pub warnings: Vec<Warning>,
     pub timing_methodology: TimingMethodology,
     /// The `[slo]` objectives checked against this level, when the scenario has any.
-    pub slo: Option<crate::aggregate::metrics::SloReport>,
+    pub slo: Option<SloReport>,
     /// First against last windows of a long run (null below two snapshot windows).
-    pub drift: Option<crate::aggregate::snapshots::Drift>,
+    pub drift: Option<Drift>,
     /// Snapshot windows taken during the level (also in `<run_id>.timeseries.ndjson`).
     pub snapshot_windows: usize,
     /// The records, streamed from the records file as the artifact is written.

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::level::Issued;
 use super::timing::{Exclusions, ms};
 use crate::scenario::{Api, ControlledOutputPolicy, Endpoint, Phase, ReasoningEffort, Scenario, Slo, ThinkingMode};
 
@@ -116,6 +117,26 @@ impl RunInfo {
             Some(Phase::Requests(n)) => rules.warmup_below_index = Some(n),
             Some(Phase::Time(t)) => rules.warmup_before_ms = Some(ms(t)),
             None => {}
+        }
+        rules
+    }
+
+    /// A level's final rules: the initial ones plus the cool-down, which depends on where the
+    /// level ended (the highest indices attempted, or the end of the issuing window).
+    pub fn final_rules(&self, indices: impl Iterator<Item = u64>, last_start_ms: f64, issued: Issued) -> Exclusions {
+        let mut rules = self.initial_rules();
+        match self.cooldown {
+            Some(Phase::Requests(n)) if n > 0 => {
+                let mut indices: Vec<u64> = indices.collect();
+                indices.sort_unstable();
+                let n = n as usize;
+                rules.cooldown_from_index = Some(if n < indices.len() { indices[indices.len() - n] } else { 0 });
+            }
+            Some(Phase::Time(t)) => {
+                let end = issued.planned_window.map(ms).or(self.duration_ms).unwrap_or(last_start_ms);
+                rules.cooldown_from_ms = Some((end - ms(t)).max(0.0));
+            }
+            _ => {}
         }
         rules
     }

@@ -1,16 +1,12 @@
-//! The load side of a level's artifact: how it was paced, the rate it achieved, warm-up and
-//! cool-down boundaries, and the validity check (was the client able to deliver the load it
-//! planned?).
+//! The load side of a level: how it was paced, the rate it achieved, and the validity check (was
+//! the client able to deliver the load it planned?).
 
 use serde::Serialize;
 
-use crate::aggregate::Collected;
-use crate::aggregate::sample::{FailureSample, Sample};
-use crate::aggregate::stats::nearest_rank;
-use crate::record::RunInfo;
-use crate::record::timing::{Exclusions, ms};
-use crate::record::{Issued, LevelPacing};
-use crate::scenario::Phase;
+use super::sample::{FailureSample, Sample};
+use super::stats::nearest_rank;
+use crate::record::timing::ms;
+use crate::record::{Issued, LevelPacing, RunInfo};
 
 /// Pacing fields written at the artifact's top level.
 #[derive(Debug, Clone, Serialize)]
@@ -50,33 +46,7 @@ pub struct Validity {
     pub queue_wait_p99_ms: Option<f64>,
 }
 
-/// The level's final phase rules: the run's initial rules plus the cool-down, which depends on
-/// where the level ended.
-pub fn final_rules(info: &RunInfo, collected: &Collected, issued: Issued) -> Exclusions {
-    let mut rules = info.initial_rules();
-    match info.cooldown {
-        Some(Phase::Requests(n)) if n > 0 => {
-            let mut indices: Vec<u64> =
-                collected.samples.iter().map(|s| s.index).chain(collected.failures.iter().map(|f| f.index)).collect();
-            indices.sort_unstable();
-            let n = n as usize;
-            rules.cooldown_from_index = Some(if n < indices.len() { indices[indices.len() - n] } else { 0 });
-        }
-        Some(Phase::Time(t)) => {
-            let last_start = collected
-                .samples
-                .iter()
-                .map(|s| s.start_offset_ms)
-                .chain(collected.failures.iter().map(|f| f.start_offset_ms))
-                .fold(0.0, f64::max);
-            let end = issued.planned_window.map(ms).or(info.duration_ms).unwrap_or(last_start);
-            rules.cooldown_from_ms = Some((end - ms(t)).max(0.0));
-        }
-        _ => {}
-    }
-    rules
-}
-
+/// The load side of a level from its samples and what the pacing issued.
 pub fn load_record(
     info: &RunInfo,
     pacing: LevelPacing,

@@ -1,0 +1,329 @@
+//! `summarise`: one level's records in, its typed `LevelSummary` out. The only place numbers are
+//! computed; the live run, `anvil-load summarize FILE` and `merge` all come through here.
+//!
+//! Only performance-eligible requests enter distributions and totals; failures and failed
+//! canaries are counted, never averaged in. Dispatch lag and queue wait describe the client, so
+//! every request sent counts there.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::Collected;
+use super::load;
+use super::sample::{FailureSample, Sample};
+use super::slo::{self, request_value};
+use super::snapshots;
+use super::stats::Summary;
+use super::summary::{
+    Canaries, ControlledOutputSummary, Distributions, Goodput, LevelSummary, Metric, Population, PrefixCache, Rates,
+    SizingErrors, Totals,
+};
+use super::warnings::Warning;
+use crate::record::timing::error_counts;
+use crate::record::{ErrorKind, Issued, LevelPacing, RunInfo, Stamp, TokenSource};
+
+/// Below this many samples a p99 is only descriptive (one sample decides it).
+pub const P99_MIN_SAMPLES: usize = 100;
+
+/// Sizing error above which the planned context is not what the server saw.
+const SIZING_WARN_PCT: f64 = 5.0;
+
+/// The distributions over eligible requests only.
+const ELIGIBLE_METRICS: [Metric; 13] = [
+    Metric::CompletionTokens,
+    Metric::PromptTokens,
+    Metric::DecodeTokS,
+    Metric::EffectivePrefillTokS,
+    Metric::MeanInterTokenLatency,
+    Metric::E2e,
+    Metric::Generation,
+    Metric::TimeToFirstOutput,
+    Metric::MeanTimePerOutputToken,
+    Metric::Tpot,
+    Metric::Ttft,
+    Metric::TtftFromIntended,
+    Metric::E2eFromIntended,
+];
+
+/// The distributions whose p99 sample counts are reported in `metric_population`.
+const P99_METRICS: [Metric; 5] =
+    [Metric::DecodeTokS, Metric::E2e, Metric::EffectivePrefillTokS, Metric::Tpot, Metric::Ttft];
+
+/// What one level produced, plus what is needed to describe it.
+pub struct LevelInput<'a> {
+    pub info: &'a RunInfo,
+    pub level_id: String,
+    pub pacing: LevelPacing,
+    pub issued: Issued,
+    pub started: Stamp,
+    pub finished: Stamp,
+    pub collected: Collected,
+    pub interrupted: bool,
+    /// The embedded simulator's counters for this level, when it was the target.
+    pub simulator: Option<Value>,
+}
+
+pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
+    let LevelInput { info, level_id, pacing, issued, started, finished, mut collected, interrupted, simulator } = input;
+    let last_start_ms = collected
+        .samples
+        .iter()
+        .map(|s| s.start_offset_ms)
+        .chain(collected.failures.iter().map(|f| f.start_offset_ms))
+        .fold(0.0, f64::max);
+    let indices = collected.samples.iter().map(|s| s.index).chain(collected.failures.iter().map(|f| f.index));
+    let rules = info.final_rules(indices, last_start_ms, issued);
+    for s in &mut collected.samples {
+        s.exclusion = rules.exclusion(s.facts());
+    }
+    let samples = &collected.samples;
+    let failures = &collected.failures;
+    let eligible: Vec<&Sample> = samples.iter().filter(|s| s.eligible()).collect();
+
+    // The level's wall clock: from the level start to the end of its last request.
+    let wall_clock_ms = samples
+        .iter()
+        .map(|s| s.start_offset_ms + s.e2e_ms())
+        .chain(failures.iter().map(|f| f.start_offset_ms + f.elapsed_ms))
+        .fold(0.0, f64::max);
+    let attempted = (samples.len() + failures.len()) as u64;
+
+    let mut distributions = Distributions::default();
+    for m in ELIGIBLE_METRICS {
+        distributions.set(m, Summary::of(eligible.iter().filter_map(|r| request_value(r, m)).collect()));
+    }
+    let lags = samples.iter().filter_map(Sample::schedule_lag_ms);
+    let lags = lags.chain(failures.iter().filter_map(FailureSample::schedule_lag_ms));
+    distributions.set(Metric::ScheduleLag, Summary::of(lags.collect()));
+    let waits = samples.iter().filter_map(Sample::queue_wait_ms);
+    let waits = waits.chain(failures.iter().filter_map(FailureSample::queue_wait_ms));
+    distributions.set(Metric::QueueWait, Summary::of(waits.collect()));
+
+    let prompt_reported: Vec<u64> = eligible.iter().filter_map(|r| r.prompt_tokens()).collect();
+    let totals = Totals {
+        output_tokens: eligible.iter().map(|r| r.output_tokens()).sum(),
+        prompt_tokens: prompt_reported.iter().sum(),
+        prompt_token_samples: prompt_reported.len(),
+        content_chunks: eligible.iter().map(|r| u64::from(r.content_chunks)).sum(),
+        reasoning_chunks: eligible.iter().map(|r| u64::from(r.reasoning_chunks)).sum(),
+    };
+    let excluded = attempted.saturating_sub(eligible.len() as u64);
+    let rates = rates(&eligible, &totals, wall_clock_ms, info, excluded == 0 && !interrupted && !eligible.is_empty());
+
+    let mut output_token_sources: BTreeMap<TokenSource, u64> = BTreeMap::new();
+    for r in &eligible {
+        *output_token_sources.entry(r.token_source()).or_default() += 1;
+    }
+    let ratios: Vec<f64> = eligible
+        .iter()
+        .filter_map(|r| match (r.cached_tokens(), r.prompt_tokens()) {
+            (Some(c), Some(p)) if p > 0 => Some(c as f64 / p as f64),
+            _ => None,
+        })
+        .collect();
+    let prefix_cache = PrefixCache {
+        hit_avg: (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64),
+        samples: ratios.len(),
+    };
+    let canary_results: Vec<bool> = samples.iter().filter_map(Sample::canary).collect();
+    let canaries = Canaries { samples: canary_results.len(), passed: canary_results.iter().filter(|&&p| p).count() };
+    let controlled_output = controlled_output(samples);
+    let sizing = sizing_errors(samples);
+
+    let failed_server_faults = failures.iter().filter(|f| f.kind.is_server_fault()).count() as u64;
+    let population = population(
+        &distributions,
+        attempted,
+        samples.len() as u64,
+        eligible.len() as u64,
+        failed_server_faults,
+        rates.throughput_performance_eligible,
+    );
+    let slo = slo::evaluate(&info.slo, &distributions, &population);
+    let load = load::load_record(info, pacing, issued, samples, failures, collected.dropped);
+
+    let mut context_distribution: BTreeMap<String, u64> = BTreeMap::new();
+    for planned in
+        samples.iter().map(|s| s.planned_context_tokens).chain(failures.iter().map(|f| f.planned_context_tokens))
+    {
+        *context_distribution.entry(planned.to_string()).or_default() += 1;
+    }
+    let responses_received = samples.len() as u64 + failures.iter().filter(|f| f.responded).count() as u64;
+    // Eligible when nothing was left out but by design (warm-up, cool-down, a burst's warm-up).
+    let unplanned_exclusions = samples.iter().filter(|s| s.exclusion.is_some_and(|e| !e.planned())).count();
+    let performance_eligible = !interrupted && failures.is_empty() && unplanned_exclusions == 0 && !samples.is_empty();
+
+    let mut summary = LevelSummary {
+        level_id,
+        pacing,
+        started,
+        finished,
+        interrupted,
+        wall_clock_ms,
+        requests: attempted,
+        completed: samples.len() as u64,
+        failed: failures.len() as u64,
+        responses_received,
+        context_distribution,
+        distributions,
+        totals,
+        rates,
+        output_token_sources,
+        prefix_cache,
+        canaries,
+        controlled_output,
+        sizing,
+        population,
+        load,
+        slo,
+        error_counts: error_counts(failures.iter().map(|f| &f.kind)),
+        warnings: Vec::new(),
+        drift: snapshots::drift(&collected.windows),
+        snapshot_windows: collected.windows.len(),
+        performance_eligible,
+        rules,
+        simulator,
+    };
+    summary.warnings = warnings(info, &summary, samples, failures);
+    summary
+}
+
+/// Throughput over the wall clock and over the measurement window, and goodput.
+fn rates(eligible: &[&Sample], totals: &Totals, wall_clock_ms: f64, info: &RunInfo, comparable: bool) -> Rates {
+    let wall_s = wall_clock_ms / 1000.0;
+    // The measurement window: from the first eligible request's start to the last one's end.
+    // With warm-up or cool-down excluded, rates over this window describe the measured phase.
+    let window_ms = eligible
+        .iter()
+        .map(|r| r.start_offset_ms + r.e2e_ms())
+        .reduce(f64::max)
+        .zip(eligible.iter().map(|r| r.start_offset_ms).reduce(f64::min))
+        .map(|(end, start)| end - start);
+    let window_s = window_ms.map(|w| w / 1000.0).filter(|&w| w > 0.0);
+    let goodput = (!info.slo.criteria.is_empty()).then(|| {
+        let good = eligible.iter().filter(|r| slo::meets_request_slos(r, &info.slo)).count();
+        Goodput { requests: good, rps: window_s.map(|w| good as f64 / w) }
+    });
+    Rates {
+        throughput_tok_s: (wall_s > 0.0).then(|| totals.output_tokens as f64 / wall_s),
+        request_throughput_rps: (wall_s > 0.0).then(|| eligible.len() as f64 / wall_s),
+        measurement_window_ms: window_ms,
+        window_throughput_tok_s: window_s.map(|w| totals.output_tokens as f64 / w),
+        goodput,
+        // Aggregate throughput divides eligible tokens by the whole wall clock; it is comparable
+        // only when nothing was excluded and the run was not cut short.
+        throughput_performance_eligible: comparable,
+    }
+}
+
+/// Controlled output is judged over every completed response, eligible or not: under the strict
+/// policy the misses are exactly what gets excluded.
+fn controlled_output(samples: &[Sample]) -> ControlledOutputSummary {
+    let controlled: Vec<(bool, bool, bool)> = samples.iter().filter_map(Sample::controlled).collect();
+    let observable = controlled.iter().filter(|c| c.1).count();
+    let exact = controlled.iter().filter(|c| c.0).count();
+    ControlledOutputSummary {
+        samples: controlled.len(),
+        exact,
+        exact_rate: (observable > 0).then(|| exact as f64 / observable as f64),
+        unobservable: controlled.len() - observable,
+        truncated: controlled.iter().filter(|c| c.2).count(),
+    }
+}
+
+/// How far the server's count was from the size each prompt was built to.
+fn sizing_errors(samples: &[Sample]) -> SizingErrors {
+    let errors: Vec<f64> = samples.iter().filter_map(Sample::sizing_error_pct).collect();
+    let abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+    SizingErrors {
+        mean_pct: (!abs.is_empty()).then(|| abs.iter().sum::<f64>() / abs.len() as f64),
+        max_pct: abs.iter().copied().reduce(f64::max),
+        bias_pct: (!errors.is_empty()).then(|| errors.iter().sum::<f64>() / errors.len() as f64),
+        samples: errors.len(),
+    }
+}
+
+fn population(
+    distributions: &Distributions,
+    attempted: u64,
+    successful: u64,
+    eligible: u64,
+    failed_server_faults: u64,
+    aggregate_throughput_eligible: bool,
+) -> Population {
+    let interpret = |n: usize| if n >= P99_MIN_SAMPLES { "nearest-rank" } else { "descriptive-nearest-rank-only" };
+    let by_metric: BTreeMap<&'static str, usize> =
+        P99_METRICS.iter().map(|&m| (m.stem(), distributions.samples(m))).collect();
+    let fewest = by_metric.values().copied().min().unwrap_or(0);
+    Population {
+        attempted_requests: attempted,
+        successful_requests: successful,
+        performance_eligible_requests: eligible,
+        excluded_requests: attempted.saturating_sub(eligible),
+        failed_requests: attempted - successful,
+        failed_server_faults,
+        aggregate_throughput_eligible,
+        failure_policy: "failed or contract-invalid responses retain sanitized timing and metadata but are excluded from performance distributions",
+        p99_interpretation: interpret(fewest),
+        p99_interpretation_by_metric: by_metric.iter().map(|(k, &n)| (*k, interpret(n))).collect(),
+        p99_minimum_recommended_samples: P99_MIN_SAMPLES,
+        p99_samples_by_metric: by_metric,
+    }
+}
+
+/// Methodology warnings, in the order the console prints them.
+fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[FailureSample]) -> Vec<Warning> {
+    let mut w = Vec::new();
+    if let Some(profile) = &info.simulator_profile {
+        w.push(Warning::SimulatedTarget { profile: profile.clone() });
+    }
+    if s.interrupted {
+        w.push(Warning::Interrupted);
+    }
+    let canaries = &s.canaries;
+    if canaries.failed() > 0 && canaries.failed() == canaries.samples {
+        w.push(Warning::CanariesAllFailed { canaries: canaries.samples });
+    } else if canaries.failed() > 0 {
+        w.push(Warning::CanariesFailed { failed: canaries.failed(), canaries: canaries.samples });
+    }
+    let server_failures = failures.iter().filter(|f| f.kind != ErrorKind::Interrupted).count();
+    if server_failures > 0 {
+        w.push(Warning::RequestsFailed {
+            failed: server_failures,
+            attempted: s.population.attempted_requests,
+            by_kind: s.error_counts.clone(),
+        });
+    }
+    let chunk_counted = samples.iter().filter(|r| r.token_source() == TokenSource::ChunkCount).count();
+    if chunk_counted > 0 {
+        w.push(Warning::NoUsageReported { responses: chunk_counted });
+    }
+    if let Some(reason) = &info.prompt_sizing.fallback_reason {
+        w.push(Warning::SizingFallback { reason: reason.clone() });
+    }
+    if let (Some(bias_pct), Some(mean_pct)) = (s.sizing.bias_pct, s.sizing.mean_pct) {
+        if mean_pct > SIZING_WARN_PCT {
+            w.push(Warning::PromptSizingOff { mean_pct, bias_pct });
+        }
+    }
+    if info.unique_prefixes {
+        // A few cached tokens are the chat template's shared opening (token-granular caches
+        // report them); more than that means a prompt prefix was already in the cache.
+        let warm = samples
+            .iter()
+            .filter(|r| matches!((r.cached_tokens(), r.prompt_tokens()), (Some(c), Some(p)) if c > 32.max(p / 100)))
+            .count();
+        if warm > 0 {
+            w.push(Warning::CacheWarmInUniqueMode { warm, completed: samples.len() });
+        }
+    }
+    let fewest = s.population.p99_samples_by_metric.values().copied().min().unwrap_or(0);
+    if fewest < P99_MIN_SAMPLES && !samples.is_empty() {
+        w.push(Warning::P99Descriptive { fewest, minimum: P99_MIN_SAMPLES });
+    }
+    for reason in &s.load.validity.reasons {
+        w.push(Warning::InvalidLoad { reason: reason.clone() });
+    }
+    w
+}

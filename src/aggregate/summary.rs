@@ -1,0 +1,302 @@
+//! `LevelSummary`: everything a finished load level adds up to, typed. `summarise` builds it (the
+//! only place numbers are computed); the artifact, the console, the sweep table and the capacity
+//! search read its fields. Nothing downstream reads a number back by name.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::load::LoadRecord;
+use super::slo::SloReport;
+use super::snapshots::Drift;
+use super::stats::Summary;
+use super::warnings::Warning;
+use crate::record::{Exclusions, LevelPacing, Stamp, TokenSource};
+
+/// A distribution the summary reports, with its key stem in the artifact's `metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Metric {
+    CompletionTokens,
+    PromptTokens,
+    DecodeTokS,
+    EffectivePrefillTokS,
+    /// Legacy name of TPOT (same values).
+    MeanInterTokenLatency,
+    E2e,
+    Generation,
+    TimeToFirstOutput,
+    /// Legacy name of TPOT (same values).
+    MeanTimePerOutputToken,
+    Tpot,
+    Ttft,
+    /// Open loop: TTFT plus schedule lag.
+    TtftFromIntended,
+    /// Open loop: e2e plus schedule lag.
+    E2eFromIntended,
+    /// Open loop: every request sent, eligible or not.
+    ScheduleLag,
+    /// Open loop with an in-flight cap: every request sent.
+    QueueWait,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 15] = [
+        Metric::CompletionTokens,
+        Metric::PromptTokens,
+        Metric::DecodeTokS,
+        Metric::EffectivePrefillTokS,
+        Metric::MeanInterTokenLatency,
+        Metric::E2e,
+        Metric::Generation,
+        Metric::TimeToFirstOutput,
+        Metric::MeanTimePerOutputToken,
+        Metric::Tpot,
+        Metric::Ttft,
+        Metric::TtftFromIntended,
+        Metric::E2eFromIntended,
+        Metric::ScheduleLag,
+        Metric::QueueWait,
+    ];
+
+    /// The key stem in `metrics` (`ttft` gives `ttft_p99_ms`).
+    pub fn stem(self) -> &'static str {
+        match self {
+            Metric::CompletionTokens => "completion_tokens",
+            Metric::PromptTokens => "prompt_tokens",
+            Metric::DecodeTokS => "decode_tok_s",
+            Metric::EffectivePrefillTokS => "effective_prefill_tok_s",
+            Metric::MeanInterTokenLatency => "mean_inter_token_latency_ms",
+            Metric::E2e => "e2e",
+            Metric::Generation => "generation",
+            Metric::TimeToFirstOutput => "time_to_first_output",
+            Metric::MeanTimePerOutputToken => "mean_time_per_output_token",
+            Metric::Tpot => "tpot",
+            Metric::Ttft => "ttft",
+            Metric::TtftFromIntended => "ttft_from_intended",
+            Metric::E2eFromIntended => "e2e_from_intended",
+            Metric::ScheduleLag => "schedule_lag",
+            Metric::QueueWait => "queue_wait",
+        }
+    }
+
+    /// Whether the statistic keys end in `_ms` (`ttft_p99_ms`; the legacy
+    /// `mean_inter_token_latency_ms` carries its unit in the stem).
+    pub fn ms_suffix(self) -> bool {
+        !matches!(
+            self,
+            Metric::CompletionTokens
+                | Metric::PromptTokens
+                | Metric::DecodeTokS
+                | Metric::EffectivePrefillTokS
+                | Metric::MeanInterTokenLatency
+        )
+    }
+
+    fn slot(self) -> usize {
+        self as usize
+    }
+}
+
+/// A statistic of a distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    Mean,
+    Min,
+    P25,
+    P50,
+    P75,
+    P90,
+    P95,
+    P99,
+    Max,
+}
+
+impl Stat {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::Mean => "mean",
+            Stat::Min => "min",
+            Stat::P25 => "p25",
+            Stat::P50 => "p50",
+            Stat::P75 => "p75",
+            Stat::P90 => "p90",
+            Stat::P95 => "p95",
+            Stat::P99 => "p99",
+            Stat::Max => "max",
+        }
+    }
+
+    pub fn of(self, s: &Summary) -> f64 {
+        match self {
+            Stat::Mean => s.mean,
+            Stat::Min => s.min,
+            Stat::Max => s.max,
+            Stat::P25 => s.percentiles[0],
+            Stat::P50 => s.percentiles[1],
+            Stat::P75 => s.percentiles[2],
+            Stat::P90 => s.percentiles[3],
+            Stat::P95 => s.percentiles[4],
+            Stat::P99 => s.percentiles[5],
+        }
+    }
+}
+
+/// Every distribution of a level, indexed by `Metric`.
+#[derive(Debug, Clone, Default)]
+pub struct Distributions([Option<Summary>; Metric::ALL.len()]);
+
+impl Distributions {
+    pub fn get(&self, m: Metric) -> Option<&Summary> {
+        self.0[m.slot()].as_ref()
+    }
+    pub fn set(&mut self, m: Metric, s: Option<Summary>) {
+        self.0[m.slot()] = s;
+    }
+    /// One statistic, when the distribution has samples.
+    pub fn stat(&self, m: Metric, stat: Stat) -> Option<f64> {
+        self.get(m).map(|s| stat.of(s))
+    }
+    /// Samples in a distribution (0 when empty).
+    pub fn samples(&self, m: Metric) -> usize {
+        self.get(m).map_or(0, |s| s.samples)
+    }
+}
+
+/// Sums over the eligible requests.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    pub output_tokens: u64,
+    /// Sum of server-reported prompt tokens, over the requests that reported them.
+    pub prompt_tokens: u64,
+    pub prompt_token_samples: usize,
+    pub content_chunks: u64,
+    pub reasoning_chunks: u64,
+}
+
+/// Rates of the level.
+#[derive(Debug, Clone, Default)]
+pub struct Rates {
+    /// Eligible output tokens over the level's wall clock.
+    pub throughput_tok_s: Option<f64>,
+    /// Eligible requests over the wall clock.
+    pub request_throughput_rps: Option<f64>,
+    /// From the first eligible request's start to the last one's end.
+    pub measurement_window_ms: Option<f64>,
+    pub window_throughput_tok_s: Option<f64>,
+    /// With objectives: eligible requests meeting every one, and their rate over the window.
+    pub goodput: Option<Goodput>,
+    /// The wall-clock throughput compares across runs (nothing excluded, not interrupted).
+    pub throughput_performance_eligible: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Goodput {
+    pub requests: usize,
+    pub rps: Option<f64>,
+}
+
+/// Mean `cached_tokens / prompt_tokens` over the eligible requests that report both.
+#[derive(Debug, Clone, Default)]
+pub struct PrefixCache {
+    pub hit_avg: Option<f64>,
+    pub samples: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Canaries {
+    /// Completed requests that carried a canary.
+    pub samples: usize,
+    pub passed: usize,
+}
+
+impl Canaries {
+    pub fn failed(&self) -> usize {
+        self.samples - self.passed
+    }
+}
+
+/// The `response_words` check over every completed response.
+#[derive(Debug, Clone, Default)]
+pub struct ControlledOutputSummary {
+    pub samples: usize,
+    pub exact: usize,
+    /// `exact / observable`.
+    pub exact_rate: Option<f64>,
+    pub unobservable: usize,
+    pub truncated: usize,
+}
+
+/// How far the server's prompt counts were from the targets, in percent.
+#[derive(Debug, Clone, Default)]
+pub struct SizingErrors {
+    /// Mean absolute error.
+    pub mean_pct: Option<f64>,
+    /// Largest absolute error.
+    pub max_pct: Option<f64>,
+    /// Signed mean.
+    pub bias_pct: Option<f64>,
+    pub samples: usize,
+}
+
+/// `metric_population`: who is counted where.
+#[derive(Debug, Clone, Serialize)]
+pub struct Population {
+    pub attempted_requests: u64,
+    /// Requests that streamed to `[DONE]` (including failed canaries).
+    pub successful_requests: u64,
+    pub performance_eligible_requests: u64,
+    /// `attempted − performance_eligible`: failures plus failed canaries.
+    pub excluded_requests: u64,
+    pub failed_requests: u64,
+    /// Failures that were the server's (everything but `interrupted`).
+    pub failed_server_faults: u64,
+    pub aggregate_throughput_eligible: bool,
+    pub failure_policy: &'static str,
+    pub p99_interpretation: &'static str,
+    pub p99_interpretation_by_metric: BTreeMap<&'static str, &'static str>,
+    pub p99_minimum_recommended_samples: usize,
+    pub p99_samples_by_metric: BTreeMap<&'static str, usize>,
+}
+
+/// One finished level, every number computed.
+#[derive(Debug, Clone)]
+pub struct LevelSummary {
+    pub level_id: String,
+    pub pacing: LevelPacing,
+    pub started: Stamp,
+    pub finished: Stamp,
+    pub interrupted: bool,
+    /// From the level start to the end of its last request.
+    pub wall_clock_ms: f64,
+    /// Attempted requests: completed plus failed.
+    pub requests: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Requests that got any HTTP response.
+    pub responses_received: u64,
+    /// Planned contexts drawn, over attempted requests.
+    pub context_distribution: BTreeMap<String, u64>,
+    pub distributions: Distributions,
+    pub totals: Totals,
+    pub rates: Rates,
+    pub output_token_sources: BTreeMap<TokenSource, u64>,
+    pub prefix_cache: PrefixCache,
+    pub canaries: Canaries,
+    pub controlled_output: ControlledOutputSummary,
+    pub sizing: SizingErrors,
+    pub population: Population,
+    pub load: LoadRecord,
+    pub slo: Option<SloReport>,
+    /// Failures by `error_kind`.
+    pub error_counts: BTreeMap<String, u64>,
+    pub warnings: Vec<Warning>,
+    pub drift: Option<Drift>,
+    pub snapshot_windows: usize,
+    /// Nothing left out but by design, no failure, not interrupted.
+    pub performance_eligible: bool,
+    /// The level's final phase and exclusion rules (the records are brought in line with them).
+    pub rules: Exclusions,
+    /// The embedded simulator's counters for this level, when it was the target.
+    pub simulator: Option<Value>,
+}

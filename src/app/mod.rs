@@ -17,8 +17,8 @@ use crate::aggregate::{self, LevelSink};
 use crate::artifact;
 use crate::cli::{Cli, Command, MockArgs, RunArgs, exit};
 use crate::mock;
-use crate::record::LevelPacing;
 use crate::record::file::{self as records, RecordLine, RecordSink};
+use crate::record::{Level, LevelPacing};
 use crate::record::{RunInfo, Stamp};
 use crate::report::{self, Progress, SweepRow};
 use crate::scenario::{Pacing, Scenario, ScenarioError};
@@ -181,7 +181,12 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
                 let (a, path) = session.level(level, true).await?;
                 let passed = a.slo.as_ref().is_some_and(|r| r.passed) && a.load.validity.valid;
                 let goodput_rps = a.rates.goodput.and_then(|g| g.rps);
-                search.record(Probe { level, passed, goodput_rps, artifact: Some(path.display().to_string()) });
+                search.record(Probe {
+                    level: level.value(),
+                    passed,
+                    goodput_rps,
+                    artifact: Some(path.display().to_string()),
+                });
                 artifacts.push((a, path));
                 if session.control.stop_issuing.is_cancelled() {
                     break;
@@ -277,11 +282,16 @@ fn write(dir: &Path, name: &str, value: &impl serde::Serialize) -> Result<PathBu
 
 impl Session<'_> {
     /// The pacing of one level.
-    fn pacing(&self, level: f64) -> LevelPacing {
-        match &self.scenario.load.pacing {
-            Pacing::Closed { max_rate, .. } => LevelPacing::Closed { concurrency: level as u32, max_rate: *max_rate },
-            Pacing::Open { arrival, ramp, max_in_flight, overload, .. } => LevelPacing::Open {
-                rate: level,
+    fn pacing(&self, level: Level) -> LevelPacing {
+        match (&self.scenario.load.pacing, level) {
+            (Pacing::Closed { max_rate, .. }, Level::Concurrency(concurrency)) => {
+                LevelPacing::Closed { concurrency, max_rate: *max_rate }
+            }
+            (Pacing::Closed { max_rate, .. }, Level::Rate(_)) => {
+                unreachable!("validation pairs a closed loop with concurrencies (max_rate {max_rate:?})")
+            }
+            (Pacing::Open { arrival, ramp, max_in_flight, overload, .. }, level) => LevelPacing::Open {
+                rate: level.value(),
                 arrival: *arrival,
                 ramp: *ramp,
                 max_in_flight: *max_in_flight,
@@ -291,7 +301,7 @@ impl Session<'_> {
     }
 
     /// Run one level, write its artifact, print its summary.
-    async fn level(&self, level: f64, several: bool) -> Result<(LevelSummary, PathBuf), AppError> {
+    async fn level(&self, level: Level, several: bool) -> Result<(LevelSummary, PathBuf), AppError> {
         let s = self.scenario;
         let pacing = self.pacing(level);
         let level_id = match (several, pacing) {

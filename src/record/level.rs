@@ -25,6 +25,33 @@ impl Dispatch {
     }
 }
 
+/// One load level as the scenario sets it: a concurrency stays an integer from the command line
+/// to the scheduler; a rate is requests per second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Level {
+    Concurrency(u32),
+    Rate(f64),
+}
+
+impl Level {
+    /// The level as a number (for the capacity search's arithmetic and its trace).
+    pub fn value(self) -> f64 {
+        match self {
+            Level::Concurrency(c) => f64::from(c),
+            Level::Rate(r) => r,
+        }
+    }
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Level::Concurrency(c) => write!(f, "{c}"),
+            Level::Rate(r) => write!(f, "{r}"),
+        }
+    }
+}
+
 /// How one level was paced.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]

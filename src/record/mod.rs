@@ -15,7 +15,7 @@ pub mod run_info;
 pub mod timing;
 
 pub use checks::{CanaryCheck, ControlledOutput};
-pub use level::{Dispatch, Issued, LevelPacing};
+pub use level::{Dispatch, Issued, Level, LevelPacing};
 pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
 pub use run_info::{
     ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,

@@ -21,7 +21,7 @@ pub fn describe(s: &Scenario) -> String {
     if let Some(var) = &s.target.api_key_env {
         let _ = writeln!(out, "api key: from ${var} (set)");
     }
-    let levels: Vec<String> = s.load.pacing.levels().iter().map(f64::to_string).collect();
+    let levels: Vec<String> = s.load.pacing.levels().iter().map(ToString::to_string).collect();
     let load = match &s.load.pacing {
         Pacing::Closed { max_rate, .. } => format!(
             "closed loop, concurrency {}{}",

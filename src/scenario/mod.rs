@@ -198,11 +198,12 @@ impl Pacing {
         }
     }
 
-    /// The configured levels (concurrencies or rates), as numbers.
-    pub fn levels(&self) -> Vec<f64> {
+    /// The configured levels: concurrencies or rates.
+    pub fn levels(&self) -> Vec<crate::record::Level> {
+        use crate::record::Level;
         match self {
-            Pacing::Closed { levels, .. } => levels.iter().map(|&c| f64::from(c)).collect(),
-            Pacing::Open { rates, .. } => rates.clone(),
+            Pacing::Closed { levels, .. } => levels.iter().map(|&c| Level::Concurrency(c)).collect(),
+            Pacing::Open { rates, .. } => rates.iter().map(|&r| Level::Rate(r)).collect(),
         }
     }
 }

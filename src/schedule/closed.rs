@@ -8,33 +8,41 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use std::future::Future;
+
 use governor::{Quota, RateLimiter};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
-use super::{Dispatch, Issued, LevelPlan, RunControl, prepare};
+use super::{Dispatch, Issued, LevelPacing, LevelPlan, RunControl, prepare};
 use crate::record::Outcome;
-use crate::worker::Client;
-use crate::workload::Workload;
+use crate::workload::{PreparedRequest, Workload};
 
-#[allow(clippy::too_many_arguments)]
-pub async fn run_closed(
+/// Run the workers. `issue` sends one request and returns its outcome; it is the worker's
+/// `execute` in a run and a stub in tests.
+pub async fn run_closed<F, Fut>(
     plan: LevelPlan,
-    concurrency: u32,
-    max_rate: Option<f64>,
     workload: Arc<Workload>,
-    client: Client,
+    issue: F,
     tx: mpsc::Sender<Outcome>,
     control: &RunControl,
     level_start: Instant,
-) -> Issued {
+) -> Issued
+where
+    F: Fn(PreparedRequest, Dispatch, CancellationToken) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    let LevelPacing::Closed { concurrency, max_rate } = plan.pacing else {
+        return Issued::default();
+    };
     let next_index = Arc::new(AtomicU64::new(0));
     let issued = Issued { planned_arrivals: None, planned_window: plan.duration };
     if plan.warm_up_first && !control.stop_issuing.is_cancelled() {
         let index = next_index.fetch_add(1, Ordering::Relaxed);
         let request = prepare(&workload, index).await;
-        let outcome = client.execute(&request, Dispatch::closed(level_start), &control.cut_in_flight).await;
+        let outcome = issue(request, Dispatch::closed(level_start), control.cut_in_flight.clone()).await;
         if tx.send(outcome).await.is_err() {
             return issued;
         }
@@ -47,8 +55,8 @@ pub async fn run_closed(
     });
     let mut workers = JoinSet::new();
     for _ in 0..concurrency {
-        let (workload, client, tx, next_index, limiter) =
-            (workload.clone(), client.clone(), tx.clone(), next_index.clone(), limiter.clone());
+        let (workload, issue, tx, next_index, limiter) =
+            (workload.clone(), issue.clone(), tx.clone(), next_index.clone(), limiter.clone());
         // Child tokens per worker: polling them never contends with the other workers.
         let stop = control.stop_issuing.child_token();
         let cut = control.cut_in_flight.child_token();
@@ -68,7 +76,7 @@ pub async fn run_closed(
                     }
                 }
                 let request = prepare(&workload, index).await;
-                let outcome = client.execute(&request, Dispatch::closed(level_start), &cut).await;
+                let outcome = issue(request, Dispatch::closed(level_start), cut.clone()).await;
                 if tx.send(outcome).await.is_err() {
                     break; // the aggregator is gone; nothing more can be recorded
                 }
@@ -83,4 +91,78 @@ pub async fn run_closed(
         }
     }
     issued
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::schedule::test_support::{outcome, workload};
+
+    /// A closed loop with a stub request that takes `hold`: returns (index, start) of every
+    /// request sent, the most requests seen in flight at once, and the outcomes received.
+    async fn run(
+        concurrency: u32,
+        requests: u64,
+        hold: Duration,
+        warm_up_first: bool,
+    ) -> (Vec<(u64, Duration)>, usize, usize) {
+        let start = Instant::now();
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let (now, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let issue = {
+            let (sent, now, peak) = (sent.clone(), now.clone(), peak.clone());
+            move |req: PreparedRequest, _d: Dispatch, _cut: CancellationToken| {
+                let (sent, now, peak) = (sent.clone(), now.clone(), peak.clone());
+                async move {
+                    sent.lock().unwrap().push((req.index, start.elapsed()));
+                    let in_flight = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(in_flight, Ordering::SeqCst);
+                    tokio::time::sleep(hold).await;
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    outcome(req.index)
+                }
+            }
+        };
+        let plan = LevelPlan {
+            pacing: LevelPacing::Closed { concurrency, max_rate: None },
+            requests: Some(requests),
+            duration: None,
+            grace: Duration::ZERO,
+            seed: 9,
+            warm_up_first,
+        };
+        let (tx, mut rx) = mpsc::channel(1024);
+        let received = tokio::spawn(async move {
+            let mut n = 0;
+            while rx.recv().await.is_some() {
+                n += 1;
+            }
+            n
+        });
+        run_closed(plan, workload(), issue, tx, &RunControl::default(), start).await;
+        let mut sent = sent.lock().unwrap().clone();
+        sent.sort_unstable_by_key(|s| s.0);
+        (sent, peak.load(Ordering::SeqCst), received.await.unwrap())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_index_is_sent_once_with_at_most_concurrency_in_flight() {
+        let (sent, peak, received) = run(3, 10, Duration::from_millis(10), false).await;
+        assert_eq!(sent.iter().map(|s| s.0).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
+        assert_eq!((peak, received), (3, 10));
+        // Three workers, ten requests of 10 ms: four waves.
+        assert_eq!(sent.iter().map(|s| s.1).max(), Some(Duration::from_millis(30)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_sends_its_warm_up_request_alone_first() {
+        let (sent, peak, received) = run(4, 9, Duration::from_millis(10), true).await;
+        assert_eq!(sent.iter().map(|s| s.0).collect::<Vec<_>>(), (0..9).collect::<Vec<_>>());
+        assert_eq!((peak, received), (4, 9));
+        assert_eq!(sent[0].1, Duration::ZERO);
+        assert!(sent[1..].iter().all(|s| s.1 >= Duration::from_millis(10)), "{sent:?}");
+    }
 }

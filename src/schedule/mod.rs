@@ -10,6 +10,8 @@ pub mod arrivals;
 mod closed;
 mod open;
 pub mod pacer;
+#[cfg(test)]
+mod test_support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,23 +72,19 @@ pub async fn run_level(
             level.cut_in_flight.cancel();
         })
     });
+    let issue = move |request: PreparedRequest, dispatch: Dispatch, cut: CancellationToken| {
+        let client = client.clone();
+        async move { client.execute(&request, dispatch, &cut).await }
+    };
     let issued = match plan.pacing {
-        LevelPacing::Closed { concurrency, max_rate } => {
-            run_closed(plan, concurrency, max_rate, workload, client, tx, &level, level_start).await
-        }
-        LevelPacing::Open { .. } => {
-            let issue = move |request: PreparedRequest, dispatch: Dispatch, cut: CancellationToken| {
-                let client = client.clone();
-                async move { client.execute(&request, dispatch, &cut).await }
-            };
-            match pacer::PrecisePacer::new() {
-                Ok(pacer) => run_open(plan, workload, issue, &pacer, tx, &level, level_start).await,
-                Err(e) => {
-                    tracing::warn!("no precise timer thread ({e}); arrivals use tokio's millisecond timer");
-                    run_open(plan, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await
-                }
+        LevelPacing::Closed { .. } => run_closed(plan, workload, issue, tx, &level, level_start).await,
+        LevelPacing::Open { .. } => match pacer::PrecisePacer::new() {
+            Ok(pacer) => run_open(plan, workload, issue, &pacer, tx, &level, level_start).await,
+            Err(e) => {
+                tracing::warn!("no precise timer thread ({e}); arrivals use tokio's millisecond timer");
+                run_open(plan, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await
             }
-        }
+        },
     };
     if let Some(timer) = deadline {
         timer.abort();

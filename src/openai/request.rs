@@ -140,7 +140,8 @@ fn body<'a>(p: &'a RequestParams, prompt: PromptBody<'a>, stream: bool, max_toke
 /// The JSON body of a measured (streaming) request.
 pub fn request_body(p: &RequestParams, prompt: PromptBody<'_>) -> Vec<u8> {
     // Serializing plain structs of strings and numbers cannot fail.
-    serde_json::to_vec(&body(p, prompt, true, p.max_tokens)).unwrap_or_default()
+    // The body is plain data; an empty body sent to the server would be a silent failure.
+    serde_json::to_vec(&body(p, prompt, true, p.max_tokens)).expect("a request body serialises to JSON")
 }
 
 /// The JSON body of a calibration probe: the same fields, one output token, not streamed (so
@@ -149,7 +150,7 @@ pub fn probe_body(p: &RequestParams, prompt: &str) -> Vec<u8> {
     let mut b = body(p, PromptBody::Text(prompt), false, 1);
     b.ignore_eos = false;
     b.min_tokens = None;
-    serde_json::to_vec(&b).unwrap_or_default()
+    serde_json::to_vec(&b).expect("a probe body serialises to JSON")
 }
 
 #[cfg(test)]

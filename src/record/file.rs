@@ -120,7 +120,8 @@ pub fn open(path: &Path) -> std::io::Result<(RecordSink, RecordWriter)> {
 
 impl RecordSink {
     pub async fn write(&self, line: &RecordLine) {
-        let mut bytes = serde_json::to_vec(line).unwrap_or_default();
+        // Records are plain data (strings, numbers, maps with string keys): serialising one cannot fail.
+        let mut bytes = serde_json::to_vec(line).expect("a record line serialises to JSON");
         bytes.push(b'\n');
         // The writer only stops when every sink is gone, so a send cannot fail while we hold one.
         let _ = self.tx.send(Message::Line(bytes)).await;

@@ -55,7 +55,9 @@ pub struct RunInfo {
 
 impl RunInfo {
     pub fn new(s: &Scenario, run_id: &str, base_url: &str, sizing: SizingRecord, prompt_salt: u64) -> Self {
-        let scenario = serde_json::to_value(s).unwrap_or(Value::Null);
+        // A validated scenario is plain data: it always serialises, and an empty fingerprint would be
+        // a silent lie.
+        let scenario = serde_json::to_value(s).expect("a validated scenario serialises to JSON");
         let (engine, simulator_profile) = match &s.target.endpoint {
             Endpoint::Simulator { profile } => (Some(format!("anvil-simulator/{profile}")), Some(profile.clone())),
             Endpoint::Remote { .. } => (s.target.engine.clone(), None),
@@ -222,7 +224,7 @@ impl Stamp {
 
 /// FNV-1a over the canonical JSON of the configuration: equal fingerprints, equal settings.
 pub fn fingerprint(config: &Value) -> String {
-    let bytes = serde_json::to_vec(config).unwrap_or_default();
+    let bytes = serde_json::to_vec(config).expect("a JSON value serialises");
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(b);

@@ -14,8 +14,8 @@ use anvil_load::aggregate::stats::Summary;
 use anvil_load::aggregate::summarise::{LevelInput, summarise};
 use anvil_load::aggregate::{Collected, LevelSink, collect};
 use anvil_load::record::CanaryCheck;
-use anvil_load::record::file as records;
 use anvil_load::record::timing::{Exclusions, RequestTiming};
+use anvil_load::record::writer;
 use anvil_load::record::{Completed, Outcome, TokenSource};
 use anvil_load::record::{Issued, LevelPacing, RunInfo, SizingRecord, Stamp};
 use anvil_load::report::Progress;
@@ -70,8 +70,9 @@ fn record(c: &mut Criterion) {
     let progress = Progress::new(false, None, None, "bench");
     // Recording includes appending each record to the records file, as in a run.
     let dir = tempfile::tempdir().expect("temp dir");
-    let (sink, _writer) =
-        runtime.block_on(async { records::open(&dir.path().join("bench.records.ndjson")) }).expect("records file");
+    let (sink, _writer) = runtime
+        .block_on(async { writer::open(&dir.path().join("bench.records.ndjson"), Default::default()) })
+        .expect("records file");
     let outcomes: Vec<Outcome> = (0..BATCH as u64).map(|i| Outcome::Completed(completed(i))).collect();
     let mut group = c.benchmark_group("aggregate");
     group.throughput(Throughput::Elements(BATCH as u64));

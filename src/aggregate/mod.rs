@@ -22,7 +22,8 @@ use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
 use crate::record::Outcome;
-use crate::record::file::{RecordLine, RecordSink};
+use crate::record::file::RecordLine;
+use crate::record::writer::RecordSink;
 use crate::record::{DroppedRecord, Exclusions, FailureRecord, RequestTiming};
 use sample::{FailureSample, Sample};
 use snapshots::Snapshots;

@@ -17,7 +17,8 @@ use crate::aggregate::{self, LevelSink};
 use crate::artifact;
 use crate::cli::{Cli, Command, MockArgs, RunArgs, exit};
 use crate::mock;
-use crate::record::file::{self as records, RecordLine, RecordSink};
+use crate::record::file::{self as records, RecordLine};
+use crate::record::writer::{self, RecordSink};
 use crate::record::{Level, LevelPacing};
 use crate::record::{RunInfo, Stamp};
 use crate::report::{self, Progress, SweepRow};
@@ -44,6 +45,22 @@ impl AppError {
         match self {
             AppError::BadInput(_) => exit::BAD_INPUT,
             AppError::Aborted(_) => exit::ABORTED,
+        }
+    }
+}
+
+impl AppError {
+    /// The error of a run that ends without its artifacts: it names the records file that holds
+    /// what was measured and the command that rebuilds the artifacts from it.
+    fn naming_records(self, records: &Path, out: &Path) -> AppError {
+        let note = format!(
+            "the records of this run are in {}; rebuild its artifacts with: anvil-load summarize {} --out {}",
+            records.display(),
+            records.display(),
+            out.display()
+        );
+        match self {
+            AppError::BadInput(m) | AppError::Aborted(m) => AppError::Aborted(format!("{m}\n{note}")),
         }
     }
 }
@@ -157,62 +174,24 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         None if scenario.run.keep_records => (args.out.join(format!("{run_id}.records.ndjson")), true),
         None => (args.out.join(format!(".{run_id}.records.ndjson.tmp")), false),
     };
-    let (records, records_writer) = records::open(&records_path)
+    // A records file that stays unwritable stops the run like Ctrl-C would.
+    let (records, records_writer) = writer::open(&records_path, control.stop_issuing.clone())
         .map_err(|e| AppError::BadInput(format!("--records {}: cannot write there ({e})", records_path.display())))?;
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
     let session = Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id };
 
     let mut written: Vec<PathBuf> = Vec::new();
     let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
-    match scenario.load.search {
-        None => {
-            let levels = scenario.load.pacing.levels();
-            for &level in &levels {
-                let (a, path) = session.level(level, levels.len() > 1).await?;
-                artifacts.push((a, path));
-                if session.control.stop_issuing.is_cancelled() {
-                    break;
-                }
-            }
-        }
-        Some(search) => {
-            let mut search = CapacitySearch::new(search);
-            while let Some(level) = search.next_level() {
-                let (a, path) = session.level(level, true).await?;
-                let passed = a.slo.as_ref().is_some_and(|r| r.passed) && a.load.validity.valid;
-                let goodput_rps = a.rates.goodput.and_then(|g| g.rps);
-                search.record(Probe {
-                    level: level.value(),
-                    passed,
-                    goodput_rps,
-                    artifact: Some(path.display().to_string()),
-                });
-                artifacts.push((a, path));
-                if session.control.stop_issuing.is_cancelled() {
-                    break;
-                }
-            }
-            if !args.quiet {
-                print!("{}", report::search_table(&search));
-            }
-            let trace =
-                serde_json::json!({ "schema": "anvil-load.search/v1", "run_id": session.run_id, "search": search });
-            written.push(write(&args.out, &format!("{}-search.json", session.run_id), &trace)?);
-        }
-    }
-    if artifacts.len() > 1 {
-        let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
-        if !args.quiet {
-            print!("{}", report::sweep_table(&rows));
-        }
-        let summary = serde_json::json!({ "schema": "anvil-load.sweep/v1", "run_id": session.run_id, "levels": rows });
-        written.push(write(&args.out, &format!("{}-sweep.json", session.run_id), &summary)?);
-    }
+    let result = session.run_levels(&mut artifacts, &mut written).await;
     let interrupted = session.control.stop_issuing.is_cancelled();
     session.target.shutdown().await;
     drop(session.records);
     if let Err(e) = records_writer.finish() {
         eprintln!("warning: the records file {} is incomplete: {e}", records_path.display());
+    }
+    if let Err(e) = result {
+        // The records file is kept whatever it was meant to be: it is all that is left.
+        return Err(e.naming_records(&records_path, &args.out));
     }
     if keep_records {
         written.push(records_path);
@@ -281,6 +260,60 @@ fn write(dir: &Path, name: &str, value: &impl serde::Serialize) -> Result<PathBu
 }
 
 impl Session<'_> {
+    /// Every level of the run (a fixed list, or a capacity search), its artifact written as it
+    /// ends; sweep summaries and search traces go to `written`.
+    async fn run_levels(
+        &self,
+        artifacts: &mut Vec<(LevelSummary, PathBuf)>,
+        written: &mut Vec<PathBuf>,
+    ) -> Result<(), AppError> {
+        match self.scenario.load.search {
+            None => {
+                let levels = self.scenario.load.pacing.levels();
+                for &level in &levels {
+                    let (a, path) = self.level(level, levels.len() > 1).await?;
+                    artifacts.push((a, path));
+                    if self.control.stop_issuing.is_cancelled() {
+                        break;
+                    }
+                }
+            }
+            Some(search) => {
+                let mut search = CapacitySearch::new(search);
+                while let Some(level) = search.next_level() {
+                    let (a, path) = self.level(level, true).await?;
+                    let passed = a.slo.as_ref().is_some_and(|r| r.passed) && a.load.validity.valid;
+                    let goodput_rps = a.rates.goodput.and_then(|g| g.rps);
+                    search.record(Probe {
+                        level: level.value(),
+                        passed,
+                        goodput_rps,
+                        artifact: Some(path.display().to_string()),
+                    });
+                    artifacts.push((a, path));
+                    if self.control.stop_issuing.is_cancelled() {
+                        break;
+                    }
+                }
+                if !self.args.quiet {
+                    print!("{}", report::search_table(&search));
+                }
+                let trace =
+                    serde_json::json!({ "schema": "anvil-load.search/v1", "run_id": self.run_id, "search": search });
+                written.push(write(&self.args.out, &format!("{}-search.json", self.run_id), &trace)?);
+            }
+        }
+        if artifacts.len() > 1 {
+            let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
+            if !self.args.quiet {
+                print!("{}", report::sweep_table(&rows));
+            }
+            let summary = serde_json::json!({ "schema": "anvil-load.sweep/v1", "run_id": self.run_id, "levels": rows });
+            written.push(write(&self.args.out, &format!("{}-sweep.json", self.run_id), &summary)?);
+        }
+        Ok(())
+    }
+
     /// The pacing of one level.
     fn pacing(&self, level: Level) -> LevelPacing {
         match (&self.scenario.load.pacing, level) {
@@ -367,8 +400,9 @@ impl Session<'_> {
                 simulator: simulator.clone(),
             })
             .await;
-        // The artifact streams this level's records from the file: they must all be there.
-        self.records.sync().await;
+        // The artifact streams this level's records from the file: they must all be there, or
+        // the artifact would disagree with itself.
+        self.records.sync().await.map_err(AppError::Aborted)?;
         let summary = summarise(LevelInput {
             info: &self.info,
             level_id: level_id.clone(),

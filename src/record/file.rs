@@ -7,15 +7,15 @@
 //! finished, with what the pacing knew). Artifacts stream their records from this file, and
 //! `anvil-load summarize` rebuilds them from it alone.
 //!
-//! Writing happens on a dedicated thread, so disk latency never stalls the async runtime.
+//! Lines are written by `writer`, on a dedicated thread, so disk latency never stalls the async
+//! runtime.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
 
 use super::timing::{DroppedRecord, FailureRecord, RequestTiming};
 use super::{Issued, LevelPacing, RunInfo};
@@ -59,91 +59,51 @@ pub enum RecordLine {
     },
 }
 
-enum Message {
-    Line(Vec<u8>),
-    /// Everything sent before has reached the file.
-    Sync(oneshot::Sender<()>),
-}
-
-/// The sending half; cheap to clone. Dropping the last clone ends the writer thread.
-#[derive(Clone)]
-pub struct RecordSink {
-    tx: mpsc::Sender<Message>,
-    path: PathBuf,
-}
-
-/// The writer thread; `finish` returns the first write error, if any.
-pub struct RecordWriter {
-    thread: std::thread::JoinHandle<std::io::Result<()>>,
-}
-
-/// Open (create or append to) `path` and start the writer thread.
-pub fn open(path: &Path) -> std::io::Result<(RecordSink, RecordWriter)> {
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-    // Bounded, and small: if the writer falls behind (a slow disk, or a client pinned to one
-    // core with the runtime), the aggregator waits rather than a megabyte-sized backlog of
-    // lines piling up in memory.
-    let (tx, mut rx) = mpsc::channel::<Message>(1024);
-    let thread = std::thread::Builder::new().name("anvil-records".into()).spawn(move || {
-        crate::sys::lower_thread_priority();
-        let mut out = BufWriter::with_capacity(64 * 1024, file);
-        let mut first_error = None;
-        let mut acks = Vec::new();
-        while let Some(first) = rx.blocking_recv() {
-            // Everything already queued is written in one go, then flushed: under load that is
-            // one system call for many lines; when idle, each line is flushed as it arrives. A
-            // crash loses no line the writer has caught up with.
-            let mut next = Some(first);
-            while let Some(message) = next {
-                match message {
-                    Message::Line(line) => {
-                        if let Err(e) = out.write_all(&line) {
-                            first_error.get_or_insert(e);
-                        }
-                    }
-                    Message::Sync(ack) => acks.push(ack),
-                }
-                next = rx.try_recv().ok();
+/// Make `path` ready to take more lines: a new or empty file is fine; an existing one must be a
+/// records file (its first line a `run` line), and a last line cut short by a kill is removed so
+/// the next line starts on a line of its own. Checked before anything is sent.
+pub fn prepare_for_append(path: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match std::fs::OpenOptions::new().read(true).write(true).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let not_ours = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it exists and is not an anvil-load records file (its first line is not a run line); choose a new file name",
+        )
+    };
+    let mut first = String::new();
+    // The run line holds the scenario; a megabyte is far more than any real one.
+    BufReader::new((&mut file).take(1 << 20)).read_line(&mut first).map_err(|_| not_ours())?;
+    match serde_json::from_str::<RecordLine>(first.trim_end()) {
+        Ok(RecordLine::Run { schema, .. }) if schema == RECORDS_SCHEMA => {}
+        _ => return Err(not_ours()),
+    }
+    // Find the last newline; anything after it is a line cut short.
+    let mut end = len;
+    let mut buf = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(at) = memchr::memrchr(b'\n', chunk) {
+            let keep = start + at as u64 + 1;
+            if keep < len {
+                file.set_len(keep)?;
             }
-            if let Err(e) = out.flush() {
-                first_error.get_or_insert(e);
-            }
-            for ack in acks.drain(..) {
-                let _ = ack.send(());
-            }
+            return Ok(());
         }
-        out.flush()?;
-        first_error.map_or(Ok(()), Err)
-    })?;
-    Ok((RecordSink { tx, path: path.to_path_buf() }, RecordWriter { thread }))
-}
-
-impl RecordSink {
-    pub async fn write(&self, line: &RecordLine) {
-        // Records are plain data (strings, numbers, maps with string keys): serialising one cannot fail.
-        let mut bytes = serde_json::to_vec(line).expect("a record line serialises to JSON");
-        bytes.push(b'\n');
-        // The writer only stops when every sink is gone, so a send cannot fail while we hold one.
-        let _ = self.tx.send(Message::Line(bytes)).await;
+        end = start;
     }
-
-    /// Wait until every line written so far is in the file.
-    pub async fn sync(&self) {
-        let (ack, done) = oneshot::channel();
-        if self.tx.send(Message::Sync(ack)).await.is_ok() {
-            let _ = done.await;
-        }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl RecordWriter {
-    pub fn finish(self) -> std::io::Result<()> {
-        self.thread.join().unwrap_or_else(|_| Err(std::io::Error::other("the records writer panicked")))
-    }
+    Err(not_ours())
 }
 
 /// Read a records file line by line. A final line cut short (the process was killed mid-write)

@@ -13,6 +13,7 @@ pub mod level;
 pub mod outcome;
 pub mod run_info;
 pub mod timing;
+pub mod writer;
 
 pub use checks::{CanaryCheck, ControlledOutput};
 pub use level::{Dispatch, Issued, Level, LevelPacing};

@@ -160,15 +160,9 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let control = RunControl::default();
     setup::watch_signals(control.clone(), scenario.run.grace);
 
-    let run_salt: u64 = rand::random();
-    let (sizer, sizing) = setup::size_prompts(&scenario, &client, run_salt).await;
-    if let Some(reason) = &sizing.fallback_reason {
-        eprintln!("warning: prompt sizing fell back to the built-in estimate: {reason}");
-    }
-    let workload = Arc::new(Workload::new(&scenario, run_salt, sizer));
     let run_id = setup::new_run_id(Stamp::now());
-    let info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
-    // Records always go to disk (memory stays bounded); the file is kept when asked for.
+    // Records always go to disk (memory stays bounded); the file is kept when asked for. It is
+    // opened (and a reused one checked) before anything is sent, calibration probes included.
     let (records_path, keep_records) = match &args.records {
         Some(path) => (path.clone(), true),
         None if scenario.run.keep_records => (args.out.join(format!("{run_id}.records.ndjson")), true),
@@ -177,6 +171,14 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     // A records file that stays unwritable stops the run like Ctrl-C would.
     let (records, records_writer) = writer::open(&records_path, control.stop_issuing.clone())
         .map_err(|e| AppError::BadInput(format!("--records {}: cannot write there ({e})", records_path.display())))?;
+
+    let run_salt: u64 = rand::random();
+    let (sizer, sizing) = setup::size_prompts(&scenario, &client, run_salt).await;
+    if let Some(reason) = &sizing.fallback_reason {
+        eprintln!("warning: prompt sizing fell back to the built-in estimate: {reason}");
+    }
+    let workload = Arc::new(Workload::new(&scenario, run_salt, sizer));
+    let info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
     let session = Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id };
 

@@ -16,6 +16,8 @@ use crate::record::{RunInfo, Stamp};
 use crate::report;
 
 struct Level {
+    /// The run this level belongs to (a file can hold several runs appended one after another).
+    run: usize,
     pacing: LevelPacing,
     started_ns: u64,
     collected: Collected,
@@ -28,18 +30,25 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
     let path = &args.records;
     let lines =
         records::read(path).map_err(|e| AppError::BadInput(format!("{}: cannot read it ({e})", path.display())))?;
-    let mut info: Option<RunInfo> = None;
+    let mut runs: Vec<RunInfo> = Vec::new();
     let mut levels: BTreeMap<String, Level> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for line in lines {
         let line = line.map_err(|e| AppError::BadInput(format!("{}: {e}", path.display())))?;
         match line {
-            RecordLine::Run { info: i, .. } => info = Some(*i),
+            RecordLine::Run { info, .. } => runs.push(*info),
             RecordLine::Level { level, pacing, started_at_unix_ns } => {
+                let Some(run) = runs.len().checked_sub(1) else {
+                    return Err(AppError::BadInput(format!(
+                        "{}: not a records file (a level line comes before any run line)",
+                        path.display()
+                    )));
+                };
                 order.push(level.clone());
                 levels.insert(
                     level,
                     Level {
+                        run,
                         pacing,
                         started_ns: started_at_unix_ns,
                         collected: Collected::default(),
@@ -74,8 +83,15 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
             }
         }
     }
-    let info =
-        info.ok_or_else(|| AppError::BadInput(format!("{}: not a records file (no run line)", path.display())))?;
+    if runs.is_empty() {
+        return Err(AppError::BadInput(format!("{}: not a records file (no run line)", path.display())));
+    }
+    if order.is_empty() {
+        return Err(AppError::BadInput(format!(
+            "{}: the run recorded here never started a load level (it stopped during setup), so there is nothing to summarize",
+            path.display()
+        )));
+    }
     artifact::ensure_writable_dir(&args.out)
         .map_err(|e| AppError::BadInput(format!("--out {}: cannot write there ({e})", args.out.display())))?;
     let mut any_interrupted = false;
@@ -84,8 +100,9 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
         let (issued, finished_ns, interrupted, simulator) =
             level.end.unwrap_or((Issued::default(), level.last_end_ns, true, None));
         any_interrupted |= interrupted;
+        let info = &runs[level.run];
         let summary = summarise(LevelInput {
-            info: &info,
+            info,
             level_id: level_id.clone(),
             pacing: level.pacing,
             issued,
@@ -95,9 +112,9 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
             interrupted,
             simulator,
         });
-        let artifact = artifact::build(&info, &summary, path);
+        let artifact = artifact::build(info, &summary, path);
         let out = write(&args.out, &format!("{level_id}.json"), &artifact)?;
-        print!("{}", report::level_summary(&summary, &info));
+        print!("{}", report::level_summary(&summary, info));
         report::print_warnings(&summary.warnings);
         println!("artifact: {}", out.display());
     }

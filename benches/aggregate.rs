@@ -71,7 +71,7 @@ fn record(c: &mut Criterion) {
     // Recording includes appending each record to the records file, as in a run.
     let dir = tempfile::tempdir().expect("temp dir");
     let (sink, _writer) = runtime
-        .block_on(async { writer::open(&dir.path().join("bench.records.ndjson"), Default::default()) })
+        .block_on(async { writer::open(&dir.path().join("bench.records.ndjson"), true, Default::default()) })
         .expect("records file");
     let outcomes: Vec<Outcome> = (0..BATCH as u64).map(|i| Outcome::Completed(completed(i))).collect();
     let mut group = c.benchmark_group("aggregate");

@@ -3,6 +3,7 @@
 
 #![allow(unsafe_code)]
 
+use std::fs::OpenOptions;
 use std::path::Path;
 
 /// Lower the calling thread's scheduling priority: bookkeeping threads must never take the core
@@ -89,5 +90,19 @@ pub fn raise_file_limit(needed: u64) -> Option<FileLimit> {
     {
         let _ = needed;
         None
+    }
+}
+
+/// Never follow a symbolic link at the last component when opening: a link planted at a path the
+/// tool writes (a snapshot file, a temporary file) must not redirect the write elsewhere.
+pub fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW)
+    }
+    #[cfg(not(unix))]
+    {
+        options
     }
 }

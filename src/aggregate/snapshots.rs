@@ -103,6 +103,7 @@ pub struct Snapshots {
     current: Current,
     windows: Vec<Window>,
     writer: Option<WindowWriter>,
+    writer_failed: bool,
     wall_start: SystemTime,
 }
 
@@ -117,6 +118,7 @@ impl Snapshots {
             current: Current::new(),
             windows: Vec::new(),
             writer: None,
+            writer_failed: false,
             wall_start: SystemTime::now(),
         }
     }
@@ -205,8 +207,18 @@ impl Snapshots {
         if config.status_lines {
             eprintln!("{}", status_line(&window));
         }
-        if self.writer.is_none() {
-            self.writer = WindowWriter::start(&config, self.wall_start).ok();
+        if self.writer.is_none() && !self.writer_failed {
+            match WindowWriter::start(&config, self.wall_start) {
+                Ok(writer) => self.writer = Some(writer),
+                Err(e) => {
+                    // Said once; the windows still reach the artifact's drift summary.
+                    eprintln!(
+                        "warning: cannot write the snapshot files {}.timeseries.ndjson/.hlog ({e}); the artifact is unaffected",
+                        config.path_stem.display()
+                    );
+                    self.writer_failed = true;
+                }
+            }
         }
         if let Some(writer) = &self.writer {
             let start = self.window_start.saturating_duration_since(self.level_start);
@@ -261,9 +273,10 @@ const TAGS: [&str; 4] = ["ttft", "tpot", "e2e", "schedule_lag"];
 impl WindowWriter {
     fn start(config: &SnapshotConfig, wall_start: SystemTime) -> std::io::Result<Self> {
         let stem = config.path_stem.to_string_lossy().into_owned();
-        let mut series =
-            std::fs::OpenOptions::new().create(true).append(true).open(format!("{stem}.timeseries.ndjson"))?;
-        let mut hlog = std::fs::File::create(format!("{stem}.hlog"))?;
+        let mut series = crate::sys::no_follow(std::fs::OpenOptions::new().create(true).append(true))
+            .open(format!("{stem}.timeseries.ndjson"))?;
+        let mut hlog = crate::sys::no_follow(std::fs::OpenOptions::new().create(true).write(true).truncate(true))
+            .open(format!("{stem}.hlog"))?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Interval>(64);
         let thread = std::thread::Builder::new().name("anvil-snapshots".into()).spawn(move || {
             use std::io::Write;
@@ -365,4 +378,25 @@ pub fn drift(windows: &[Window]) -> Option<Drift> {
         tpot_p99_ms: change(|w| w.tpot_p99_ms),
         throughput_tok_s: change(|w| Some(w.throughput_tok_s)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_at_a_snapshot_file_is_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("level.hlog")).unwrap();
+        let config = SnapshotConfig {
+            interval: Duration::from_secs(1),
+            path_stem: dir.path().join("level"),
+            status_lines: false,
+        };
+        assert!(WindowWriter::start(&config, SystemTime::now()).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    }
 }

@@ -169,7 +169,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         None => (args.out.join(format!(".{run_id}.records.ndjson.tmp")), false),
     };
     // A records file that stays unwritable stops the run like Ctrl-C would.
-    let (records, records_writer) = writer::open(&records_path, control.stop_issuing.clone())
+    let (records, records_writer) = writer::open(&records_path, !keep_records, control.stop_issuing.clone())
         .map_err(|e| AppError::BadInput(format!("--records {}: cannot write there ({e})", records_path.display())))?;
 
     let run_salt: u64 = rand::random();

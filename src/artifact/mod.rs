@@ -120,36 +120,59 @@ impl ClientInfo {
     }
 }
 
-/// Write `value` as pretty JSON to `dir/name` atomically. Returns the final path.
+/// Write `value` as pretty JSON to `dir/name` atomically: a temporary file with an unpredictable
+/// name, created exclusively in the same directory (never through a planted link), flushed to
+/// disk, then renamed over `name`. Returns the final path.
 pub fn write_json_atomic(dir: &Path, name: &str, value: &impl Serialize) -> std::io::Result<PathBuf> {
     let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        let mut w = std::io::BufWriter::new(&mut file);
+    let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
         serde_json::to_writer_pretty(&mut w, value)?;
         w.write_all(b"\n")?;
         w.flush()?;
-        drop(w);
-        file.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
     }
-    result.map(|()| path)
+    tmp.as_file().sync_all()?;
+    // On failure the temporary file is removed when `tmp` drops.
+    tmp.persist(&path).map_err(|e| e.error)?;
+    Ok(path)
 }
 
 /// Check before a run that artifacts can be written there (so an hour of load is not lost to a
-/// typo in `--out`).
+/// typo in `--out`). The probe file is created exclusively under a random name and removed.
 pub fn ensure_writable_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let probe = dir.join(format!(".anvil-write-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"probe")?;
-    std::fs::remove_file(&probe)
+    let mut probe = tempfile::Builder::new().prefix(".anvil-write-probe-").tempfile_in(dir)?;
+    probe.write_all(b"probe")?;
+    probe.close()
 }
 
 /// Bytes a run writes per request: its record twice (records file and artifact) plus slack.
 pub const BYTES_PER_REQUEST: u64 = 3 * 1024;
 /// Below this much free space no run starts: snapshots and artifacts need room too.
 pub const MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link planted where a temporary or probe file used to go (a name built from the process
+    /// id) must never have its target written.
+    #[cfg(unix)]
+    #[test]
+    fn planted_links_never_redirect_a_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me").unwrap();
+        let pid = std::process::id();
+        for planted in [format!(".a.json.tmp-{pid}"), format!(".anvil-write-probe-{pid}")] {
+            std::os::unix::fs::symlink(&victim, dir.path().join(planted)).unwrap();
+        }
+        ensure_writable_dir(dir.path()).unwrap();
+        let path = write_json_atomic(dir.path(), "a.json", &serde_json::json!({ "x": 1 })).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "{\n  \"x\": 1\n}\n");
+        // Nothing else was left behind: the two links, the victim and the artifact.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+    }
+}

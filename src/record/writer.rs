@@ -43,11 +43,18 @@ pub struct RecordWriter {
 }
 
 /// Open `path` for appending (refusing a file that is not a records file, see
-/// `prepare_for_append`) and start the writer. `on_stuck` is cancelled when the file has been
-/// unwritable for `STUCK_AFTER`.
-pub fn open(path: &Path, on_stuck: CancellationToken) -> std::io::Result<(RecordSink, RecordWriter)> {
-    prepare_for_append(path)?;
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+/// `prepare_for_append`) and start the writer; with `new_file`, the file must not exist yet (a
+/// temporary records file). Never through a link planted at the path. `on_stuck` is cancelled
+/// when the file has been unwritable for `STUCK_AFTER`.
+pub fn open(path: &Path, new_file: bool, on_stuck: CancellationToken) -> std::io::Result<(RecordSink, RecordWriter)> {
+    let mut options = std::fs::OpenOptions::new();
+    if new_file {
+        options.create_new(true);
+    } else {
+        prepare_for_append(path)?;
+        options.create(true);
+    }
+    let file = crate::sys::no_follow(options.append(true)).open(path)?;
     start(Box::new(file), path, on_stuck, STUCK_AFTER)
 }
 

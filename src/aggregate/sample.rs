@@ -1,7 +1,7 @@
 //! The compact sample store: what the exact summaries need of each request, and nothing more, so
 //! memory stays bounded however long a run lasts (the full records go to disk).
 //!
-//! A completed request takes `size_of::<Sample>()` = 88 bytes, a failed one
+//! A completed request takes `size_of::<Sample>()` = 104 bytes, a failed one
 //! `size_of::<FailureSample>()` = 56 bytes (tested below). Every derived value (generation,
 //! TPOT, decode and prefill rates, …) is recomputed from the stored milliseconds with the same
 //! functions that fill the records, so a summary equals what a reader recomputes from them.
@@ -9,8 +9,8 @@
 use crate::record::timing::{Exclusion, ExclusionFacts, FailureRecord, RequestTiming, derive};
 use crate::record::{ErrorKind, TokenSource};
 
-/// "Not reported" for the `u32` token fields.
-const NONE_U32: u32 = u32::MAX;
+/// "Not reported" for the token fields (64-bit, like the records: a server may report any count).
+const NONE_U64: u64 = u64::MAX;
 
 /// What a completed request contributes to summaries.
 #[derive(Debug, Clone, Copy)]
@@ -25,9 +25,9 @@ pub struct Sample {
     /// NaN when the response had no visible content.
     ttft_ms: f64,
     e2e_ms: f64,
-    output_tokens: u32,
-    prompt_tokens: u32,
-    cached_tokens: u32,
+    output_tokens: u64,
+    prompt_tokens: u64,
+    cached_tokens: u64,
     pub prompt_target_tokens: u32,
     pub planned_context_tokens: u32,
     pub content_chunks: u32,
@@ -45,12 +45,13 @@ const CONTROLLED_OBSERVABLE: u16 = 1 << 4;
 const CONTROLLED_TRUNCATED: u16 = 1 << 5;
 const TOKENS_FROM_CHUNKS: u16 = 1 << 6;
 
-fn opt_u32(v: Option<u64>) -> u32 {
-    v.map_or(NONE_U32, |x| x.min(u64::from(NONE_U32 - 1)) as u32)
+fn opt_u64(v: Option<u64>) -> u64 {
+    // u64::MAX itself is not a count any server reports; it reads back as "not reported".
+    v.unwrap_or(NONE_U64)
 }
 
-fn get_u32(v: u32) -> Option<u64> {
-    (v != NONE_U32).then_some(u64::from(v))
+fn get_u64(v: u64) -> Option<u64> {
+    (v != NONE_U64).then_some(v)
 }
 
 fn get_f64(v: f64) -> Option<f64> {
@@ -89,9 +90,9 @@ impl Sample {
             ttfo_ms: r.time_to_first_output_ms,
             ttft_ms: r.ttft_ms.unwrap_or(f64::NAN),
             e2e_ms: r.e2e_ms,
-            output_tokens: opt_u32(Some(r.output_tokens)),
-            prompt_tokens: opt_u32(r.prompt_tokens),
-            cached_tokens: opt_u32(r.cached_tokens),
+            output_tokens: r.output_tokens,
+            prompt_tokens: opt_u64(r.prompt_tokens),
+            cached_tokens: opt_u64(r.cached_tokens),
             prompt_target_tokens: r.prompt_target_tokens,
             planned_context_tokens: r.planned_context_tokens,
             content_chunks: r.content_chunks,
@@ -136,13 +137,13 @@ impl Sample {
     }
 
     pub fn output_tokens(&self) -> u64 {
-        u64::from(self.output_tokens)
+        self.output_tokens
     }
     pub fn prompt_tokens(&self) -> Option<u64> {
-        get_u32(self.prompt_tokens)
+        get_u64(self.prompt_tokens)
     }
     pub fn cached_tokens(&self) -> Option<u64> {
-        get_u32(self.cached_tokens)
+        get_u64(self.cached_tokens)
     }
     pub fn ttfo_ms(&self) -> f64 {
         self.ttfo_ms
@@ -224,7 +225,18 @@ mod tests {
 
     #[test]
     fn the_store_is_as_compact_as_documented() {
-        assert_eq!(std::mem::size_of::<Sample>(), 88);
+        assert_eq!(std::mem::size_of::<Sample>(), 104);
         assert_eq!(std::mem::size_of::<FailureSample>(), 56);
+    }
+
+    #[test]
+    fn token_counts_beyond_u32_survive_the_store() {
+        let big = u64::from(u32::MAX) * 3 + 7;
+        let mut r: RequestTiming = serde_json::from_str(include_str!("../../tests/fixtures/request-timing.json")).unwrap();
+        r.output_tokens = big;
+        r.prompt_tokens = Some(big + 1);
+        r.cached_tokens = Some(big);
+        let s = Sample::from_record(&r);
+        assert_eq!((s.output_tokens(), s.prompt_tokens(), s.cached_tokens()), (big, Some(big + 1), Some(big)));
     }
 }

@@ -20,8 +20,9 @@ pub struct LoadRecord {
     /// Open loop: `constant`, `poisson` or `gamma`.
     pub arrival: Option<&'static str>,
     pub burstiness: Option<f64>,
-    /// Open loop: requests sent per second over the issuing window (the planned window, or the
-    /// last dispatch plus one mean gap if later).
+    /// Open loop: requests sent per second over the issuing window (the planned window — the
+    /// time the planned arrivals take at the planned rate — stretched by however late the last
+    /// arrival was sent).
     pub achieved_rate: Option<f64>,
     /// Open loop: arrivals in the schedule.
     pub planned_arrivals: Option<u64>,
@@ -56,8 +57,6 @@ pub fn load_record(
     dropped: u64,
 ) -> LoadRecord {
     let dispatched = (records.len() + failures.len()) as u64;
-    let starts = records.iter().map(|r| r.start_offset_ms).chain(failures.iter().map(|f| f.start_offset_ms));
-    let last_start_ms = starts.reduce(f64::max);
     let p99 = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         (!v.is_empty()).then(|| nearest_rank(&v, 99))
@@ -90,9 +89,10 @@ pub fn load_record(
     let (load_mode, concurrency, rate, arrival, burstiness, achieved_rate) = match pacing {
         LevelPacing::Closed { concurrency, .. } => ("closed", concurrency, None, None, None, None),
         LevelPacing::Open { rate, arrival, max_in_flight, .. } => {
-            let gap_ms = 1000.0 / rate;
+            // The planned window, stretched by however late the last arrival was sent: on-time
+            // dispatch gives exactly the planned rate, whatever the run's length.
             let planned_ms = issued.planned_window.map(ms).unwrap_or(0.0);
-            let window_ms = planned_ms.max(last_start_ms.map_or(0.0, |l| l + gap_ms));
+            let window_ms = planned_ms + last_dispatch_lateness_ms(records, failures).max(0.0);
             let achieved = (window_ms > 0.0).then(|| dispatched as f64 / (window_ms / 1000.0));
             let burstiness = match arrival {
                 crate::scenario::Arrival::Gamma { burstiness } => Some(burstiness),
@@ -122,6 +122,16 @@ pub fn load_record(
             queue_wait_p99_ms,
         },
     }
+}
+
+/// How late the arrival with the latest intended time was sent (start − intended).
+fn last_dispatch_lateness_ms(records: &[Sample], failures: &[FailureSample]) -> f64 {
+    records
+        .iter()
+        .filter_map(|r| r.intended_offset_ms().map(|i| (i, r.start_offset_ms - i)))
+        .chain(failures.iter().filter_map(|f| f.intended_offset_ms().map(|i| (i, f.start_offset_ms - i))))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or(0.0, |(_, late)| late)
 }
 
 /// The most requests in flight at any instant (a sweep over start and end events).

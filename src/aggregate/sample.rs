@@ -44,6 +44,7 @@ const CONTROLLED_EXACT: u16 = 1 << 3;
 const CONTROLLED_OBSERVABLE: u16 = 1 << 4;
 const CONTROLLED_TRUNCATED: u16 = 1 << 5;
 const TOKENS_FROM_CHUNKS: u16 = 1 << 6;
+const CANARY_FOREIGN: u16 = 1 << 7;
 
 fn opt_u64(v: Option<u64>) -> u64 {
     // u64::MAX itself is not a count any server reports; it reads back as "not reported".
@@ -65,6 +66,9 @@ impl Sample {
             flags |= HAS_CANARY;
             if c.passed {
                 flags |= CANARY_PASSED;
+            }
+            if c.foreign_marker_count > 0 {
+                flags |= CANARY_FOREIGN;
             }
         }
         if let Some(o) = &r.controlled_output {
@@ -120,6 +124,10 @@ impl Sample {
     pub fn canary_failed(&self) -> bool {
         self.canary() == Some(false)
     }
+    /// The response held another request's canary marker (cross-request contamination).
+    pub fn canary_foreign(&self) -> bool {
+        self.flags & CANARY_FOREIGN != 0
+    }
     /// `(exact, observable, truncated)` of the `response_words` check, when there was one.
     pub fn controlled(&self) -> Option<(bool, bool, bool)> {
         (self.flags & HAS_CONTROLLED != 0).then_some((
@@ -172,6 +180,9 @@ impl Sample {
     pub fn queue_wait_ms(&self) -> Option<f64> {
         get_f64(self.queue_wait_ms)
     }
+    pub fn intended_offset_ms(&self) -> Option<f64> {
+        get_f64(self.intended_offset_ms)
+    }
     pub fn ttft_from_intended_ms(&self) -> Option<f64> {
         self.schedule_lag_ms().and_then(|lag| self.ttft_ms().map(|t| t + lag))
     }
@@ -217,6 +228,9 @@ impl FailureSample {
     pub fn queue_wait_ms(&self) -> Option<f64> {
         get_f64(self.queue_wait_ms)
     }
+    pub fn intended_offset_ms(&self) -> Option<f64> {
+        get_f64(self.intended_offset_ms)
+    }
 }
 
 #[cfg(test)]
@@ -232,7 +246,8 @@ mod tests {
     #[test]
     fn token_counts_beyond_u32_survive_the_store() {
         let big = u64::from(u32::MAX) * 3 + 7;
-        let mut r: RequestTiming = serde_json::from_str(include_str!("../../tests/fixtures/request-timing.json")).unwrap();
+        let mut r: RequestTiming =
+            serde_json::from_str(include_str!("../../tests/fixtures/request-timing.json")).unwrap();
         r.output_tokens = big;
         r.prompt_tokens = Some(big + 1);
         r.cached_tokens = Some(big);

@@ -127,7 +127,11 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         samples: ratios.len(),
     };
     let canary_results: Vec<bool> = samples.iter().filter_map(Sample::canary).collect();
-    let canaries = Canaries { samples: canary_results.len(), passed: canary_results.iter().filter(|&&p| p).count() };
+    let canaries = Canaries {
+        samples: canary_results.len(),
+        passed: canary_results.iter().filter(|&&p| p).count(),
+        foreign: samples.iter().filter(|s| s.canary_failed() && s.canary_foreign()).count(),
+    };
     let controlled_output = controlled_output(samples);
     let sizing = sizing_errors(samples);
 
@@ -283,9 +287,13 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
     }
     let canaries = &s.canaries;
     if canaries.failed() > 0 && canaries.failed() == canaries.samples {
-        w.push(Warning::CanariesAllFailed { canaries: canaries.samples });
+        w.push(Warning::CanariesAllFailed { canaries: canaries.samples, foreign: canaries.foreign });
     } else if canaries.failed() > 0 {
-        w.push(Warning::CanariesFailed { failed: canaries.failed(), canaries: canaries.samples });
+        w.push(Warning::CanariesFailed {
+            failed: canaries.failed(),
+            canaries: canaries.samples,
+            foreign: canaries.foreign,
+        });
     }
     let server_failures = failures.iter().filter(|f| f.kind != ErrorKind::Interrupted).count();
     if server_failures > 0 {
@@ -318,12 +326,98 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
             w.push(Warning::CacheWarmInUniqueMode { warm, completed: samples.len() });
         }
     }
-    let fewest = s.population.p99_samples_by_metric.values().copied().min().unwrap_or(0);
-    if fewest < P99_MIN_SAMPLES && !samples.is_empty() {
-        w.push(Warning::P99Descriptive { fewest, minimum: P99_MIN_SAMPLES });
+    let eligible = s.population.performance_eligible_requests;
+    if eligible == 0 && !samples.is_empty() {
+        let mut by_reason = BTreeMap::new();
+        for e in samples.iter().filter_map(|r| r.exclusion) {
+            *by_reason.entry(e.as_str()).or_default() += 1;
+        }
+        w.push(Warning::NothingEligible { completed: samples.len() as u64, by_reason });
+    } else if eligible > 0 {
+        let thin: Vec<(&'static str, usize)> = s
+            .population
+            .p99_samples_by_metric
+            .iter()
+            .filter(|&(_, &n)| n < P99_MIN_SAMPLES)
+            .map(|(&k, &n)| (k, n))
+            .collect();
+        if !thin.is_empty() {
+            w.push(Warning::P99Descriptive { eligible, minimum: P99_MIN_SAMPLES, thin });
+        }
     }
     for reason in &s.load.validity.reasons {
         w.push(Warning::InvalidLoad { reason: reason.clone() });
     }
     w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{RequestTiming, SizingRecord};
+    use crate::scenario::{Overrides, Scenario};
+    use crate::workload::Sizer;
+
+    fn info() -> RunInfo {
+        let text = "[target]\nmodel = \"m\"\n[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 8\n";
+        let s = Scenario::from_toml(std::path::Path::new("t.toml"), text, &Overrides::default()).unwrap();
+        let sizing = SizingRecord::for_sizer("estimate", &Sizer::Estimate { overhead: 8.0 }, None);
+        RunInfo::new(&s, "t", "http://127.0.0.1:1/v1", sizing, 0)
+    }
+
+    /// Twelve completed requests; `fail(i)` sets request i's canary to failed, with a foreign
+    /// marker when it says so.
+    fn level(fail: impl Fn(u64) -> Option<bool>) -> LevelSummary {
+        let template: RequestTiming =
+            serde_json::from_str(include_str!("../../tests/fixtures/request-timing.json")).unwrap();
+        let mut collected = Collected::default();
+        for i in 0..12 {
+            let mut r = template.clone();
+            r.request_index = i;
+            if let Some(c) = r.request_canary.as_mut() {
+                c.passed = true;
+                c.foreign_marker_count = 0;
+                if let Some(foreign) = fail(i) {
+                    c.passed = false;
+                    c.marker_at_start = false;
+                    c.foreign_marker_count = u32::from(foreign);
+                }
+            }
+            collected.samples.push(Sample::from_record(&r));
+        }
+        summarise(LevelInput {
+            info: &info(),
+            level_id: "t".into(),
+            pacing: LevelPacing::Closed { concurrency: 2, max_rate: None },
+            issued: Issued::default(),
+            started: Stamp::now(),
+            finished: Stamp::now(),
+            collected,
+            interrupted: false,
+            simulator: None,
+        })
+    }
+
+    fn canary_message(s: &LevelSummary) -> String {
+        s.warnings.iter().find(|w| w.code().starts_with("canaries")).map(Warning::message).expect("a canary warning")
+    }
+
+    #[test]
+    fn a_partial_canary_failure_without_foreign_markers_offers_the_way_out() {
+        let s = level(|i| (i == 3).then_some(false));
+        assert_eq!((s.canaries.samples, s.canaries.passed, s.canaries.foreign), (12, 11, 0));
+        let m = canary_message(&s);
+        assert!(m.contains("1 of 12 canaries failed, none holding another request's marker"), "{m}");
+        assert!(m.contains("workload.canaries = false"), "{m}");
+    }
+
+    #[test]
+    fn contamination_is_named_as_such_and_not_blamed_on_the_model() {
+        let s = level(|i| (i < 2).then_some(true));
+        let m = canary_message(&s);
+        assert!(m.contains("2 of 12 canaries failed, 2 of them holding another request's marker"), "{m}");
+        assert!(!m.contains("canaries = false"), "{m}");
+        let all = level(|_| Some(false));
+        assert!(canary_message(&all).contains("no response held another request's marker"));
+    }
 }

@@ -208,6 +208,8 @@ pub struct Canaries {
     /// Completed requests that carried a canary.
     pub samples: usize,
     pub passed: usize,
+    /// Failed canaries whose response held another request's marker.
+    pub foreign: usize,
 }
 
 impl Canaries {

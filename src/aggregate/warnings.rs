@@ -9,17 +9,53 @@ use serde::{Serialize, Serializer};
 /// A methodology problem, shown on the console and saved in the artifact.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Warning {
-    SimulatedTarget { profile: String },
+    SimulatedTarget {
+        profile: String,
+    },
     Interrupted,
-    CanariesAllFailed { canaries: usize },
-    CanariesFailed { failed: usize, canaries: usize },
-    RequestsFailed { failed: usize, attempted: u64, by_kind: BTreeMap<String, u64> },
-    NoUsageReported { responses: usize },
-    SizingFallback { reason: String },
-    PromptSizingOff { mean_pct: f64, bias_pct: f64 },
-    CacheWarmInUniqueMode { warm: usize, completed: usize },
-    P99Descriptive { fewest: usize, minimum: usize },
-    InvalidLoad { reason: String },
+    /// `foreign`: failed responses that held another request's marker.
+    CanariesAllFailed {
+        canaries: usize,
+        foreign: usize,
+    },
+    CanariesFailed {
+        failed: usize,
+        canaries: usize,
+        foreign: usize,
+    },
+    RequestsFailed {
+        failed: usize,
+        attempted: u64,
+        by_kind: BTreeMap<String, u64>,
+    },
+    NoUsageReported {
+        responses: usize,
+    },
+    SizingFallback {
+        reason: String,
+    },
+    PromptSizingOff {
+        mean_pct: f64,
+        bias_pct: f64,
+    },
+    CacheWarmInUniqueMode {
+        warm: usize,
+        completed: usize,
+    },
+    /// p99 rests on fewer than `minimum` samples: `thin` lists each such metric and its count.
+    P99Descriptive {
+        eligible: u64,
+        minimum: usize,
+        thin: Vec<(&'static str, usize)>,
+    },
+    /// Requests completed but every one was excluded: no distribution has a sample.
+    NothingEligible {
+        completed: u64,
+        by_reason: BTreeMap<&'static str, u64>,
+    },
+    InvalidLoad {
+        reason: String,
+    },
     NoSuccess,
 }
 
@@ -37,6 +73,7 @@ impl Warning {
             Warning::PromptSizingOff { .. } => "prompt_sizing_off",
             Warning::CacheWarmInUniqueMode { .. } => "cache_warm_in_unique_mode",
             Warning::P99Descriptive { .. } => "p99_descriptive",
+            Warning::NothingEligible { .. } => "nothing_eligible",
             Warning::InvalidLoad { .. } => "invalid_load",
             Warning::NoSuccess => "no_success",
         }
@@ -51,11 +88,17 @@ impl Warning {
             Warning::Interrupted => {
                 "the run was stopped before it finished; the numbers cover what completed".to_string()
             }
-            Warning::CanariesAllFailed { canaries } => format!(
-                "all {canaries} canaries failed: the model did not begin its replies with the requested marker (small models often cannot), or responses are being mixed up between requests; if the model cannot follow the instruction, set workload.canaries = false"
+            Warning::CanariesAllFailed { canaries, foreign: 0 } => format!(
+                "all {canaries} canaries failed and no response held another request's marker: the model did not begin its replies with the requested marker (small models often cannot); if it cannot follow the instruction, set workload.canaries = false"
             ),
-            Warning::CanariesFailed { failed, canaries } => format!(
-                "{failed} of {canaries} canaries failed; those responses are excluded from the distributions (see request_timings[].request_canary)"
+            Warning::CanariesAllFailed { canaries, foreign } => format!(
+                "all {canaries} canaries failed, {foreign} of them holding another request's marker: responses are being mixed up between requests (a server or proxy fault); the rest did not begin with their marker"
+            ),
+            Warning::CanariesFailed { failed, canaries, foreign: 0 } => format!(
+                "{failed} of {canaries} canaries failed, none holding another request's marker: the model did not always begin its reply with the requested marker; those responses are excluded from the distributions (see request_timings[].request_canary); if the model cannot follow the instruction reliably, set workload.canaries = false"
+            ),
+            Warning::CanariesFailed { failed, canaries, foreign } => format!(
+                "{failed} of {canaries} canaries failed, {foreign} of them holding another request's marker: responses were mixed up between requests; those responses are excluded from the distributions (see request_timings[].request_canary)"
             ),
             Warning::RequestsFailed { failed, attempted, by_kind } => {
                 let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
@@ -76,9 +119,32 @@ impl Warning {
             Warning::CacheWarmInUniqueMode { warm, completed } => format!(
                 "{warm} of {completed} requests reported cached prompt tokens although every prompt starts with a unique prefix: the cache was warm (reproducible prompts sent before, or another client), so this cold-cache measurement was partly warm"
             ),
-            Warning::P99Descriptive { fewest, minimum } => format!(
-                "only {fewest} eligible samples: p99 is descriptive (one sample decides it); use at least {minimum} requests for a p99 to compare"
-            ),
+            Warning::P99Descriptive { eligible, minimum, thin } => {
+                if thin.iter().all(|&(_, n)| n as u64 == *eligible) {
+                    format!(
+                        "only {eligible} eligible samples: p99 is descriptive (one sample decides it); use at least {minimum} requests for a p99 to compare"
+                    )
+                } else {
+                    let parts: Vec<String> = thin
+                        .iter()
+                        .map(|&(metric, n)| match (n, why_no_samples(metric)) {
+                            (0, Some(why)) => format!("{metric} 0 ({why})"),
+                            _ => format!("{metric} {n}"),
+                        })
+                        .collect();
+                    format!(
+                        "p99 is descriptive (fewer than {minimum} samples decide it) for {} of {eligible} eligible requests; use at least {minimum} requests for a p99 to compare",
+                        parts.join(", ")
+                    )
+                }
+            }
+            Warning::NothingEligible { completed, by_reason } => {
+                let reasons: Vec<String> = by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                format!(
+                    "no request is in the distributions: all {completed} completed requests were excluded ({}); every summary is empty — see request_timings[].exclusion_reason, and lower run.warmup/run.cooldown or send more requests",
+                    reasons.join(", ")
+                )
+            }
             Warning::InvalidLoad { reason } => reason.clone(),
             Warning::NoSuccess => "no request succeeded; see the failures in the artifact".to_string(),
         }
@@ -91,5 +157,15 @@ impl Serialize for Warning {
         s.serialize_field("code", self.code())?;
         s.serialize_field("message", &self.message())?;
         s.end()
+    }
+}
+
+/// Why an eligible request can lack a value of a metric.
+fn why_no_samples(metric: &str) -> Option<&'static str> {
+    match metric {
+        "tpot" | "decode_tok_s" => Some("no eligible response had two or more output tokens"),
+        "ttft" => Some("no eligible response had visible content, only reasoning"),
+        "effective_prefill_tok_s" => Some("the server reported no usage.prompt_tokens"),
+        _ => None,
     }
 }

@@ -213,6 +213,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         report::print_warnings(&[Warning::NoSuccess]);
         return Ok(exit::ABORTED);
     }
+    // Requests completed but none is in any distribution (each level said why): no numbers.
+    if !artifacts.iter().any(|(a, _)| a.population.performance_eligible_requests > 0) {
+        return Ok(exit::ABORTED);
+    }
     if args.strict && artifacts.iter().any(|(a, _)| !a.load.validity.valid) {
         eprintln!("--strict: at least one level failed its validity check (see validity.reasons)");
         return Ok(exit::INVALID);

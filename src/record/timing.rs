@@ -129,6 +129,17 @@ pub enum Exclusion {
 }
 
 impl Exclusion {
+    /// The name written in `exclusion_reason`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Exclusion::CanaryFailed => "canary_failed",
+            Exclusion::ControlledOutput => "controlled_output",
+            Exclusion::PrefixWarmup => "prefix_warmup",
+            Exclusion::Warmup => "warmup",
+            Exclusion::Cooldown => "cooldown",
+        }
+    }
+
     /// Exclusions the scenario planned (warm-up, cool-down, a burst's warm-up request), as
     /// opposed to responses that failed a check.
     pub fn planned(self) -> bool {

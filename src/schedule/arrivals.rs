@@ -50,6 +50,14 @@ impl Arrivals {
         }
     }
 
+    /// Where the schedule's window ends so far: the instant the next arrival would come, one gap
+    /// after the last one drawn. Once all `n` arrivals are drawn this is exactly the time `n`
+    /// arrivals take at the planned rate (the gaps are rescaled to their count), so "achieved
+    /// rate" over it is the planned rate when every arrival was sent on time.
+    pub fn horizon(&self) -> Duration {
+        Duration::from_secs_f64(inverse_cumulative(self.rate, self.ramp, self.s))
+    }
+
     /// Number of arrivals that fit in `duration` at this rate and ramp (at least 1).
     pub fn count_within(rate: f64, ramp: Option<Duration>, duration: Duration) -> u64 {
         cumulative(rate, ramp, duration.as_secs_f64()).round().max(1.0) as u64

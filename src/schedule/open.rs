@@ -48,10 +48,9 @@ where
     let slots = max_in_flight.map(|m| Arc::new(Semaphore::new(m as usize)));
     let tasks = TaskTracker::new();
     let stop = &control.stop_issuing;
-    let mut last_offset = None;
-    for (index, offset) in Arrivals::new(arrival, rate, ramp, plan.seed, n).enumerate() {
+    let mut arrivals = Arrivals::new(arrival, rate, ramp, plan.seed, n);
+    for (index, offset) in arrivals.by_ref().enumerate() {
         let index = index as u64;
-        last_offset = Some(offset);
         // Built before the deadline: prompt building never makes an arrival late.
         let request = prepare(&workload, index).await;
         let intended = level_start + offset;
@@ -104,7 +103,7 @@ where
     drop(tx);
     tasks.close();
     tasks.wait().await;
-    let planned_window = last_offset.map(|last| last + std::time::Duration::from_secs_f64(1.0 / rate));
+    let planned_window = (n > 0).then(|| arrivals.horizon());
     Issued { planned_arrivals: Some(n), planned_window }
 }
 

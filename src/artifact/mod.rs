@@ -7,6 +7,7 @@
 
 mod build;
 mod methodology;
+pub mod read;
 mod stream;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use serde_json::{Map, Value};
 
 pub use build::{build, metric_key, metrics};
 pub use methodology::TimingMethodology;
+pub use read::{ArtifactFile, Total};
 pub use stream::{StreamKind, Streamed};
 
 use crate::aggregate::load::LoadRecord;

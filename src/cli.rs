@@ -97,7 +97,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
     /// Exit with code 3 when a level's validity check fails (client saturated, arrivals dropped
-    /// or queued).
+    /// or queued) or a level misses an [slo] objective (named with its threshold and the observed
+    /// value; capacity-search probes are exempt from the objectives).
     #[arg(long)]
     pub strict: bool,
 }
@@ -144,6 +145,6 @@ pub mod exit {
     pub const OK: u8 = 0;
     pub const ABORTED: u8 = 1;
     pub const BAD_INPUT: u8 = 2;
-    /// `--strict` and a level failed its validity check.
+    /// `--strict` and a level failed its validity check or missed an `[slo]` objective.
     pub const INVALID: u8 = 3;
 }

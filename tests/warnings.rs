@@ -79,3 +79,25 @@ async fn a_short_open_loop_sent_on_time_reports_its_planned_rate() {
     let want = 20.0 / (1.0 + late_ms / 1000.0);
     assert!((achieved - want).abs() < 1e-6 * want, "achieved {achieved} req/s, want {want}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_with_a_missed_objective_exits_3_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!(
+        "{TARGET}[run]\nrequests = 8\n[load]\nconcurrency = 2\n{WORKLOAD}max_tokens = 8\n[slo]\nttft_p99_ms = 0.000001\nerror_rate = 0.5\n"
+    );
+    let mut cmd = anvil();
+    cmd.arg(write(dir.path(), &body)).arg("--out").arg(dir.path().join("out")).arg("--strict");
+    let result = run(cmd).await;
+    let stderr = text(&result.stderr);
+    assert_eq!(result.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("missed objective ttft_p99_ms: observed"), "{stderr}");
+    assert!(stderr.contains("required at most 0.000001"), "{stderr}");
+    assert!(!stderr.contains("error_rate"), "the objective that held is not named: {stderr}");
+    let a = check_artifact(&artifacts(&dir.path().join("out"))[0]);
+    assert_eq!(a["slo"]["passed"], false);
+    // Without --strict the same run exits 0: the verdict is data.
+    let mut cmd = anvil();
+    cmd.arg(write(dir.path(), &body)).arg("--out").arg(dir.path().join("out2"));
+    assert_eq!(run(cmd).await.status.code(), Some(0));
+}

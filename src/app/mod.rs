@@ -217,11 +217,41 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     if !artifacts.iter().any(|(a, _)| a.population.performance_eligible_requests > 0) {
         return Ok(exit::ABORTED);
     }
-    if args.strict && artifacts.iter().any(|(a, _)| !a.load.validity.valid) {
-        eprintln!("--strict: at least one level failed its validity check (see validity.reasons)");
-        return Ok(exit::INVALID);
+    if args.strict {
+        let gates = strict_gates(&artifacts, scenario.load.search.is_none());
+        for line in &gates {
+            eprintln!("--strict: {line}");
+        }
+        if !gates.is_empty() {
+            return Ok(exit::INVALID);
+        }
     }
     Ok(exit::OK)
+}
+
+/// What `--strict` refuses, one line each: a level that failed its validity check, and (outside a
+/// capacity search, whose probes are meant to find where objectives break) every missed
+/// objective with its threshold and the observed value.
+fn strict_gates(levels: &[(LevelSummary, PathBuf)], objectives_gate: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (s, _) in levels {
+        if !s.load.validity.valid {
+            lines.push(format!("{}: failed its validity check: {}", s.level_id, s.load.validity.reasons.join("; ")));
+        }
+        let Some(slo) = s.slo.as_ref().filter(|_| objectives_gate) else { continue };
+        for c in slo.criteria.iter().filter(|c| !c.passed) {
+            let observed = c.observed.map_or_else(|| "no samples".to_string(), |v| format!("{v:.3}"));
+            let bound = match c.bound {
+                crate::scenario::Bound::AtMost => "at most",
+                crate::scenario::Bound::AtLeast => "at least",
+            };
+            lines.push(format!(
+                "{}: missed objective {}: observed {observed}, required {bound} {}",
+                s.level_id, c.key, c.threshold
+            ));
+        }
+    }
+    lines
 }
 
 /// A full disk found before the run, not an hour into it: the records and artifacts need about

@@ -162,6 +162,23 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
         a.rates.throughput_tok_s.unwrap_or(0.0),
         a.rates.request_throughput_rps.unwrap_or(0.0)
     );
+    if let Some(st) = &a.steady_state {
+        let p = |d: Option<&crate::aggregate::stats::Summary>, stat: Stat| {
+            d.map_or_else(|| "–".to_string(), |d| fmt_ms(stat.of(d)))
+        };
+        let _ = writeln!(
+            s,
+            "steady state {} of {} ({:.0}%): {:.1} output tok/s · TTFT p50 {} p99 {} · TPOT p50 {} p99 {}",
+            fmt_ms(st.duration_ms()),
+            fmt_ms(a.wall_clock_ms),
+            st.share_of_level * 100.0,
+            st.throughput_tok_s,
+            p(st.ttft.as_ref(), Stat::P50),
+            p(st.ttft.as_ref(), Stat::P99),
+            p(st.tpot.as_ref(), Stat::P50),
+            p(st.tpot.as_ref(), Stat::P99)
+        );
+    }
     if a.load.rate.is_some() {
         let lag = |v: Option<f64>| v.map_or_else(|| "–".to_string(), fmt_ms);
         let d = &a.distributions;

@@ -32,16 +32,32 @@ fn warning<'a>(a: &'a Value, code: &str) -> Option<&'a str> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_warm_up_that_takes_every_request_is_said_and_exits_1() {
+async fn a_warm_up_that_takes_every_request_is_said_and_fails_strict() {
     let (result, a) = run_scenario(&format!(
         "{TARGET}[run]\nrequests = 10\nwarmup = 20\n[load]\nconcurrency = 2\n{WORKLOAD}max_tokens = 8\n"
     ))
     .await;
-    assert_eq!(result.status.code(), Some(1), "{}", text(&result.stderr));
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
     let message = warning(&a, "nothing_eligible").expect("nothing_eligible warning");
     assert!(message.contains("all 10 completed requests were excluded (warmup 10)"), "{message}");
     assert!(warning(&a, "p99_descriptive").is_none(), "no 'only 0 eligible samples' nonsense");
     assert!(text(&result.stderr).contains("no request is in the distributions"));
+    // In CI (--strict) a level without numbers fails the run.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = anvil();
+    cmd.arg(write(
+        dir.path(),
+        &format!("{TARGET}[run]\nrequests = 10\nwarmup = 20\n[load]\nconcurrency = 2\n{WORKLOAD}max_tokens = 8\n"),
+    ))
+    .arg("--out")
+    .arg(dir.path().join("out"))
+    .arg("--strict");
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(3), "{}", text(&result.stderr));
+    assert!(
+        text(&result.stderr).contains("--strict:")
+            && text(&result.stderr).contains("no request is in the distributions")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

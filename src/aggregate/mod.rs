@@ -12,6 +12,7 @@ pub mod sample;
 pub mod slo;
 pub mod snapshots;
 pub mod stats;
+pub mod steady;
 pub mod summarise;
 pub mod summary;
 pub mod warnings;

@@ -15,6 +15,7 @@ use super::sample::{FailureSample, Sample};
 use super::slo::{self, request_value};
 use super::snapshots;
 use super::stats::Summary;
+use super::steady::{self, SHORT_SHARE};
 use super::summary::{
     Canaries, ControlledOutputSummary, Distributions, Goodput, LevelSummary, Metric, Population, PrefixCache, Rates,
     SizingErrors, Totals,
@@ -185,6 +186,7 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         warnings: Vec::new(),
         drift: snapshots::drift(&collected.windows),
         snapshot_windows: collected.windows.len(),
+        steady_state: steady::steady_state(pacing, samples, failures, wall_clock_ms),
         performance_eligible,
         rules,
         simulator,
@@ -344,6 +346,13 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         if !thin.is_empty() {
             w.push(Warning::P99Descriptive { eligible, minimum: P99_MIN_SAMPLES, thin });
         }
+    }
+    match &s.steady_state {
+        Some(st) if st.share_of_level < SHORT_SHARE && !s.interrupted => {
+            w.push(Warning::SteadyStateShort { share: st.share_of_level, duration_ms: st.duration_ms() });
+        }
+        None if eligible > 0 && !s.interrupted => w.push(Warning::SteadyStateNone),
+        _ => {}
     }
     for reason in &s.load.validity.reasons {
         w.push(Warning::InvalidLoad { reason: reason.clone() });

@@ -11,6 +11,7 @@ use super::load::LoadRecord;
 use super::slo::SloReport;
 use super::snapshots::Drift;
 use super::stats::Summary;
+use super::steady::SteadyState;
 use super::warnings::Warning;
 use crate::record::{Exclusions, LevelPacing, Stamp, TokenSource};
 
@@ -295,6 +296,8 @@ pub struct LevelSummary {
     pub warnings: Vec<Warning>,
     pub drift: Option<Drift>,
     pub snapshot_windows: usize,
+    /// The part of the level where the planned load was on (ramp-up and drain left out).
+    pub steady_state: Option<SteadyState>,
     /// Nothing left out but by design, no failure, not interrupted.
     pub performance_eligible: bool,
     /// The level's final phase and exclusion rules (the records are brought in line with them).

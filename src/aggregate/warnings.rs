@@ -56,6 +56,13 @@ pub enum Warning {
     InvalidLoad {
         reason: String,
     },
+    /// The steady-state window covers less than `SHORT_SHARE` of the level.
+    SteadyStateShort {
+        share: f64,
+        duration_ms: f64,
+    },
+    /// The level never had its planned load in flight.
+    SteadyStateNone,
     NoSuccess,
 }
 
@@ -75,6 +82,8 @@ impl Warning {
             Warning::P99Descriptive { .. } => "p99_descriptive",
             Warning::NothingEligible { .. } => "nothing_eligible",
             Warning::InvalidLoad { .. } => "invalid_load",
+            Warning::SteadyStateShort { .. } => "steady_state_short",
+            Warning::SteadyStateNone => "steady_state_none",
             Warning::NoSuccess => "no_success",
         }
     }
@@ -146,6 +155,12 @@ impl Warning {
                 )
             }
             Warning::InvalidLoad { reason } => reason.clone(),
+            Warning::SteadyStateShort { share, duration_ms } => format!(
+                "the steady state (the planned load in flight, ramp-up and drain left out) lasted {:.0} ms, {:.0}% of the level: whole-level figures are dominated by ramp-up and drain; compare steady_state figures, or send more requests per level",
+                duration_ms,
+                share * 100.0
+            ),
+            Warning::SteadyStateNone => "the level never had its planned concurrency in flight (too few requests for the concurrency, or every worker's request failed at once): there is no steady state; send more requests per level".to_string(),
             Warning::NoSuccess => "no request succeeded; see the failures in the artifact".to_string(),
         }
     }

@@ -213,10 +213,6 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         report::print_warnings(&[Warning::NoSuccess]);
         return Ok(exit::ABORTED);
     }
-    // Requests completed but none is in any distribution (each level said why): no numbers.
-    if !artifacts.iter().any(|(a, _)| a.population.performance_eligible_requests > 0) {
-        return Ok(exit::ABORTED);
-    }
     if args.strict {
         let gates = strict_gates(&artifacts, scenario.load.search.is_none());
         for line in &gates {
@@ -237,6 +233,10 @@ fn strict_gates(levels: &[(LevelSummary, PathBuf)], objectives_gate: bool) -> Ve
     for (s, _) in levels {
         if !s.load.validity.valid {
             lines.push(format!("{}: failed its validity check: {}", s.level_id, s.load.validity.reasons.join("; ")));
+        }
+        if s.completed > 0 && s.population.performance_eligible_requests == 0 {
+            lines
+                .push(format!("{}: no request is in the distributions (every completed one was excluded)", s.level_id));
         }
         let Some(slo) = s.slo.as_ref().filter(|_| objectives_gate) else { continue };
         for c in slo.criteria.iter().filter(|c| !c.passed) {

@@ -8,7 +8,8 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use super::{Artifact, ClientInfo, SCHEMA, StreamKind, Streamed, TimingMethodology};
-use crate::aggregate::stats::PERCENTILES;
+use crate::aggregate::stats::{PERCENTILES, Summary};
+use crate::aggregate::steady::SteadyState;
 use crate::aggregate::summary::{LevelSummary, Metric};
 use crate::record::RunInfo;
 
@@ -67,6 +68,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         slo: s.slo.clone(),
         drift: s.drift.clone(),
         snapshot_windows: s.snapshot_windows,
+        steady_state: s.steady_state.as_ref().map(steady_state),
         request_timings: stream(StreamKind::Requests),
         failures: stream(StreamKind::Failures),
         dropped: stream(StreamKind::Dropped),
@@ -118,6 +120,39 @@ pub fn metrics(s: &LevelSummary) -> Map<String, Value> {
     m.insert("prompt_sizing_samples".into(), json!(s.sizing.samples));
     m.insert("throughput_performance_eligible".into(), json!(r.throughput_performance_eligible));
     m
+}
+
+/// The `steady_state` block.
+fn steady_state(st: &SteadyState) -> Value {
+    json!({
+        "basis": st.basis,
+        "start_ms": st.start_ms,
+        "end_ms": st.end_ms,
+        "duration_ms": st.duration_ms(),
+        "share_of_level": st.share_of_level,
+        "requests": st.requests,
+        "throughput_tok_s": st.throughput_tok_s,
+        "completion_rate_rps": st.completion_rate_rps,
+        "ttft_ms": st.ttft.as_ref().map(summary),
+        "tpot_ms": st.tpot.as_ref().map(summary),
+        "e2e_ms": st.e2e.as_ref().map(summary),
+    })
+}
+
+/// One distribution as a block: the same statistics, named as in `metrics`.
+pub fn summary(d: &Summary) -> Value {
+    let mut m = Map::new();
+    m.insert("mean".into(), json!(d.mean));
+    m.insert("stddev".into(), json!(d.stddev));
+    m.insert("mean_ci95_low".into(), json!(d.mean_ci95_low));
+    m.insert("mean_ci95_high".into(), json!(d.mean_ci95_high));
+    m.insert("min".into(), json!(d.min));
+    for (i, p) in PERCENTILES.iter().enumerate() {
+        m.insert(format!("p{p}"), json!(d.percentiles[i]));
+    }
+    m.insert("max".into(), json!(d.max));
+    m.insert("samples".into(), json!(d.samples));
+    Value::Object(m)
 }
 
 /// The key of one statistic: `ttft_p99_ms`, `decode_tok_s_p50`, `e2e_samples`.

@@ -98,6 +98,9 @@ pub struct Artifact {
     pub drift: Option<Drift>,
     /// Snapshot windows taken during the level (also in `<run_id>.timeseries.ndjson`).
     pub snapshot_windows: usize,
+    /// The window where the planned load was on, and throughput and latencies inside it (null
+    /// when the level never reached its load).
+    pub steady_state: Option<Value>,
     /// The records, streamed from the records file as the artifact is written.
     pub request_timings: Streamed,
     pub failures: Streamed,

@@ -19,6 +19,7 @@ pub mod report;
 pub mod scenario;
 pub mod schedule;
 pub mod search;
+pub mod server_metrics;
 pub mod sys;
 pub mod worker;
 pub mod workload;

@@ -64,8 +64,9 @@ pub(super) fn server_metrics(
 fn metrics_url(c: &Checker, text: &str) -> Result<String, ScenarioError> {
     let text = text.trim();
     let fix = "write it like \"http://127.0.0.1:8000/metrics\"";
-    let url = reqwest::Url::parse(text)
-        .map_err(|e| c.err("target.metrics_url", format!("{:?} is not a URL ({e})", crate::server_metrics::display_url(text)), fix))?;
+    let url = reqwest::Url::parse(text).map_err(|e| {
+        c.err("target.metrics_url", format!("{:?} is not a URL ({e})", crate::server_metrics::display_url(text)), fix)
+    })?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(c.err("target.metrics_url", format!("{:?} is not an http:// or https:// URL", url.scheme()), fix));
     }

@@ -158,7 +158,11 @@ pub fn warnings(m: &LevelServerMetrics, client: Option<&ClientTokens>) -> Vec<Se
         out.push(ServerMetricsWarning::FileNotWritten { error: error.clone() });
     }
     if let Some(client) = client {
-        out.extend(server_counts_differ(m, client, SERVER_COUNTS_TOLERANCE).into_iter().map(ServerMetricsWarning::CountsDiffer));
+        out.extend(
+            server_counts_differ(m, client, SERVER_COUNTS_TOLERANCE)
+                .into_iter()
+                .map(ServerMetricsWarning::CountsDiffer),
+        );
     }
     out
 }
@@ -243,7 +247,10 @@ mod tests {
         let codes: Vec<&str> = warnings(&m, Some(&CLIENT)).iter().map(ServerMetricsWarning::code).collect();
         assert_eq!(codes, ["server_metrics_scrape_failed", "server_metrics_incomplete"]);
         let text = warnings(&m, None)[0].message("http://h/metrics");
-        assert!(text.contains("1 of 3 scrapes of http://h/metrics failed (start scrape: connection refused)"), "{text}");
+        assert!(
+            text.contains("1 of 3 scrapes of http://h/metrics failed (start scrape: connection refused)"),
+            "{text}"
+        );
         let mut reset = level(&[(Norm::GenerationTokens, 9_999.0)]);
         reset.counter_resets = 2;
         assert!(server_counts_differ(&reset, &CLIENT, SERVER_COUNTS_TOLERANCE).is_empty());

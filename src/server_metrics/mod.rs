@@ -32,7 +32,9 @@ mod parse;
 mod scraper;
 mod summary;
 
-pub use check::{ClientTokens, CountsDiffer, SERVER_COUNTS_TOLERANCE, ServerMetricsWarning, server_counts_differ, warnings};
+pub use check::{
+    ClientTokens, CountsDiffer, SERVER_COUNTS_TOLERANCE, ServerMetricsWarning, server_counts_differ, warnings,
+};
 pub use names::{ALIASES, Alias, Engine, Norm, Normalised, normalise};
 pub use parse::{Parsed, Series, parse};
 pub use scraper::{LevelScraper, MAX_BODY_BYTES, PreparedLevel, SCRAPE_TIMEOUT, Scraper};
@@ -51,8 +53,9 @@ pub fn resolve_url(endpoint: &MetricsEndpoint, base_url: &str) -> Result<String,
     match endpoint {
         MetricsEndpoint::Url { url } => Ok(url.clone()),
         MetricsEndpoint::BesideBaseUrl => {
-            let mut url = reqwest::Url::parse(base_url)
-                .map_err(|e| format!("cannot derive the metrics URL from the base URL ({e}); set target.metrics_url"))?;
+            let mut url = reqwest::Url::parse(base_url).map_err(|e| {
+                format!("cannot derive the metrics URL from the base URL ({e}); set target.metrics_url")
+            })?;
             url.set_path("/metrics");
             url.set_query(None);
             url.set_fragment(None);
@@ -84,7 +87,10 @@ mod tests {
     fn the_metrics_url_sits_beside_the_base_url() {
         let beside = MetricsEndpoint::BesideBaseUrl;
         assert_eq!(resolve_url(&beside, "http://127.0.0.1:8000/v1").as_deref(), Ok("http://127.0.0.1:8000/metrics"));
-        assert_eq!(resolve_url(&beside, "https://u:p@gpu-1:443/api/v1?x=1").as_deref(), Ok("https://u:p@gpu-1/metrics"));
+        assert_eq!(
+            resolve_url(&beside, "https://u:p@gpu-1:443/api/v1?x=1").as_deref(),
+            Ok("https://u:p@gpu-1/metrics")
+        );
         assert!(resolve_url(&beside, "not a url").is_err());
         let given = MetricsEndpoint::Url { url: "http://h:9/m".into() };
         assert_eq!(resolve_url(&given, "http://other/v1").as_deref(), Ok("http://h:9/m"));

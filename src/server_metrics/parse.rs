@@ -171,8 +171,14 @@ weird{path="b"} -Inf 1395066363000
         assert_eq!(find(&p, r#"vllm:prompt_tokens_total{engine="0",model_name="Qwen/Qwen3-8B"}"#).value, 4096.0);
         let inf = r#"vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="Qwen/Qwen3-8B"}"#;
         assert_eq!(find(&p, inf).value, 5.0);
-        assert_eq!(find(&p, r#"vllm:time_to_first_token_seconds_sum{engine="0",model_name="Qwen/Qwen3-8B"}"#).value, 0.75);
-        assert_eq!(find(&p, r#"vllm:time_to_first_token_seconds_count{engine="0",model_name="Qwen/Qwen3-8B"}"#).value, 5.0);
+        assert_eq!(
+            find(&p, r#"vllm:time_to_first_token_seconds_sum{engine="0",model_name="Qwen/Qwen3-8B"}"#).value,
+            0.75
+        );
+        assert_eq!(
+            find(&p, r#"vllm:time_to_first_token_seconds_count{engine="0",model_name="Qwen/Qwen3-8B"}"#).value,
+            5.0
+        );
         assert_eq!(find(&p, r#"weird{path="b"}"#).value, f64::NEG_INFINITY);
         assert!(p.series.iter().any(|s| s.name == "weird" && s.value.is_nan()));
         assert_eq!(p.series.len(), 11);
@@ -180,7 +186,8 @@ weird{path="b"} -Inf 1395066363000
 
     #[test]
     fn bad_lines_are_skipped_not_fatal() {
-        let body = format!("{VLLM}this is not a metric line\nvllm:num_requests_waiting{{engine=\"0\"}} 7\n}}{{ garbage\n");
+        let body =
+            format!("{VLLM}this is not a metric line\nvllm:num_requests_waiting{{engine=\"0\"}} 7\n}}{{ garbage\n");
         let p = parse(body.as_bytes()).expect("parses");
         assert_eq!(p.skipped_lines, 2);
         assert_eq!(find(&p, r#"vllm:num_requests_waiting{engine="0"}"#).value, 7.0);

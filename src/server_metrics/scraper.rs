@@ -46,6 +46,7 @@ struct Inner {
     url: String,
     display_url: String,
     interval: Duration,
+    timeout: Duration,
 }
 
 impl Scraper {
@@ -60,7 +61,23 @@ impl Scraper {
             .build()
             .map_err(|e| format!("cannot set up the metrics client: {e}"))?;
         let display_url = if redact { "[redacted]".to_string() } else { super::display_url(url) };
-        Ok(Scraper { inner: Arc::new(Inner { http, url: url.to_string(), display_url, interval }) })
+        let inner = Inner { http, url: url.to_string(), display_url, interval, timeout: SCRAPE_TIMEOUT };
+        Ok(Scraper { inner: Arc::new(inner) })
+    }
+
+    /// A shorter bound per scrape than [`SCRAPE_TIMEOUT`] (it stays the ceiling).
+    pub fn with_timeout(self, timeout: Duration) -> Scraper {
+        let inner = &self.inner;
+        let timeout = timeout.min(SCRAPE_TIMEOUT);
+        Scraper {
+            inner: Arc::new(Inner {
+                http: inner.http.clone(),
+                url: inner.url.clone(),
+                display_url: inner.display_url.clone(),
+                interval: inner.interval,
+                timeout,
+            }),
+        }
     }
 
     /// The URL as written into files and messages.
@@ -68,7 +85,7 @@ impl Scraper {
         &self.inner.display_url
     }
 
-    /// Before the level's clock starts: take the start scrape (bounded by [`SCRAPE_TIMEOUT`])
+    /// Before the level's clock starts: take the start scrape (bounded by the scrape timeout)
     /// and set up the level's writer. `file` is `<out>/<level>.server-metrics.ndjson`; `None`
     /// keeps the summary only.
     pub async fn prepare(&self, level: &str, file: Option<PathBuf>) -> PreparedLevel {
@@ -138,7 +155,7 @@ pub struct LevelScraper {
 
 impl LevelScraper {
     /// Stop the interval scrapes, take the end scrape, and return the level's summary once
-    /// its file is flushed. Bounded by [`SCRAPE_TIMEOUT`] plus the time to fold what is queued.
+    /// its file is flushed. Bounded by the scrape timeout plus the time to fold what is queued.
     pub async fn finish(mut self) -> LevelServerMetrics {
         self.stop.cancel();
         if let Some(task) = self.task.take() {
@@ -187,9 +204,9 @@ impl Inner {
     async fn fetch(&self, phase: Phase) -> Fetched {
         let unix_ns = Stamp::now().unix_ns();
         let sent = Instant::now();
-        let result = match tokio::time::timeout(SCRAPE_TIMEOUT, self.get()).await {
+        let result = match tokio::time::timeout(self.timeout, self.get()).await {
             Ok(result) => result,
-            Err(_) => Err(format!("timed out after {} s", SCRAPE_TIMEOUT.as_secs())),
+            Err(_) => Err(format!("timed out after {}", humantime::format_duration(self.timeout))),
         };
         Fetched { phase, sent, unix_ns, latency: sent.elapsed(), result }
     }

@@ -215,8 +215,7 @@ impl Accumulator {
             counters.insert(norm, total);
         }
         let gauges: BTreeMap<Norm, GaugeSummary> = self.gauges.iter().map(|(n, acc)| (*n, acc.summary())).collect();
-        let missing =
-            Norm::ALL.into_iter().filter(|n| !counters.contains_key(n) && !gauges.contains_key(n)).collect();
+        let missing = Norm::ALL.into_iter().filter(|n| !counters.contains_key(n) && !gauges.contains_key(n)).collect();
         let ratio = |num: Option<&f64>, den: Option<&f64>| match (num, den) {
             (Some(n), Some(d)) if *d > 0.0 => Some(n / d),
             _ => None,
@@ -337,10 +336,25 @@ mod tests {
     #[test]
     fn a_reset_counts_from_zero_per_series() {
         let mut acc = Accumulator::new();
-        acc.ok(Phase::Start, 0.0, &[s("vllm:prompt_tokens_total", "0", 500.0), s("vllm:prompt_tokens_total", "1", 10.0)], 0);
-        acc.ok(Phase::Interval, 1.0, &[s("vllm:prompt_tokens_total", "0", 800.0), s("vllm:prompt_tokens_total", "1", 30.0)], 0);
+        acc.ok(
+            Phase::Start,
+            0.0,
+            &[s("vllm:prompt_tokens_total", "0", 500.0), s("vllm:prompt_tokens_total", "1", 10.0)],
+            0,
+        );
+        acc.ok(
+            Phase::Interval,
+            1.0,
+            &[s("vllm:prompt_tokens_total", "0", 800.0), s("vllm:prompt_tokens_total", "1", 30.0)],
+            0,
+        );
         // Engine 0 restarted: 800 → 40. Engine 1 went on: 30 → 90. The sum (130) would hide it.
-        acc.ok(Phase::End, 2.0, &[s("vllm:prompt_tokens_total", "0", 40.0), s("vllm:prompt_tokens_total", "1", 90.0)], 0);
+        acc.ok(
+            Phase::End,
+            2.0,
+            &[s("vllm:prompt_tokens_total", "0", 40.0), s("vllm:prompt_tokens_total", "1", 90.0)],
+            0,
+        );
         let m = finish(acc);
         assert_eq!(m.counter_resets, 1);
         assert_eq!(m.counter(Norm::PromptTokens), Some(300.0 + 40.0 + 20.0 + 60.0));

@@ -12,6 +12,7 @@ pub mod aggregate;
 pub mod app;
 pub mod artifact;
 pub mod cli;
+pub mod compare;
 pub mod mock;
 pub mod openai;
 pub mod record;

@@ -36,8 +36,10 @@ fn normal_tail_matches_scipy() {
     }
 }
 
-/// SciPy's own example data (the `wilcoxon` docs), with ties in `y`.
+/// SciPy's own example data (the `wilcoxon` docs), with ties in `y`. (3.14 is a measurement,
+/// not π.)
 const TIES_X: [f64; 9] = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30];
+#[allow(clippy::approx_constant)]
 const TIES_Y: [f64; 9] = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29];
 const HEAVY_X: [f64; 15] = [3., 3., 4., 5., 5., 5., 6., 7., 7., 8., 9., 9., 9., 10., 12.];
 const HEAVY_Y: [f64; 16] = [4., 5., 5., 6., 6., 7., 8., 8., 9., 10., 10., 11., 12., 12., 13., 14.];
@@ -47,7 +49,8 @@ fn mann_whitney_matches_scipy() {
     let separated_x: Vec<f64> = (10..20).map(f64::from).collect();
     let separated_y: Vec<f64> = (0..10).map(f64::from).collect();
     // (x, y, method asked, method used, SciPy statistic, SciPy p-value)
-    let cases: [(&[f64], &[f64], UMethod, UMethod, f64, f64); 9] = [
+    type Case<'a> = (&'a [f64], &'a [f64], UMethod, UMethod, f64, f64);
+    let cases: [Case; 9] = [
         (&TIES_X, &TIES_Y, UMethod::Auto, UMethod::Asymptotic, 58.0, 0.132_919_458_185_318_92),
         (
             &[19., 22., 16., 29., 24.],

@@ -383,7 +383,10 @@ impl LineWriter {
             return;
         }
         if self.file.is_none() {
-            match std::fs::File::create(path) {
+            // Never through a link planted at the name (the output directory may be shared).
+            let mut options = std::fs::OpenOptions::new();
+            options.create(true).write(true).truncate(true);
+            match crate::sys::no_follow(&mut options).open(path) {
                 Ok(f) => self.file = Some(std::io::BufWriter::new(f)),
                 Err(e) => {
                     self.error = Some(format!("{}: {e}", path.display()));
@@ -414,5 +417,55 @@ impl LineWriter {
         let path = self.path.as_ref()?;
         self.file.as_ref()?;
         path.file_name().map(|n| n.to_string_lossy().into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(level: &str) -> ScrapeLine<'_> {
+        ScrapeLine {
+            level,
+            phase: Phase::Start,
+            t_s: 0.0,
+            unix_ns: 0,
+            latency_ms: 1.0,
+            ok: true,
+            error: None,
+            engine: None,
+            skipped_lines: 0,
+            normalized: Default::default(),
+            raw: Default::default(),
+        }
+    }
+
+    #[test]
+    fn lines_are_written_and_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut out = LineWriter { path: Some(dir.path().join("l.server-metrics.ndjson")), file: None, error: None };
+        out.write(&line("l"));
+        out.write(&line("l"));
+        out.flush();
+        assert_eq!(out.error, None);
+        assert_eq!(out.written_name().as_deref(), Some("l.server-metrics.ndjson"));
+        let text = std::fs::read_to_string(dir.path().join("l.server-metrics.ndjson")).expect("written");
+        assert_eq!(text.lines().count(), 2);
+        assert!(text.starts_with(r#"{"level":"l","phase":"start","t_s":0.0,"#), "{text}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_at_the_scrape_file_is_refused_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me").expect("write");
+        let path = dir.path().join("l.server-metrics.ndjson");
+        std::os::unix::fs::symlink(&victim, &path).expect("symlink");
+        let mut out = LineWriter { path: Some(path), file: None, error: None };
+        out.write(&line("l"));
+        assert!(out.error.is_some());
+        assert_eq!(out.written_name(), None);
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "keep me");
     }
 }

@@ -5,11 +5,12 @@
 //! deterministic output shaped like real engines' (see `profile` for the knobs, including
 //! llama.cpp's quirks), plus `/v1/models`, `/health`, and `/mock/stats` / `/mock/profile` /
 //! `/mock/ground-truth` so a test can compare what the client measured with what the server
-//! did. It can also break on purpose, in every way a client must survive (see `faults`).
+//! did, and `/metrics` in an engine's Prometheus names (see `metrics`). It can also break on purpose, in every way a client must survive (see `faults`).
 
 mod contamination;
 mod faults;
 mod ground_truth;
+mod metrics;
 mod plan;
 mod prefix_cache;
 mod profile;
@@ -36,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use faults::FaultProfile;
 pub use ground_truth::{ChunkKind, GroundTruthChunk, GroundTruthRecord};
-pub use profile::{PROFILE_NAMES, Profile, ReasoningField, UsagePlacement};
+pub use profile::{MetricsNames, PROFILE_NAMES, Profile, ReasoningField, UsagePlacement};
 pub use stats::{MockStats, MockStatsSnapshot};
 pub use tokenize::{count_prompt_tokens, count_text_tokens};
 

@@ -44,6 +44,17 @@ pub enum UsagePlacement {
     FinishChunk,
 }
 
+/// Whose metric names `GET /metrics` uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsNames {
+    /// vLLM V1's (`vllm:num_requests_running`, `vllm:prompt_tokens_total`, …).
+    #[default]
+    Vllm,
+    /// llama.cpp server's (`llamacpp:requests_processing`, `llamacpp:tokens_predicted_total`, …).
+    Llamacpp,
+}
+
 /// How the simulated engine behaves. Plain data so a scenario file can override any field.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,6 +106,9 @@ pub struct Profile {
     /// built-in byte rule (each word counted on its own, plus the same template tokens).
     #[serde(default)]
     pub tokenizer: Option<std::path::PathBuf>,
+    /// Whose names `GET /metrics` uses (default vLLM's; the `llamacpp` preset uses llama.cpp's).
+    #[serde(default)]
+    pub metrics_names: MetricsNames,
 }
 
 impl Profile {
@@ -117,6 +131,7 @@ impl Profile {
             faults: FaultProfile::default(),
             record_ground_truth: false,
             tokenizer: None,
+            metrics_names: MetricsNames::Vllm,
         };
         match name {
             // Measures the client's own cost per chunk: nothing on the server side may sleep,
@@ -153,6 +168,7 @@ impl Profile {
                 eos_in_usage: true,
                 close_connection: true,
                 prefix_cache: true,
+                metrics_names: MetricsNames::Llamacpp,
                 ..base
             }),
             // A broken server for robustness runs: `fast`, with every kind of failure now
@@ -300,6 +316,7 @@ mod tests {
         object.remove("faults");
         object.remove("record_ground_truth");
         object.remove("tokenizer");
+        object.remove("metrics_names");
         let profile: Profile = serde_json::from_value(json).expect("deserialize");
         assert_eq!(profile, Profile::named("fast").expect("fast"));
     }

@@ -138,6 +138,8 @@ pub(crate) async fn run(
             tracing::debug!("mock server: cut connections outlived the restart grace");
         }
         stats.count_fault(CONNECTION_REFUSED);
+        // The restarted process's metrics count from here (the connections are cut by now).
+        stats.mark_restart();
         tokio::select! {
             () = tokio::time::sleep(restart.downtime) => {}
             () = &mut shutdown => return Ok(()),

@@ -80,6 +80,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/mock/stats", get(mock_stats))
         .route("/mock/profile", get(mock_profile))
         .route("/mock/ground-truth", get(mock_ground_truth))
+        .route("/metrics", get(prometheus_metrics))
         .with_state(state)
 }
 
@@ -109,6 +110,11 @@ async fn mock_stats(State(state): State<Arc<AppState>>) -> Response {
 
 async fn mock_profile(State(state): State<Arc<AppState>>) -> Response {
     axum::Json(&*state.profile).into_response()
+}
+
+async fn prometheus_metrics(State(state): State<Arc<AppState>>) -> Response {
+    let body = super::metrics::render(&state.profile, &state.stats.since_restart());
+    ([(CONTENT_TYPE, HeaderValue::from_static(super::metrics::CONTENT_TYPE))], body).into_response()
 }
 
 #[derive(Serialize)]

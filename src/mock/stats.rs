@@ -2,6 +2,7 @@
 //! demo can compare what the client measured with what the server actually did.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,9 @@ pub struct MockStats {
     pub(crate) chunks_streamed: AtomicU64,
     /// Injected faults, indexed like `faults::COUNTER_NAMES`.
     pub(crate) faults: [AtomicU64; FAULT_COUNTERS],
+    /// The counters when the simulated restart happened: `GET /metrics` counts from there, as a
+    /// restarted engine's counters start again from zero.
+    restart_baseline: Mutex<Option<MockStatsSnapshot>>,
 }
 
 /// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
@@ -103,6 +107,33 @@ impl MockStats {
         }
     }
 
+    /// The server restarts now: `GET /metrics` counts from here on.
+    pub(crate) fn mark_restart(&self) {
+        let now = self.snapshot();
+        if let Ok(mut baseline) = self.restart_baseline.lock() {
+            *baseline = Some(now);
+        }
+    }
+
+    /// What a server process started at the last restart (or at the start) would have counted:
+    /// the counters minus those at the restart. Gauges are as they are.
+    pub(crate) fn since_restart(&self) -> MockStatsSnapshot {
+        let now = self.snapshot();
+        let Some(base) = self.restart_baseline.lock().ok().and_then(|b| b.clone()) else { return now };
+        MockStatsSnapshot {
+            requests_received: now.requests_received.saturating_sub(base.requests_received),
+            requests_rejected: now.requests_rejected.saturating_sub(base.requests_rejected),
+            requests_completed: now.requests_completed.saturating_sub(base.requests_completed),
+            requests_disconnected: now.requests_disconnected.saturating_sub(base.requests_disconnected),
+            prompt_tokens: now.prompt_tokens.saturating_sub(base.prompt_tokens),
+            cached_tokens: now.cached_tokens.saturating_sub(base.cached_tokens),
+            completion_tokens: now.completion_tokens.saturating_sub(base.completion_tokens),
+            tokens_streamed: now.tokens_streamed.saturating_sub(base.tokens_streamed),
+            chunks_streamed: now.chunks_streamed.saturating_sub(base.chunks_streamed),
+            ..now
+        }
+    }
+
     pub(crate) fn active(&self) -> u64 {
         self.active_requests.load(Ordering::Relaxed)
     }
@@ -135,5 +166,18 @@ mod tests {
         let json = serde_json::to_value(&snap).expect("serialize");
         assert_eq!(json["tokens_streamed"], 40);
         assert_eq!(json["faults_injected"]["restart"], 1);
+    }
+
+    #[test]
+    fn counts_since_restart_start_again_from_zero() {
+        let stats = MockStats::new();
+        MockStats::add(&stats.prompt_tokens, 100);
+        MockStats::add(&stats.active_requests, 2);
+        assert_eq!(stats.since_restart().prompt_tokens, 100);
+        stats.mark_restart();
+        MockStats::add(&stats.prompt_tokens, 30);
+        let since = stats.since_restart();
+        assert_eq!((since.prompt_tokens, since.active_requests), (30, 2));
+        assert_eq!(stats.snapshot().prompt_tokens, 130, "the simulator's own totals are untouched");
     }
 }

@@ -6,6 +6,7 @@
 
 mod describe;
 mod load_rules;
+mod metrics_rules;
 mod raw;
 mod validate;
 mod workload_rules;
@@ -73,6 +74,35 @@ pub struct Target {
     pub dialect: Dialect,
     /// Extra fields merged into every request body.
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Scrape the server's own metrics beside the run. Absent from the serialized scenario when
+    /// off, so configurations written before the key existed keep their fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<ServerMetricsSettings>,
+}
+
+/// Where and how often the server's Prometheus metrics are scraped.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServerMetricsSettings {
+    pub endpoint: MetricsEndpoint,
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+}
+
+/// The metrics URL: given, or `/metrics` beside the base URL (known only at run time for the
+/// embedded simulator).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MetricsEndpoint {
+    /// Written without any `user:password@` part, which is kept for the requests only.
+    Url {
+        #[serde(serialize_with = "serialize_url_without_credentials")]
+        url: String,
+    },
+    BesideBaseUrl,
+}
+
+fn serialize_url_without_credentials<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::server_metrics::display_url(url))
 }
 
 /// Request spellings for fields outside the OpenAI API.

@@ -70,6 +70,11 @@ pub struct RawTarget {
     /// Extra JSON fields merged into every request body, e.g. `{ top_k = 20 }`. They may not
     /// replace fields the tool sets itself.
     pub extra_body: Option<toml::Table>,
+    /// Scrape the server's Prometheus metrics from this URL during the run, e.g.
+    /// `"http://127.0.0.1:8000/metrics"`.
+    pub metrics_url: Option<String>,
+    /// `true`: scrape `http://host:port/metrics` of the base URL (the simulator's too).
+    pub metrics: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -120,6 +125,9 @@ pub struct RawRun {
     /// Keep the per-request records file `<out>/<run_id>.records.ndjson` (default `false`;
     /// `--records FILE` chooses the file).
     pub records: Option<bool>,
+    /// How often the server's metrics are scraped between the start and the end of each level
+    /// (default `"5s"`, from `"100ms"` to `"10m"`); needs `target.metrics` or `target.metrics_url`.
+    pub metrics_interval: Option<String>,
 }
 
 /// A number of requests or a duration.

@@ -98,8 +98,9 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let mut c = Checker { file, overridden: Vec::new() };
     apply_overrides(&mut raw, overrides, &mut c.overridden);
 
-    let target = target(&c, &raw.target)?;
+    let mut target = target(&c, &raw.target)?;
     let run = run(&c, &raw.run)?;
+    target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run)?;
     let load = super::load_rules::load(&c, &raw.load)?;
     let workload = super::workload_rules::workload(&c, &raw.workload, path)?;
     let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
@@ -281,6 +282,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
                 }
             },
         },
+        metrics: None,
     })
 }
 

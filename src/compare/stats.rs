@@ -1,0 +1,422 @@
+//! The statistics of `compare`: is the new build's distribution different from the base's, and
+//! by how much did a percentile move? Pure functions over raw per-request values.
+//!
+//! - [`mann_whitney_u`]: the two-sided Mann–Whitney U test (Wilcoxon rank-sum), with midranks
+//!   and the tie correction of the variance, continuity-corrected normal approximation, or the
+//!   exact null distribution for small samples without ties. It decides as SciPy's
+//!   `mannwhitneyu(x, y, alternative="two-sided", method="auto")` does, and the tests pin its
+//!   p-values to SciPy's.
+//! - [`percentile_difference_ci`]: a seeded, deterministic percentile bootstrap of the
+//!   difference `new − base` of one nearest-rank percentile (p50, p99, …).
+//! - [`quantile_ci`]: the distribution-free order-statistic interval of one percentile of one
+//!   sample (benchstat's interval for the median).
+//! - [`compare_samples`] combines them for one metric; [`compare_runs`] is the variant for
+//!   several runs per side, where each run contributes one value (its percentile), so the
+//!   between-run variance, not the within-run one, decides.
+//!
+//! A change is called significant, for the median, when the Mann–Whitney p-value is below α
+//! (the test is about location, which is what a median change is); for any other percentile,
+//! when the bootstrap interval of the difference excludes zero (a shift of the tail need not
+//! move the ranks much, so the rank test would miss it).
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use serde::Serialize;
+
+/// How the p-value is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UMethod {
+    /// Exact when the smaller sample has at most 8 values and there are no ties, as SciPy.
+    Auto,
+    /// The exact null distribution (ties are not allowed for; use only without them).
+    Exact,
+    /// Normal approximation with tie and continuity corrections.
+    Asymptotic,
+}
+
+/// A Mann–Whitney U test result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MannWhitney {
+    /// U of the first sample: the number of pairs (x, y) with x > y, ties counting one half.
+    pub u: f64,
+    pub n_x: usize,
+    pub n_y: usize,
+    /// Two-sided.
+    pub p_value: f64,
+    /// The method actually used.
+    pub method: UMethod,
+}
+
+/// The two-sided Mann–Whitney U test of `x` against `y`; `None` when either is empty or holds a
+/// NaN.
+pub fn mann_whitney_u(x: &[f64], y: &[f64], method: UMethod) -> Option<MannWhitney> {
+    let (n1, n2) = (x.len(), y.len());
+    if n1 == 0 || n2 == 0 || x.iter().chain(y).any(|v| v.is_nan()) {
+        return None;
+    }
+    // Midranks of the pooled sample, and Σ(t³ − t) over tie groups.
+    let mut pooled: Vec<(f64, bool)> = x.iter().map(|&v| (v, true)).chain(y.iter().map(|&v| (v, false))).collect();
+    pooled.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n = pooled.len();
+    let mut rank_sum_x = 0.0;
+    let mut tie_term = 0.0;
+    let mut i = 0;
+    while i < n {
+        let mut j = i + 1;
+        while j < n && pooled[j].0 == pooled[i].0 {
+            j += 1;
+        }
+        let t = (j - i) as f64;
+        let midrank = (i + 1 + j) as f64 / 2.0;
+        rank_sum_x += midrank * pooled[i..j].iter().filter(|p| p.1).count() as f64;
+        tie_term += t * t * t - t;
+        i = j;
+    }
+    let (f1, f2) = (n1 as f64, n2 as f64);
+    let u1 = rank_sum_x - f1 * (f1 + 1.0) / 2.0;
+    let u2 = f1 * f2 - u1;
+    let big_u = u1.max(u2);
+    let ties = tie_term > 0.0;
+    let method = match method {
+        UMethod::Auto if n1.min(n2) <= 8 && !ties => UMethod::Exact,
+        UMethod::Auto => UMethod::Asymptotic,
+        other => other,
+    };
+    let exact = if method == UMethod::Exact { exact_upper_tail(n1, n2, big_u) } else { None };
+    let (p, method) = match exact {
+        Some(tail) => ((2.0 * tail).min(1.0), UMethod::Exact),
+        None => {
+            let nf = n as f64;
+            let mu = f1 * f2 / 2.0;
+            let var = f1 * f2 / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
+            let p = if var > 0.0 {
+                let z = (big_u - mu - 0.5) / var.sqrt();
+                (2.0 * normal_sf(z)).clamp(0.0, 1.0)
+            } else {
+                1.0
+            };
+            (p, UMethod::Asymptotic)
+        }
+    };
+    Some(MannWhitney { u: u1, n_x: n1, n_y: n2, p_value: p, method })
+}
+
+/// P(U ≥ `u`) under the null hypothesis, without ties, from the exact distribution; `None` when
+/// the counts would not fit (the caller then uses the normal approximation).
+fn exact_upper_tail(n1: usize, n2: usize, u: f64) -> Option<f64> {
+    let (m, n) = (n1.min(n2), n1.max(n2));
+    // Memory and time grow with m·n (and time with m again); beyond this the normal
+    // approximation is exact to many digits anyway.
+    if m.saturating_mul(n) > 1_000_000 {
+        return None;
+    }
+    // Arrangements with each U are the coefficients of the Gaussian binomial [m+n choose m]_q =
+    // Π_{i=1..m} (1 − q^(n+i)) / (1 − q^i), built one factor at a time; every partial product
+    // is itself a Gaussian binomial, so coefficients stay non-negative integers.
+    let degree = m * n;
+    let mut c = vec![0u128; degree + 1];
+    c[0] = 1;
+    for i in 1..=m {
+        // ÷ (1 − q^i): running sums with stride i (truncated at the final degree, which is
+        // exact because the next step only reads lower coefficients).
+        for k in i..=degree {
+            c[k] = c[k].checked_add(c[k - i])?;
+        }
+        // × (1 − q^(n+i)).
+        for k in (n + i..=degree).rev() {
+            c[k] = c[k].checked_sub(c[k - n - i])?;
+        }
+    }
+    let total: u128 = c.iter().try_fold(0u128, |acc, &v| acc.checked_add(v))?;
+    let from = u.ceil().max(0.0) as usize;
+    let tail: u128 = c.iter().skip(from).sum();
+    Some(tail as f64 / total as f64)
+}
+
+/// The standard normal survival function, P(Z > z), to about 1e-13 relative even deep in the
+/// tails (where p-values of large samples live).
+pub fn normal_sf(z: f64) -> f64 {
+    if z.is_nan() {
+        return f64::NAN;
+    }
+    0.5 * erfc(z / std::f64::consts::SQRT_2)
+}
+
+/// erfc(x): the everywhere-positive series of erf below 2.5, the continued fraction above.
+fn erfc(x: f64) -> f64 {
+    if x < 0.0 {
+        return 2.0 - erfc(-x);
+    }
+    let inv_sqrt_pi = 1.0 / std::f64::consts::PI.sqrt();
+    if x < 2.5 {
+        // erf(x) = 2/√π · e^(−x²) · Σ 2ⁿ x^(2n+1) / (1·3·…·(2n+1)): no cancellation.
+        let mut term = x;
+        let mut sum = x;
+        let mut n = 0.0;
+        while term > sum * 1e-17 {
+            n += 1.0;
+            term *= 2.0 * x * x / (2.0 * n + 1.0);
+            sum += term;
+        }
+        return 1.0 - 2.0 * inv_sqrt_pi * (-x * x).exp() * sum;
+    }
+    if x > 27.3 {
+        return 0.0; // below the smallest subnormal
+    }
+    // erfc(x) = e^(−x²)/√π · 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + …)))), by modified Lentz.
+    let tiny = 1e-300;
+    let mut f = x;
+    let mut c = x;
+    let mut d = 0.0;
+    for k in 1..500 {
+        let a = f64::from(k) / 2.0;
+        d = x + a * d;
+        d = if d.abs() < tiny { tiny } else { d };
+        c = x + a / c;
+        c = if c.abs() < tiny { tiny } else { c };
+        d = 1.0 / d;
+        let delta = c * d;
+        f *= delta;
+        if (delta - 1.0).abs() < 1e-16 {
+            break;
+        }
+    }
+    inv_sqrt_pi * (-x * x).exp() / f
+}
+
+/// The nearest-rank percentile of unsorted values (reorders them); the same definition as the
+/// artifact's percentiles.
+fn percentile_in_place(values: &mut [f64], p: u32) -> f64 {
+    let n = values.len();
+    let rank = (u64::from(p) * n as u64).div_ceil(100).max(1) as usize;
+    let (_, v, _) = values.select_nth_unstable_by(rank.min(n) - 1, f64::total_cmp);
+    *v
+}
+
+/// Nearest-rank percentile `p` (1–100) of `values`; `None` when empty.
+pub fn percentile(values: &[f64], p: u32) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    Some(percentile_in_place(&mut values.to_vec(), p))
+}
+
+/// Bootstrap settings. The cost is `resamples` × (both sample sizes) draws plus two selections
+/// per resample.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BootstrapOptions {
+    pub resamples: u32,
+    pub confidence: f64,
+    pub seed: u64,
+}
+
+impl Default for BootstrapOptions {
+    fn default() -> Self {
+        BootstrapOptions { resamples: 2000, confidence: 0.95, seed: 0x5eed }
+    }
+}
+
+/// A confidence interval of `new − base` for one statistic.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DifferenceCi {
+    /// The statistic of `new` minus that of `base`, on the original samples.
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
+    pub confidence: f64,
+}
+
+impl DifferenceCi {
+    pub fn excludes_zero(&self) -> bool {
+        self.low > 0.0 || self.high < 0.0
+    }
+}
+
+/// Percentile bootstrap of `percentile(new, p) − percentile(base, p)`: both samples resampled
+/// with replacement `resamples` times from one seeded generator, so the same inputs and seed
+/// always give the same interval. `None` when a sample is empty or the options are unusable.
+pub fn percentile_difference_ci(base: &[f64], new: &[f64], p: u32, opts: &BootstrapOptions) -> Option<DifferenceCi> {
+    bootstrap_difference(base, new, opts, |sample| percentile_in_place(sample, p))
+}
+
+fn bootstrap_difference(
+    base: &[f64],
+    new: &[f64],
+    opts: &BootstrapOptions,
+    statistic: impl Fn(&mut [f64]) -> f64,
+) -> Option<DifferenceCi> {
+    if base.is_empty() || new.is_empty() || opts.resamples < 10 || !(opts.confidence > 0.0 && opts.confidence < 1.0) {
+        return None;
+    }
+    let estimate = statistic(&mut new.to_vec()) - statistic(&mut base.to_vec());
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(opts.seed);
+    let (mut b, mut m) = (vec![0.0; base.len()], vec![0.0; new.len()]);
+    let mut diffs = Vec::with_capacity(opts.resamples as usize);
+    for _ in 0..opts.resamples {
+        for slot in b.iter_mut() {
+            *slot = base[rng.random_range(0..base.len())];
+        }
+        for slot in m.iter_mut() {
+            *slot = new[rng.random_range(0..new.len())];
+        }
+        diffs.push(statistic(&mut m) - statistic(&mut b));
+    }
+    diffs.sort_by(f64::total_cmp);
+    let alpha = 1.0 - opts.confidence;
+    let k = diffs.len();
+    let lo = ((alpha / 2.0 * k as f64).floor() as usize).min(k - 1);
+    let hi = (((1.0 - alpha / 2.0) * k as f64).ceil() as usize).clamp(1, k) - 1;
+    Some(DifferenceCi { estimate, low: diffs[lo], high: diffs[hi], confidence: opts.confidence })
+}
+
+/// The distribution-free interval `[x(l), x(u)]` (1-based order statistics of `sorted`) that
+/// covers percentile `p` with at least `confidence`: `l` the largest rank with
+/// P(B < l) ≤ α/2 and `u` the smallest with P(B ≥ u) ≤ α/2, B ~ Binomial(n, p/100) the count of
+/// values below the true percentile. `None` when the sample is too small for the confidence
+/// (e.g. p99 needs at least 300 values for 95 %).
+pub fn quantile_ci(sorted: &[f64], p: u32, confidence: f64) -> Option<(f64, f64)> {
+    let (l, u) = quantile_ci_ranks(sorted.len(), p, confidence)?;
+    Some((sorted[l - 1], sorted[u - 1]))
+}
+
+/// The 1-based ranks of [`quantile_ci`].
+pub fn quantile_ci_ranks(n: usize, p: u32, confidence: f64) -> Option<(usize, usize)> {
+    if n == 0 || p == 0 || p >= 100 || !(confidence > 0.0 && confidence < 1.0) {
+        return None;
+    }
+    let q = f64::from(p) / 100.0;
+    let half = (1.0 - confidence) / 2.0;
+    // log pmf(k) = log C(n, k) + k log q + (n − k) log(1 − q), summed from each end so both
+    // tails stay accurate.
+    let (lq, lr) = (q.ln(), (1.0 - q).ln());
+    let nf = n as f64;
+    let mut log_c = vec![0.0; n + 1];
+    for k in 1..=n {
+        log_c[k] = log_c[k - 1] + (nf - k as f64 + 1.0).ln() - (k as f64).ln();
+    }
+    let pmf = |k: usize| (log_c[k] + k as f64 * lq + (nf - k as f64) * lr).exp();
+    // l: P(B ≤ l − 1) ≤ α/2.
+    let mut below = 0.0;
+    let mut l = 0;
+    for k in 1..=n {
+        below += pmf(k - 1);
+        if below > half {
+            break;
+        }
+        l = k;
+    }
+    // u: P(B ≥ u) ≤ α/2.
+    let mut above = 0.0;
+    let mut u = 0;
+    for k in (1..=n).rev() {
+        above += pmf(k);
+        if above > half {
+            break;
+        }
+        u = k;
+    }
+    (l >= 1 && u >= 1 && l < u).then_some((l, u))
+}
+
+/// Settings of a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CompareOptions {
+    /// Significance level of the Mann–Whitney test.
+    pub alpha: f64,
+    pub bootstrap: BootstrapOptions,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions { alpha: 0.05, bootstrap: BootstrapOptions::default() }
+    }
+}
+
+/// Which evidence decided [`Comparison::significant`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// The median: Mann–Whitney p < α.
+    RankTest,
+    /// Another percentile: the bootstrap interval of the difference excludes zero.
+    BootstrapCi,
+}
+
+/// One metric's percentile, base against new.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub percentile: u32,
+    pub base: f64,
+    pub new: f64,
+    /// (new − base) ÷ base × 100; `None` when base is zero.
+    pub change_pct: Option<f64>,
+    pub mann_whitney: Option<MannWhitney>,
+    pub difference_ci: Option<DifferenceCi>,
+    /// Values per side (requests, or runs for [`compare_runs`]).
+    pub n_base: usize,
+    pub n_new: usize,
+    pub significant: bool,
+    pub decision: Decision,
+}
+
+/// Compare percentile `p` of two samples of raw per-request values. `None` when either is
+/// empty.
+pub fn compare_samples(base: &[f64], new: &[f64], p: u32, opts: &CompareOptions) -> Option<Comparison> {
+    let (b, n) = (percentile(base, p)?, percentile(new, p)?);
+    let mann_whitney = mann_whitney_u(new, base, UMethod::Auto);
+    let difference_ci = percentile_difference_ci(base, new, p, &opts.bootstrap);
+    Some(decide(p, b, n, mann_whitney, difference_ci, base.len(), new.len(), opts))
+}
+
+/// Compare with several runs per side: each run is summarised by its percentile `p`, and the
+/// runs' values are the samples (the side's value is their median; the interval comes from
+/// resampling runs). Honest about few runs: with k runs per side the smallest possible
+/// two-sided p is 2 ÷ C(2k, k), so 3 runs per side can never reach p < 0.05 (0.1 at best),
+/// and the median of the runs is then called significant only with 4 or more per side.
+pub fn compare_runs(base: &[&[f64]], new: &[&[f64]], p: u32, opts: &CompareOptions) -> Option<Comparison> {
+    let per_run = |runs: &[&[f64]]| -> Option<Vec<f64>> { runs.iter().map(|r| percentile(r, p)).collect() };
+    let (base_runs, new_runs) = (per_run(base)?, per_run(new)?);
+    let (b, n) = (percentile(&base_runs, 50)?, percentile(&new_runs, 50)?);
+    let mann_whitney = mann_whitney_u(&new_runs, &base_runs, UMethod::Auto);
+    let difference_ci =
+        bootstrap_difference(&base_runs, &new_runs, &opts.bootstrap, |sample| percentile_in_place(sample, 50));
+    let mut c = decide(50, b, n, mann_whitney, difference_ci, base_runs.len(), new_runs.len(), opts);
+    c.percentile = p;
+    Some(c)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    p: u32,
+    base: f64,
+    new: f64,
+    mann_whitney: Option<MannWhitney>,
+    difference_ci: Option<DifferenceCi>,
+    n_base: usize,
+    n_new: usize,
+    opts: &CompareOptions,
+) -> Comparison {
+    let (decision, significant) = if p == 50 {
+        (Decision::RankTest, mann_whitney.as_ref().is_some_and(|m| m.p_value < opts.alpha))
+    } else {
+        (Decision::BootstrapCi, difference_ci.as_ref().is_some_and(DifferenceCi::excludes_zero))
+    };
+    let change_pct = (base != 0.0).then(|| (new - base) / base.abs() * 100.0);
+    Comparison {
+        percentile: p,
+        base,
+        new,
+        change_pct,
+        mann_whitney,
+        difference_ci,
+        n_base,
+        n_new,
+        significant,
+        decision,
+    }
+}
+
+#[cfg(test)]
+#[path = "stats_tests.rs"]
+mod tests;

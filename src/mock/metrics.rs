@@ -1,0 +1,140 @@
+//! `GET /metrics`: the simulator's counters in the Prometheus text format, under vLLM's names or
+//! llama.cpp's (`Profile::metrics_names`), so a scraper is tested against real names and its
+//! counter deltas can be compared exactly with `/mock/stats`.
+//!
+//! Every counter is one of `MockStats`' counts since the last simulated restart (a restarted
+//! engine counts from zero again):
+//!
+//! | vLLM (`vllm/v1/metrics/loggers.py`) | llama.cpp (`tools/server/README.md`) | `MockStats` |
+//! |---|---|---|
+//! | `vllm:num_requests_running` | `llamacpp:requests_processing` | `active_requests` |
+//! | `vllm:num_requests_waiting` | `llamacpp:requests_deferred` | 0: the simulator never queues |
+//! | `vllm:prompt_tokens_total` | — | `prompt_tokens` |
+//! | — | `llamacpp:prompt_tokens_total` | `prompt_tokens − cached_tokens`: llama.cpp counts evaluated tokens |
+//! | `vllm:generation_tokens_total` | `llamacpp:tokens_predicted_total` | `completion_tokens` |
+//! | `vllm:request_success_total` | — | `requests_completed` |
+//! | `vllm:num_preemptions_total` | — | 0: nothing is preempted |
+//! | `vllm:prefix_cache_queries_total` | — | `prompt_tokens` (with the prefix cache on) |
+//! | `vllm:prefix_cache_hits_total` | — | `cached_tokens` (with the prefix cache on) |
+//!
+//! vLLM's `request_success_total` carries a `finished_reason` label the simulator does not
+//! track, so it is left out; there is no KV-cache gauge because nothing models KV memory.
+
+use std::fmt::Write as _;
+
+use super::profile::{MetricsNames, Profile};
+use super::request::DEFAULT_MODEL;
+use super::stats::MockStatsSnapshot;
+
+/// The text format's content type, as prometheus_client sends it.
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+pub(crate) fn render(profile: &Profile, s: &MockStatsSnapshot) -> String {
+    let mut out = String::with_capacity(2048);
+    match profile.metrics_names {
+        MetricsNames::Vllm => {
+            let labels = format!("{{engine=\"0\",model_name=\"{DEFAULT_MODEL}\"}}");
+            let mut family = |name: &str, kind: &str, help: &str, value: u64| {
+                // prometheus_client writes floats: `3.0`.
+                let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{labels} {:?}\n", value as f64);
+            };
+            family(
+                "vllm:num_requests_running",
+                "gauge",
+                "Number of requests in model execution batches.",
+                s.active_requests,
+            );
+            family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", 0);
+            family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", s.prompt_tokens);
+            family(
+                "vllm:generation_tokens_total",
+                "counter",
+                "Number of generation tokens processed.",
+                s.completion_tokens,
+            );
+            family(
+                "vllm:request_success_total",
+                "counter",
+                "Count of successfully processed requests.",
+                s.requests_completed,
+            );
+            family("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", 0);
+            if profile.prefix_cache {
+                family(
+                    "vllm:prefix_cache_queries_total",
+                    "counter",
+                    "Prefix cache queries, in terms of number of queried tokens.",
+                    s.prompt_tokens,
+                );
+                family(
+                    "vllm:prefix_cache_hits_total",
+                    "counter",
+                    "Prefix cache hits, in terms of number of cached tokens.",
+                    s.cached_tokens,
+                );
+            }
+        }
+        MetricsNames::Llamacpp => {
+            let mut family = |name: &str, kind: &str, help: &str, value: u64| {
+                let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
+            };
+            let evaluated = s.prompt_tokens.saturating_sub(s.cached_tokens);
+            family("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.", evaluated);
+            family(
+                "llamacpp:tokens_predicted_total",
+                "counter",
+                "Number of generation tokens processed.",
+                s.completion_tokens,
+            );
+            family("llamacpp:requests_processing", "gauge", "Number of requests processing.", s.active_requests);
+            family("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", 0);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server_metrics::{Engine, Norm, normalise, parse};
+
+    fn stats() -> MockStatsSnapshot {
+        MockStatsSnapshot {
+            active_requests: 3,
+            prompt_tokens: 1000,
+            cached_tokens: 400,
+            completion_tokens: 250,
+            requests_completed: 7,
+            ..MockStatsSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn vllm_names_carry_the_simulator_counts() {
+        let profile = Profile::named("fast").expect("fast");
+        let body = render(&profile, &stats());
+        assert!(body.contains("vllm:prompt_tokens_total{engine=\"0\",model_name=\"anvil-sim\"} 1000.0\n"), "{body}");
+        let n = normalise(&parse(body.as_bytes()).expect("parses").series);
+        assert_eq!(n.engine, Some(Engine::Vllm));
+        assert_eq!(n.values[&Norm::Running], 3.0);
+        assert_eq!(n.values[&Norm::Waiting], 0.0);
+        assert_eq!(n.values[&Norm::PromptTokens], 1000.0);
+        assert_eq!(n.values[&Norm::GenerationTokens], 250.0);
+        assert_eq!(n.values[&Norm::RequestsSucceeded], 7.0);
+        assert_eq!(n.values[&Norm::PrefixCacheQueries], 1000.0);
+        assert_eq!(n.values[&Norm::PrefixCacheHits], 400.0);
+        let no_cache = render(&Profile::named("instant").expect("instant"), &stats());
+        assert!(!no_cache.contains("prefix_cache"), "{no_cache}");
+    }
+
+    #[test]
+    fn llamacpp_names_count_evaluated_prompt_tokens() {
+        let profile = Profile::named("llamacpp").expect("llamacpp");
+        let n = normalise(&parse(render(&profile, &stats()).as_bytes()).expect("parses").series);
+        assert_eq!(n.engine, Some(Engine::Llamacpp));
+        assert_eq!(n.values[&Norm::PromptTokensComputed], 600.0);
+        assert_eq!(n.values[&Norm::GenerationTokens], 250.0);
+        assert_eq!(n.values[&Norm::Running], 3.0);
+        assert!(!n.values.contains_key(&Norm::PromptTokens));
+    }
+}

@@ -1,0 +1,471 @@
+//! The scraper of one run and its per-level tasks.
+//!
+//! A level is scraped at its start (before the first request), every interval, and at its end
+//! (after the last request). Fetching is async on the run's runtime (a GET with a timeout and a
+//! bounded body, on its own connection pool so it never takes a load connection); everything
+//! else, parsing, normalising, writing `<level>.server-metrics.ndjson` and folding the summary,
+//! happens on a dedicated thread per level, so a large exposition never delays a request's
+//! timestamps. A failed scrape is recorded as such and the level goes on.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use super::names::{Engine, Norm, normalise};
+use super::parse::parse;
+use super::summary::{Accumulator, LevelServerMetrics, Phase};
+use crate::record::Stamp;
+use crate::worker::sanitize_message;
+
+/// One scrape may take this long, connecting included. A server too busy to answer its
+/// metrics endpoint in 5 s is itself a finding, recorded as a failed scrape.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bodies above this are refused: vLLM's exposition is tens of kilobytes; megabytes mean many
+/// LoRA adapters or models; beyond 16 MiB something is wrong.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// The classic text format: OpenMetrics negotiation makes prometheus_client escape names with
+/// colons (`vllm:…`) in samples but not in `# TYPE` lines (prometheus/client_python#1177).
+const ACCEPT_TEXT: &str = "text/plain;version=0.0.4";
+
+/// Scrapes one server's metrics endpoint, level after level.
+#[derive(Clone)]
+pub struct Scraper {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    url: String,
+    display_url: String,
+    interval: Duration,
+    timeout: Duration,
+}
+
+impl Scraper {
+    /// `url` may hold credentials (used, never written); `redact` writes `[redacted]` instead
+    /// of the URL, as `target.redact_base_url` does for the base URL.
+    pub fn new(url: &str, interval: Duration, redact: bool) -> Result<Scraper, String> {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(SCRAPE_TIMEOUT)
+            .timeout(SCRAPE_TIMEOUT)
+            .pool_max_idle_per_host(1)
+            .build()
+            .map_err(|e| format!("cannot set up the metrics client: {e}"))?;
+        let display_url = if redact { "[redacted]".to_string() } else { super::display_url(url) };
+        let inner = Inner { http, url: url.to_string(), display_url, interval, timeout: SCRAPE_TIMEOUT };
+        Ok(Scraper { inner: Arc::new(inner) })
+    }
+
+    /// A shorter bound per scrape than [`SCRAPE_TIMEOUT`] (it stays the ceiling).
+    pub fn with_timeout(self, timeout: Duration) -> Scraper {
+        let inner = &self.inner;
+        let timeout = timeout.min(SCRAPE_TIMEOUT);
+        Scraper {
+            inner: Arc::new(Inner {
+                http: inner.http.clone(),
+                url: inner.url.clone(),
+                display_url: inner.display_url.clone(),
+                interval: inner.interval,
+                timeout,
+            }),
+        }
+    }
+
+    /// The URL as written into files and messages.
+    pub fn display_url(&self) -> &str {
+        &self.inner.display_url
+    }
+
+    /// Before the level's clock starts: take the start scrape (bounded by the scrape timeout)
+    /// and set up the level's writer. `file` is `<out>/<level>.server-metrics.ndjson`; `None`
+    /// keeps the summary only.
+    pub async fn prepare(&self, level: &str, file: Option<PathBuf>) -> PreparedLevel {
+        let (tx, rx) = mpsc::channel();
+        let writer = {
+            let (level, url, interval_ms) =
+                (level.to_string(), self.inner.display_url.clone(), self.inner.interval.as_secs_f64() * 1000.0);
+            std::thread::Builder::new()
+                .name("server-metrics".into())
+                .spawn(move || write_level(&level, file, &url, interval_ms, &rx))
+        };
+        let start = self.inner.fetch(Phase::Start).await;
+        let _ = tx.send(Message::Scrape(start));
+        PreparedLevel { inner: Arc::clone(&self.inner), tx, writer: writer.ok() }
+    }
+}
+
+/// A level whose start scrape is taken; [`PreparedLevel::start`] it with the level's clock.
+pub struct PreparedLevel {
+    inner: Arc<Inner>,
+    tx: mpsc::Sender<Message>,
+    /// `None` when the thread could not be started: scrapes are then not folded (an honest,
+    /// empty summary with the reason).
+    writer: Option<std::thread::JoinHandle<LevelServerMetrics>>,
+}
+
+impl PreparedLevel {
+    /// The level's clock has started at `level_start` (the instant its `t = 0`): scrape every
+    /// interval from there. Scrape times in the file are relative to it.
+    pub fn start(self, level_start: Instant) -> LevelScraper {
+        let _ = self.tx.send(Message::Origin(level_start));
+        let stop = CancellationToken::new();
+        let task = {
+            let (inner, tx, stop) = (Arc::clone(&self.inner), self.tx.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut ticks = tokio::time::interval_at(level_start + inner.interval, inner.interval);
+                // A slow scrape delays the next one instead of causing a burst.
+                ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        _ = ticks.tick() => {}
+                    }
+                    // A scrape cut by the end of the level is superseded by the end scrape.
+                    let fetched = tokio::select! {
+                        () = stop.cancelled() => break,
+                        fetched = inner.fetch(Phase::Interval) => fetched,
+                    };
+                    if tx.send(Message::Scrape(fetched)).is_err() {
+                        break;
+                    }
+                }
+            })
+        };
+        LevelScraper { inner: self.inner, tx: Some(self.tx), writer: self.writer, stop, task: Some(task) }
+    }
+}
+
+/// A level being scraped; [`LevelScraper::finish`] it once its last request has ended.
+pub struct LevelScraper {
+    inner: Arc<Inner>,
+    tx: Option<mpsc::Sender<Message>>,
+    writer: Option<std::thread::JoinHandle<LevelServerMetrics>>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl LevelScraper {
+    /// Stop the interval scrapes, take the end scrape, and return the level's summary once
+    /// its file is flushed. Bounded by the scrape timeout plus the time to fold what is queued.
+    pub async fn finish(mut self) -> LevelServerMetrics {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        let end = self.inner.fetch(Phase::End).await;
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Message::Scrape(end));
+        }
+        let interval_ms = self.inner.interval.as_secs_f64() * 1000.0;
+        let fallback = |reason: &str| {
+            let mut m = Accumulator::new().finish(self.inner.display_url.clone(), interval_ms);
+            m.file_error = Some(reason.to_string());
+            m
+        };
+        let Some(writer) = self.writer.take() else { return fallback("the server-metrics thread could not start") };
+        match tokio::task::spawn_blocking(move || writer.join()).await {
+            Ok(Ok(summary)) => summary,
+            _ => fallback("the server-metrics thread failed"),
+        }
+    }
+}
+
+impl Drop for LevelScraper {
+    fn drop(&mut self) {
+        // An abandoned level (an error path) must not leave its interval task scraping.
+        self.stop.cancel();
+    }
+}
+
+enum Message {
+    /// The level's `t = 0`; scrapes before it are held back.
+    Origin(Instant),
+    Scrape(Fetched),
+}
+
+struct Fetched {
+    phase: Phase,
+    sent: Instant,
+    unix_ns: u64,
+    latency: Duration,
+    result: Result<Bytes, String>,
+}
+
+impl Inner {
+    async fn fetch(&self, phase: Phase) -> Fetched {
+        let unix_ns = Stamp::now().unix_ns();
+        let sent = Instant::now();
+        let result = match tokio::time::timeout(self.timeout, self.get()).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("timed out after {}", humantime::format_duration(self.timeout))),
+        };
+        Fetched { phase, sent, unix_ns, latency: sent.elapsed(), result }
+    }
+
+    async fn get(&self) -> Result<Bytes, String> {
+        let mut response = self
+            .http
+            .get(&self.url)
+            .header(reqwest::header::ACCEPT, ACCEPT_TEXT)
+            .send()
+            .await
+            .map_err(|e| describe(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!(
+                "HTTP {status} (is the endpoint on? SGLang needs --enable-metrics, llama.cpp --metrics)"
+            ));
+        }
+        if response.content_length().is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+            return Err(format!("the body is larger than {} MiB", MAX_BODY_BYTES >> 20));
+        }
+        let mut body = BytesMut::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+            if body.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(format!("the body is larger than {} MiB", MAX_BODY_BYTES >> 20));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    }
+}
+
+/// A reqwest error in one bounded line, without the URL (which may hold credentials).
+fn describe(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else if e.is_body() || e.is_decode() {
+        "the body could not be read"
+    } else {
+        "the request failed"
+    };
+    let mut causes = Vec::new();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    let text = if causes.is_empty() { kind.to_string() } else { format!("{kind}: {}", causes.join(": ")) };
+    sanitize_message(&text, None)
+}
+
+/// One line of `<level>.server-metrics.ndjson`.
+#[derive(Serialize)]
+struct ScrapeLine<'a> {
+    level: &'a str,
+    phase: Phase,
+    /// Seconds from the level's start to the request (negative for the start scrape).
+    t_s: f64,
+    unix_ns: u64,
+    latency_ms: f64,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine: Option<Engine>,
+    #[serde(skip_serializing_if = "is_zero")]
+    skipped_lines: usize,
+    /// The normalised set; absent metrics are left out.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    normalized: std::collections::BTreeMap<Norm, f64>,
+    /// Every series, `name{labels}` → value (NaN and infinities as null).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    raw: std::collections::BTreeMap<String, f64>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The writer thread: fold every scrape of the level in order, write it, return the summary.
+fn write_level(
+    level: &str,
+    file: Option<PathBuf>,
+    url: &str,
+    interval_ms: f64,
+    rx: &mpsc::Receiver<Message>,
+) -> LevelServerMetrics {
+    let mut acc = Accumulator::new();
+    let mut out = LineWriter { path: file, file: None, error: None };
+    let mut origin: Option<Instant> = None;
+    let mut held: Vec<Fetched> = Vec::new();
+    for message in rx {
+        match message {
+            Message::Origin(at) => {
+                origin = Some(at);
+                for fetched in held.drain(..) {
+                    fold(level, at, fetched, &mut acc, &mut out);
+                }
+            }
+            Message::Scrape(fetched) => match origin {
+                Some(at) => fold(level, at, fetched, &mut acc, &mut out),
+                None => held.push(fetched),
+            },
+        }
+    }
+    // Never started: times are relative to the first scrape.
+    if let Some(at) = held.first().map(|f| f.sent) {
+        for fetched in std::mem::take(&mut held) {
+            fold(level, at, fetched, &mut acc, &mut out);
+        }
+    }
+    let mut summary = acc.finish(url.to_string(), interval_ms);
+    out.flush();
+    summary.file = out.written_name();
+    summary.file_error = out.error;
+    summary
+}
+
+fn fold(level: &str, origin: Instant, fetched: Fetched, acc: &mut Accumulator, out: &mut LineWriter) {
+    let t_s = if fetched.sent >= origin {
+        (fetched.sent - origin).as_secs_f64()
+    } else {
+        -(origin - fetched.sent).as_secs_f64()
+    };
+    let mut line = ScrapeLine {
+        level,
+        phase: fetched.phase,
+        t_s,
+        unix_ns: fetched.unix_ns,
+        latency_ms: fetched.latency.as_secs_f64() * 1000.0,
+        ok: false,
+        error: None,
+        engine: None,
+        skipped_lines: 0,
+        normalized: Default::default(),
+        raw: Default::default(),
+    };
+    let parsed = match &fetched.result {
+        Ok(body) => parse(body),
+        Err(e) => Err(e.clone()),
+    };
+    match parsed {
+        Ok(parsed) => {
+            acc.ok(fetched.phase, t_s, &parsed.series, parsed.skipped_lines);
+            let normalised = normalise(&parsed.series);
+            line.ok = true;
+            line.engine = normalised.engine;
+            line.skipped_lines = parsed.skipped_lines;
+            line.normalized = normalised.values;
+            line.raw = parsed.series.iter().map(|s| (s.key(), s.value)).collect();
+            out.write(&line);
+        }
+        Err(error) => {
+            acc.failed(fetched.phase, &error);
+            line.error = Some(&error);
+            out.write(&line);
+        }
+    }
+}
+
+/// Appends lines to the scrape file, created at the first line; stops at the first error.
+struct LineWriter {
+    path: Option<PathBuf>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    error: Option<String>,
+}
+
+impl LineWriter {
+    fn write(&mut self, line: &ScrapeLine<'_>) {
+        let Some(path) = &self.path else { return };
+        if self.error.is_some() {
+            return;
+        }
+        if self.file.is_none() {
+            // Never through a link planted at the name (the output directory may be shared).
+            let mut options = std::fs::OpenOptions::new();
+            options.create(true).write(true).truncate(true);
+            match crate::sys::no_follow(&mut options).open(path) {
+                Ok(f) => self.file = Some(std::io::BufWriter::new(f)),
+                Err(e) => {
+                    self.error = Some(format!("{}: {e}", path.display()));
+                    return;
+                }
+            }
+        }
+        let Some(file) = self.file.as_mut() else { return };
+        // Flushed per line: a soak killed hours in keeps every scrape up to then.
+        let written = serde_json::to_writer(&mut *file, line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| file.write_all(b"\n"))
+            .and_then(|()| file.flush());
+        if let Err(e) = written {
+            self.error = Some(format!("{}: {e}", path.display()));
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(file) = self.file.as_mut() {
+            if let Err(e) = file.flush() {
+                self.error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+
+    fn written_name(&self) -> Option<String> {
+        let path = self.path.as_ref()?;
+        self.file.as_ref()?;
+        path.file_name().map(|n| n.to_string_lossy().into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(level: &str) -> ScrapeLine<'_> {
+        ScrapeLine {
+            level,
+            phase: Phase::Start,
+            t_s: 0.0,
+            unix_ns: 0,
+            latency_ms: 1.0,
+            ok: true,
+            error: None,
+            engine: None,
+            skipped_lines: 0,
+            normalized: Default::default(),
+            raw: Default::default(),
+        }
+    }
+
+    #[test]
+    fn lines_are_written_and_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut out = LineWriter { path: Some(dir.path().join("l.server-metrics.ndjson")), file: None, error: None };
+        out.write(&line("l"));
+        out.write(&line("l"));
+        out.flush();
+        assert_eq!(out.error, None);
+        assert_eq!(out.written_name().as_deref(), Some("l.server-metrics.ndjson"));
+        let text = std::fs::read_to_string(dir.path().join("l.server-metrics.ndjson")).expect("written");
+        assert_eq!(text.lines().count(), 2);
+        assert!(text.starts_with(r#"{"level":"l","phase":"start","t_s":0.0,"#), "{text}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_at_the_scrape_file_is_refused_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me").expect("write");
+        let path = dir.path().join("l.server-metrics.ndjson");
+        std::os::unix::fs::symlink(&victim, &path).expect("symlink");
+        let mut out = LineWriter { path: Some(path), file: None, error: None };
+        out.write(&line("l"));
+        assert!(out.error.is_some());
+        assert_eq!(out.written_name(), None);
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "keep me");
+    }
+}

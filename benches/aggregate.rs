@@ -123,6 +123,7 @@ fn record(c: &mut Criterion) {
                     collected,
                     interrupted: false,
                     simulator: None,
+                    server_metrics: None,
                 })
             },
             BatchSize::LargeInput,

@@ -14,6 +14,7 @@ use crate::aggregate::snapshots::Window;
 use crate::aggregate::summary::{LevelSummary, Metric, Stat};
 use crate::aggregate::warnings::Warning;
 use crate::record::RunInfo;
+use crate::server_metrics::{LevelServerMetrics, Norm};
 
 /// The live line while a level runs; invisible when disabled or stderr is not a terminal (then
 /// the snapshots print one status line per interval instead).
@@ -213,7 +214,34 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
         let kinds: Vec<String> = a.error_counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(s, "failures by kind: {}", kinds.join(", "));
     }
+    if let Some(m) = &a.server_metrics {
+        let _ = writeln!(s, "{}", server_line(m));
+    }
     s
+}
+
+/// The server's own view in one line: its counters and the gauges that explain latency.
+fn server_line(m: &LevelServerMetrics) -> String {
+    let engine = m.engine.map_or("unrecognised engine", |e| e.as_str());
+    let mut parts = vec![format!("server ({engine}, {} scrapes)", m.scrapes)];
+    let counter = |n: Norm| m.counter(n).map(|v| format!("{v:.0}"));
+    if let (Some(p), Some(g)) = (counter(Norm::PromptTokens), counter(Norm::GenerationTokens)) {
+        parts.push(format!("prompt {p} / generated {g} tokens"));
+    }
+    for (label, norm) in [("running", Norm::Running), ("waiting", Norm::Waiting), ("KV cache", Norm::KvCacheUsage)] {
+        if let Some(g) = m.gauges.get(&norm) {
+            parts.push(format!("{label} max {:.2} mean {:.2}", g.max, g.mean));
+        }
+    }
+    if let Some(rate) = m.prefix_cache_hit_rate {
+        parts.push(format!("prefix-cache hit rate {rate:.3}"));
+    }
+    if let Some(spec) = &m.spec_decode {
+        if let Some(rate) = spec.acceptance_rate {
+            parts.push(format!("draft acceptance {rate:.3}"));
+        }
+    }
+    parts.join(" · ")
 }
 
 /// One row of the sweep summary.

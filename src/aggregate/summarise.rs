@@ -23,6 +23,7 @@ use super::summary::{
 use super::warnings::Warning;
 use crate::record::timing::error_counts;
 use crate::record::{ErrorKind, Issued, LevelPacing, RunInfo, Stamp, TokenSource};
+use crate::server_metrics::{self, ClientTokens, LevelServerMetrics};
 
 /// Below this many samples a p99 is only descriptive (one sample decides it).
 pub const P99_MIN_SAMPLES: usize = 100;
@@ -63,10 +64,23 @@ pub struct LevelInput<'a> {
     pub interrupted: bool,
     /// The embedded simulator's counters for this level, when it was the target.
     pub simulator: Option<Value>,
+    /// The server's own metrics over the level, when they were scraped.
+    pub server_metrics: Option<LevelServerMetrics>,
 }
 
 pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
-    let LevelInput { info, level_id, pacing, issued, started, finished, mut collected, interrupted, simulator } = input;
+    let LevelInput {
+        info,
+        level_id,
+        pacing,
+        issued,
+        started,
+        finished,
+        mut collected,
+        interrupted,
+        simulator,
+        server_metrics,
+    } = input;
     let last_start_ms = collected
         .samples
         .iter()
@@ -190,6 +204,7 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         performance_eligible,
         rules,
         simulator,
+        server_metrics,
     };
     summary.warnings = warnings(info, &summary, samples, failures);
     summary
@@ -278,6 +293,21 @@ fn population(
     }
 }
 
+/// What the client counted over the level, every request the server saw included (warm-up,
+/// cool-down and failed canaries too), to set beside the server's own counters.
+fn client_tokens(samples: &[Sample], failures: &[FailureSample]) -> ClientTokens {
+    let reported: Vec<&Sample> = samples.iter().filter(|s| s.token_source() == TokenSource::Usage).collect();
+    let cached: Vec<u64> = samples.iter().filter_map(Sample::cached_tokens).collect();
+    let unsent = |k: ErrorKind| matches!(k, ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout);
+    ClientTokens {
+        prompt_tokens: samples.iter().filter_map(Sample::prompt_tokens).sum(),
+        cached_tokens: (!cached.is_empty()).then(|| cached.iter().sum()),
+        completion_tokens: reported.iter().map(|s| s.output_tokens()).sum(),
+        without_usage: (samples.len() - reported.len()) as u64
+            + failures.iter().filter(|f| !unsent(f.kind)).count() as u64,
+    }
+}
+
 /// Methodology warnings, in the order the console prints them.
 fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[FailureSample]) -> Vec<Warning> {
     let mut w = Vec::new();
@@ -357,6 +387,12 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
     for reason in &s.load.validity.reasons {
         w.push(Warning::InvalidLoad { reason: reason.clone() });
     }
+    if let Some(m) = &s.server_metrics {
+        let client = client_tokens(samples, failures);
+        for warning in server_metrics::warnings(m, Some(&client)) {
+            w.push(Warning::Server { warning, url: m.url.clone() });
+        }
+    }
     w
 }
 
@@ -404,6 +440,7 @@ mod tests {
             collected,
             interrupted: false,
             simulator: None,
+            server_metrics: None,
         })
     }
 

@@ -14,6 +14,7 @@ use super::stats::Summary;
 use super::steady::SteadyState;
 use super::warnings::Warning;
 use crate::record::{Exclusions, LevelPacing, Stamp, TokenSource};
+use crate::server_metrics::LevelServerMetrics;
 
 /// A distribution the summary reports, with its key stem in the artifact's `metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -304,4 +305,6 @@ pub struct LevelSummary {
     pub rules: Exclusions,
     /// The embedded simulator's counters for this level, when it was the target.
     pub simulator: Option<Value>,
+    /// The server's own metrics over the level, when they were scraped.
+    pub server_metrics: Option<LevelServerMetrics>,
 }

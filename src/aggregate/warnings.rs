@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 
+use crate::server_metrics::ServerMetricsWarning;
+
 /// A methodology problem, shown on the console and saved in the artifact.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Warning {
@@ -64,6 +66,11 @@ pub enum Warning {
     /// The level never had its planned load in flight.
     SteadyStateNone,
     NoSuccess,
+    /// What the server's own metrics say about the level (scrapes, resets, counts that differ).
+    Server {
+        warning: ServerMetricsWarning,
+        url: String,
+    },
 }
 
 impl Warning {
@@ -85,6 +92,7 @@ impl Warning {
             Warning::SteadyStateShort { .. } => "steady_state_short",
             Warning::SteadyStateNone => "steady_state_none",
             Warning::NoSuccess => "no_success",
+            Warning::Server { warning, .. } => warning.code(),
         }
     }
 
@@ -162,6 +170,7 @@ impl Warning {
             ),
             Warning::SteadyStateNone => "the level never had its planned concurrency in flight (too few requests for the concurrency, or every worker's request failed at once): there is no steady state; send more requests per level".to_string(),
             Warning::NoSuccess => "no request succeeded; see the failures in the artifact".to_string(),
+            Warning::Server { warning, url } => warning.message(url),
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::report::{self, Progress, SweepRow};
 use crate::scenario::{Pacing, Scenario, ScenarioError};
 use crate::schedule::{self, LevelPlan, RunControl};
 use crate::search::{CapacitySearch, Probe};
+use crate::server_metrics;
 use crate::worker::Client;
 use crate::workload::Workload;
 use setup::RunTarget;
@@ -134,6 +135,8 @@ struct Session<'a> {
     records: RecordSink,
     control: RunControl,
     run_id: String,
+    /// The server's `/metrics`, scraped around every level when the scenario asks.
+    scraper: Option<server_metrics::Scraper>,
 }
 
 /// `anvil-load SCENARIO`: run every load level (a fixed list, or a capacity search) and write
@@ -152,6 +155,16 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     if target.simulator.is_none() {
         setup::preflight(&target.base_url, &scenario.target.model, scenario.client.connect).await?;
     }
+    let scraper = match &scenario.target.metrics {
+        Some(m) => {
+            let url = server_metrics::resolve_url(&m.endpoint, &target.base_url).map_err(AppError::BadInput)?;
+            Some(
+                server_metrics::Scraper::new(&url, m.interval, scenario.target.redact_base_url)
+                    .map_err(AppError::Aborted)?,
+            )
+        }
+        None => None,
+    };
     let endpoint = format!("{}{}", target.base_url, scenario.target.api.path());
     // Sockets for every request in flight, plus files, the simulator's side and headroom.
     setup::raise_file_limit(2 * pool_size(&scenario) as u64 + 256);
@@ -180,7 +193,8 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let workload = Arc::new(Workload::new(&scenario, run_salt, sizer));
     let info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
-    let session = Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id };
+    let session =
+        Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id, scraper };
 
     let mut written: Vec<PathBuf> = Vec::new();
     let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
@@ -399,10 +413,17 @@ impl Session<'_> {
             LevelPacing::Open { max_in_flight, .. } => max_in_flight.map_or(64, |m| m as usize).min(256),
         };
         self.client.warm_connections(&format!("{}/models", self.target.base_url), warm).await;
+        let scrape = match &self.scraper {
+            Some(scraper) => {
+                Some(scraper.prepare(&level_id, Some(self.args.out.join(server_metrics::file_name(&level_id)))).await)
+            }
+            None => None,
+        };
         // The level's wall-clock start and its monotonic start are taken together, so that
         // `started_at_unix_ns + start_offset_ms` places every request on the wall clock.
         let started = Stamp::now();
         let level_start = Instant::now();
+        let scraping = scrape.map(|s| s.start(level_start));
         self.records
             .write(&RecordLine::Level { level: level_id.clone(), pacing, started_at_unix_ns: started.unix_ns() })
             .await;
@@ -424,6 +445,10 @@ impl Session<'_> {
             aggregate::collect(rx, sink, |live, window| progress.update(live, window), snapshots),
         );
         progress.finish();
+        let server_metrics = match scraping {
+            Some(s) => Some(s.finish().await),
+            None => None,
+        };
         let finished = Stamp::now();
         let interrupted = self.control.stop_issuing.is_cancelled();
         let simulator = self.target.simulator_counts().map(|after| setup::counts_delta(&after, before.as_ref()));
@@ -434,6 +459,7 @@ impl Session<'_> {
                 finished_at_unix_ns: finished.unix_ns(),
                 interrupted,
                 simulator: simulator.clone(),
+                server_metrics: server_metrics.clone().map(Box::new),
             })
             .await;
         // The artifact streams this level's records from the file: they must all be there, or
@@ -449,6 +475,7 @@ impl Session<'_> {
             collected,
             interrupted,
             simulator,
+            server_metrics,
         });
         let artifact = artifact::build(&self.info, &summary, self.records.path());
         let path = write(&self.args.out, &format!("{level_id}.json"), &artifact)?;

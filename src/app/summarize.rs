@@ -15,6 +15,15 @@ use crate::record::{Issued, LevelPacing};
 use crate::record::{RunInfo, Stamp};
 use crate::report;
 
+/// What a level's end line said.
+struct LevelEnd {
+    issued: Issued,
+    finished_ns: u64,
+    interrupted: bool,
+    simulator: Option<serde_json::Value>,
+    server_metrics: Option<crate::server_metrics::LevelServerMetrics>,
+}
+
 struct Level {
     /// The run this level belongs to (a file can hold several runs appended one after another).
     run: usize,
@@ -23,7 +32,7 @@ struct Level {
     collected: Collected,
     /// Latest request end seen (ns since the Unix epoch), for a level that never finished.
     last_end_ns: u64,
-    end: Option<(Issued, u64, bool, Option<serde_json::Value>)>,
+    end: Option<LevelEnd>,
 }
 
 pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
@@ -76,9 +85,15 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
                     l.collected.dropped += 1;
                 }
             }
-            RecordLine::LevelEnd { level, issued, finished_at_unix_ns, interrupted, simulator } => {
+            RecordLine::LevelEnd { level, issued, finished_at_unix_ns, interrupted, simulator, server_metrics } => {
                 if let Some(l) = levels.get_mut(&level) {
-                    l.end = Some((issued, finished_at_unix_ns, interrupted, simulator));
+                    l.end = Some(LevelEnd {
+                        issued,
+                        finished_ns: finished_at_unix_ns,
+                        interrupted,
+                        simulator,
+                        server_metrics: server_metrics.map(|m| *m),
+                    });
                 }
             }
         }
@@ -97,8 +112,13 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
     let mut any_interrupted = false;
     for level_id in order {
         let Some(level) = levels.remove(&level_id) else { continue };
-        let (issued, finished_ns, interrupted, simulator) =
-            level.end.unwrap_or((Issued::default(), level.last_end_ns, true, None));
+        let LevelEnd { issued, finished_ns, interrupted, simulator, server_metrics } = level.end.unwrap_or(LevelEnd {
+            issued: Issued::default(),
+            finished_ns: level.last_end_ns,
+            interrupted: true,
+            simulator: None,
+            server_metrics: None,
+        });
         any_interrupted |= interrupted;
         let info = &runs[level.run];
         let summary = summarise(LevelInput {
@@ -111,6 +131,7 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
             collected: level.collected,
             interrupted,
             simulator,
+            server_metrics,
         });
         let artifact = artifact::build(info, &summary, path);
         let out = write(&args.out, &format!("{level_id}.json"), &artifact)?;

@@ -74,6 +74,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         dropped: stream(StreamKind::Dropped),
         scenario: info.scenario.clone(),
         simulator: s.simulator.clone(),
+        server_metrics: s.server_metrics.clone(),
         client: ClientInfo::this(),
     }
 }

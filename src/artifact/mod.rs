@@ -28,6 +28,7 @@ use crate::aggregate::snapshots::Drift;
 use crate::aggregate::summary::Population;
 use crate::aggregate::warnings::Warning;
 use crate::record::{SamplingRecord, ServeFlagsRecord};
+use crate::server_metrics::LevelServerMetrics;
 
 pub const SCHEMA: &str = "anvil-serving.benchmark/v1";
 
@@ -110,6 +111,9 @@ pub struct Artifact {
     pub scenario: Value,
     /// The embedded simulator's own counters, when it was the target.
     pub simulator: Option<Value>,
+    /// The server's own metrics over the level (counter deltas, gauge summaries), when scraped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<LevelServerMetrics>,
     pub client: ClientInfo,
 }
 

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::timing::{DroppedRecord, FailureRecord, RequestTiming};
 use super::{Issued, LevelPacing, RunInfo};
+use crate::server_metrics::LevelServerMetrics;
 
 pub const RECORDS_SCHEMA: &str = "anvil-load.records/v1";
 
@@ -56,6 +57,9 @@ pub enum RecordLine {
         finished_at_unix_ns: u64,
         interrupted: bool,
         simulator: Option<Value>,
+        /// The server's own view of the level, when its metrics were scraped.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_metrics: Option<Box<LevelServerMetrics>>,
     },
 }
 

@@ -11,13 +11,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::names::{ALIASES, Engine, Kind, Norm, lookup, normalise};
 use super::parse::Series;
 
 /// A gauge over one level.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GaugeSummary {
     pub min: f64,
     /// Time-weighted over the successful scrapes (the plain mean when there is only one).
@@ -29,7 +29,7 @@ pub struct GaugeSummary {
 }
 
 /// Speculative decoding over one level, from the normalised counters.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpecDecode {
     pub drafts: Option<f64>,
     pub draft_tokens: Option<f64>,
@@ -42,7 +42,7 @@ pub struct SpecDecode {
 }
 
 /// The server's view of one level: the artifact's proposed `server_metrics` block.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LevelServerMetrics {
     /// Without credentials.
     pub url: String,

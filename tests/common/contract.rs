@@ -6,11 +6,13 @@
 //! This reads JSON only: nothing of the crate's own code, so a change that breaks the contract in
 //! the writer cannot also break the check.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::OnceLock;
 
-use jsonschema::{Draft, Registry, Validator};
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::{Draft, JsonType, Registry, ValidationError, Validator};
 use serde_json::Value;
 
 use super::manifest_dir;
@@ -58,12 +60,31 @@ fn schemas() -> &'static Schemas {
     })
 }
 
+/// One error in words. For "none of these forms" (`anyOf`, `oneOf`), the reasons each form gave,
+/// less the uninformative "is not null" of a nullable value.
+fn describe(e: &ValidationError<'_>) -> String {
+    let context = match e.kind() {
+        ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => context,
+        _ => return e.to_string(),
+    };
+    let reasons: Vec<String> = context
+        .iter()
+        .flatten()
+        .filter(|sub| !matches!(sub.kind(), ValidationErrorKind::Type { kind: TypeKind::Single(JsonType::Null) }))
+        .map(|sub| {
+            let at = sub.instance_path().to_string();
+            if at == e.instance_path().to_string() { describe(sub) } else { format!("{at}: {}", describe(sub)) }
+        })
+        .collect();
+    format!("matches none of the allowed forms ({})", reasons.join("; "))
+}
+
 /// Every way `instance` breaks `validator`, one line each: where, and what.
 fn schema_violations(validator: &Validator, instance: &Value, prefix: &str) -> Vec<String> {
     validator
         .iter_errors(instance)
         .map(|e| {
-            let mut message = e.to_string();
+            let mut message = describe(&e);
             if message.chars().count() > 300 {
                 message = message.chars().take(300).collect::<String>() + "…";
             }
@@ -121,11 +142,12 @@ pub fn records_violations(path: &Path) -> Vec<String> {
                     bad.push(format!("{at}: a second run line"));
                 }
             }
-            "level" => {
-                if levels.insert(level.clone(), false).is_some() {
-                    bad.push(format!("{at}: level {level} opened twice"));
+            "level" => match levels.entry(level.clone()) {
+                Entry::Occupied(_) => bad.push(format!("{at}: level {level} opened twice")),
+                Entry::Vacant(slot) => {
+                    slot.insert(false);
                 }
-            }
+            },
             "request" | "failure" | "dropped" => {
                 match levels.get(&level) {
                     None => bad.push(format!("{at}: {kind} of level {level}, which no level line opened before")),

@@ -58,9 +58,11 @@ pub fn read_json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("artifact readable")).expect("artifact is JSON")
 }
 
-/// The independent checker from the shared tree, when this machine has it and python3.
+/// The independent checker from the shared tree (or the file `ANVIL_ARTIFACT_CHECKER` names),
+/// when this machine has it and python3.
 fn checker() -> Option<PathBuf> {
-    let path = manifest_dir().join("../shared/tools/check_artifact.py");
+    let path = std::env::var_os("ANVIL_ARTIFACT_CHECKER")
+        .map_or_else(|| manifest_dir().join("../shared/tools/check_artifact.py"), PathBuf::from);
     let python = Command::new("python3").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
     (path.exists() && python).then_some(path)
 }
@@ -102,7 +104,10 @@ pub fn check_artifact(path: &Path) -> Value {
             );
         }
         None => {
-            eprintln!("check_artifact.py or python3 not available: the repository's own check ran alone on {}", path.display())
+            eprintln!(
+                "check_artifact.py or python3 not available: the repository's own check ran alone on {}",
+                path.display()
+            )
         }
     }
     artifact

@@ -44,8 +44,21 @@ const CLIENT_FAMILIES: [(&str, &str); 2] = [("schedule_lag", "schedule_lag_ms"),
 pub const PERCENTILES: [u32; 6] = [25, 50, 75, 90, 95, 99];
 
 /// Every statistic a family reports.
-const STATS: [&str; 13] =
-    ["mean", "stddev", "mean_ci95_low", "mean_ci95_high", "min", "max", "samples", "p25", "p50", "p75", "p90", "p95", "p99"];
+const STATS: [&str; 13] = [
+    "mean",
+    "stddev",
+    "mean_ci95_low",
+    "mean_ci95_high",
+    "min",
+    "max",
+    "samples",
+    "p25",
+    "p50",
+    "p75",
+    "p90",
+    "p95",
+    "p99",
+];
 
 static EMPTY: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
 
@@ -236,7 +249,7 @@ fn shape(art: &Value, reference: &Value, bad: &mut Vec<String>) {
 }
 
 /// A key that must be there (Python's `KeyError` otherwise); its value may be null.
-fn key<'a>(r: &'a Value, k: &str) -> Result<Option<f64>, String> {
+fn key(r: &Value, k: &str) -> Result<Option<f64>, String> {
     match r.get(k) {
         None => Err(format!("KeyError: {k}")),
         Some(Value::Null) => Ok(None),
@@ -411,7 +424,11 @@ pub fn invariants(art: &Value) -> Vec<String> {
         bad.push(format!("{} request_timings, completed is {}", rts.len(), show(art.get("completed"))));
     }
     if !same(Some(&Value::from(dropped.len())), art.get("dropped_arrivals")) {
-        bad.push(format!("{} dropped records, dropped_arrivals is {}", dropped.len(), show(art.get("dropped_arrivals"))));
+        bad.push(format!(
+            "{} dropped records, dropped_arrivals is {}",
+            dropped.len(),
+            show(art.get("dropped_arrivals"))
+        ));
     }
     let mut seen = BTreeSet::new();
     for r in rts.iter().chain(failures).chain(dropped) {
@@ -436,10 +453,9 @@ pub fn invariants(art: &Value) -> Vec<String> {
     if !same(pop.get("successful_requests"), art.get("completed")) {
         bad.push("metric_population.successful_requests != completed".to_string());
     }
-    if let (Some(start), Some(end)) = (
-        art.get("started_at_unix_ns").and_then(Value::as_u64),
-        art.get("finished_at_unix_ns").and_then(Value::as_u64),
-    ) {
+    if let (Some(start), Some(end)) =
+        (art.get("started_at_unix_ns").and_then(Value::as_u64), art.get("finished_at_unix_ns").and_then(Value::as_u64))
+    {
         if end < start {
             bad.push("finished_at_unix_ns is before started_at_unix_ns".to_string());
         }
@@ -478,8 +494,13 @@ pub fn invariants(art: &Value) -> Vec<String> {
     }
 
     let prompt_samples = elig.iter().filter(|r| r.get("prompt_tokens").is_some_and(|p| !p.is_null())).count();
-    if m.contains_key("prompt_token_samples") && !same(m.get("prompt_token_samples"), Some(&Value::from(prompt_samples))) {
-        bad.push(format!("metrics.prompt_token_samples = {}, {prompt_samples} eligible records report prompt_tokens", m["prompt_token_samples"]));
+    if m.contains_key("prompt_token_samples")
+        && !same(m.get("prompt_token_samples"), Some(&Value::from(prompt_samples)))
+    {
+        bad.push(format!(
+            "metrics.prompt_token_samples = {}, {prompt_samples} eligible records report prompt_tokens",
+            m["prompt_token_samples"]
+        ));
     }
     let sources: u64 = obj(m.get("output_token_sources")).values().filter_map(Value::as_u64).sum();
     if m.contains_key("output_token_sources") && sources != elig.len() as u64 {

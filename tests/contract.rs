@@ -352,6 +352,10 @@ fn broken_records_files_are_rejected() {
     let at = |i: usize| format!("line {}", i + 1);
 
     assert!(records_problems("good.ndjson", &join(&lines)).is_empty());
+    // A second run appended to the same file brings its own run line and levels.
+    let open = std::fs::read_to_string(fixtures().join("open.records.ndjson")).unwrap();
+    let both = records_problems("both.ndjson", &format!("{}{open}", join(&lines)));
+    assert!(both.is_empty(), "{both:#?}");
 
     // A request of an unknown phase.
     let mut broken = lines.clone();

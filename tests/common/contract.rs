@@ -104,10 +104,11 @@ pub fn record_line_violations(line: &Value) -> Vec<String> {
     schema_violations(&schemas().record_line, line, "schema ")
 }
 
-/// Every problem of a records file: each line against the schema, then the structure (the `run`
-/// line first and only once, every record inside a level that was opened and not yet ended,
-/// request indices unique within a level). A final line cut short (the process was killed
-/// mid-write) is not a problem: readers skip it, as `anvil-load summarize` does.
+/// Every problem of a records file: each line against the schema, then the structure (a `run`
+/// line first; later runs may append their own `run` line and levels; every record inside a level
+/// that was opened and not yet ended; request indices unique within a level). A final line cut
+/// short (the process was killed mid-write) is not a problem: readers skip it, as
+/// `anvil-load summarize` does.
 pub fn records_violations(path: &Path) -> Vec<String> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
@@ -115,7 +116,6 @@ pub fn records_violations(path: &Path) -> Vec<String> {
     };
     let lines: Vec<&str> = text.lines().collect();
     let mut bad = Vec::new();
-    let mut runs = 0;
     // level -> ended?
     let mut levels: BTreeMap<String, bool> = BTreeMap::new();
     let mut indices: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
@@ -136,12 +136,6 @@ pub fn records_violations(path: &Path) -> Vec<String> {
         }
         let level = line["level"].as_str().unwrap_or("").to_string();
         match kind {
-            "run" => {
-                runs += 1;
-                if runs > 1 {
-                    bad.push(format!("{at}: a second run line"));
-                }
-            }
             "level" => match levels.entry(level.clone()) {
                 Entry::Occupied(_) => bad.push(format!("{at}: level {level} opened twice")),
                 Entry::Vacant(slot) => {

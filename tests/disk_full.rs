@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{anvil, artifacts, check_artifact, text};
+use common::{anvil, artifacts, check_artifact, check_records, text};
 
 /// A tmpfs of `mb` megabytes, unmounted on drop.
 struct Tmpfs {
@@ -103,6 +103,7 @@ fn a_disk_full_for_two_seconds_loses_no_record() {
     assert_eq!(a["request_timings"].as_array().unwrap().len() as u64, a["completed"].as_u64().unwrap());
     // The server's own count: every request it received is in the artifact.
     assert_eq!(a["simulator"]["requests_received"].as_u64(), Some(3000), "{}", a["simulator"]);
+    check_records(&records);
     let lines = std::fs::read_to_string(&records).unwrap();
     let requests =
         lines.lines().filter(|l| l.contains("\"type\":\"request\"") || l.contains("\"type\":\"failure\"")).count();
@@ -137,6 +138,7 @@ fn a_disk_that_stays_full_stops_the_run_and_names_the_records() {
     assert!(stderr.contains(&format!("anvil-load summarize {}", records.display())), "{stderr}");
     // With space again, the records rebuild a consistent (partial, interrupted) artifact.
     std::fs::remove_file(filler).unwrap();
+    check_records(&records);
     let rebuilt = work.path().join("rebuilt");
     let summarize = anvil().arg("summarize").arg(&records).arg("--out").arg(&rebuilt).output().unwrap();
     assert_eq!(summarize.status.code(), Some(1), "interrupted levels exit 1: {}", text(&summarize.stderr));

@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{anvil, check_artifact, manifest_dir, read_json, text};
+use common::{anvil, check_artifact, check_records, manifest_dir, read_json, text};
 use serde_json::Value;
 
 fn without_client(mut v: Value) -> Value {
@@ -21,13 +21,10 @@ fn without_client(mut v: Value) -> Value {
 fn golden(name: &str) {
     let fixtures = manifest_dir().join("tests/fixtures/summarize");
     let out = tempfile::tempdir().expect("tempdir");
-    let output = anvil()
-        .arg("summarize")
-        .arg(fixtures.join(format!("{name}.records.ndjson")))
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .expect("the binary starts");
+    let records = fixtures.join(format!("{name}.records.ndjson"));
+    check_records(&records);
+    let output =
+        anvil().arg("summarize").arg(&records).arg("--out").arg(out.path()).output().expect("the binary starts");
     assert!(output.status.success(), "summarize failed: {}", text(&output.stderr));
     let expected_dir = fixtures.join(name);
     let mut expected: Vec<_> =

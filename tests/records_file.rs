@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use anvil_load::mock::{MockServer, Profile};
-use common::{anvil, artifacts, check_artifact, manifest_dir, run, text};
+use common::{anvil, artifacts, check_artifact, check_records, manifest_dir, run, text};
 
 fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);
@@ -41,6 +41,7 @@ async fn two_runs_in_one_records_file_keep_their_own_labels() {
         let result = run(cmd).await;
         assert!(result.status.success(), "{}", text(&result.stderr));
     }
+    check_records(&records);
     let rebuilt = dir.path().join("rebuilt");
     let mut cmd = anvil();
     cmd.arg("summarize").arg(&records).arg("--out").arg(&rebuilt);
@@ -68,6 +69,8 @@ async fn a_records_file_cut_by_a_kill_takes_the_next_run_cleanly() {
     cmd.arg(scenario(dir.path(), "after-kill")).arg("--records").arg(&records).arg("--out").arg(dir.path().join("out"));
     let result = run(cmd).await;
     assert!(result.status.success(), "{}", text(&result.stderr));
+    // The cut line is gone: the killed run's lines, then the new run's.
+    check_records(&records);
     let mut cmd = anvil();
     cmd.arg("summarize").arg(&records).arg("--out").arg(dir.path().join("rebuilt"));
     let result = run(cmd).await;

@@ -1,7 +1,10 @@
 //! Helpers shared by the integration tests: running the real binary, reading artifacts, and
-//! checking every artifact with the independent checker.
+//! checking every artifact and records file against the contract kept in `contract/`.
 
 #![allow(dead_code)] // each test binary uses its own subset
+
+pub mod contract;
+pub mod recompute;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -55,18 +58,40 @@ pub fn read_json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("artifact readable")).expect("artifact is JSON")
 }
 
-/// The independent checker from the shared tree, when this machine has it and python3.
+/// The independent checker from the shared tree (or the file `ANVIL_ARTIFACT_CHECKER` names),
+/// when this machine has it and python3.
 fn checker() -> Option<PathBuf> {
-    let path = manifest_dir().join("../shared/tools/check_artifact.py");
+    let path = std::env::var_os("ANVIL_ARTIFACT_CHECKER")
+        .map_or_else(|| manifest_dir().join("../shared/tools/check_artifact.py"), PathBuf::from);
     let python = Command::new("python3").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
     (path.exists() && python).then_some(path)
 }
 
-/// Every artifact a test writes goes through here: the project's own schema check always, and
-/// `check_artifact.py` (which recomputes every summary) wherever it is available.
+/// The reference artifact of the contract, as kept under tests/fixtures.
+pub fn reference() -> Value {
+    read_json(&manifest_dir().join("tests/fixtures/reference-artifact.json"))
+}
+
+/// Every way an artifact breaks the contract: the schema in `contract/`, the recomputation
+/// `check_artifact.py` does, and the project's own invariants. Empty when it holds.
+pub fn contract_violations(artifact: &Value) -> Vec<String> {
+    let mut bad = contract::artifact_schema_violations(artifact);
+    bad.extend(recompute::oracle(artifact, &reference()));
+    bad.extend(recompute::invariants(artifact));
+    bad
+}
+
+/// Every artifact a test writes goes through here. The repository's own check always runs
+/// (schema, every summary recomputed from the records, invariants) and fails the test with the
+/// list of violations; `check_artifact.py` adds an independent second opinion wherever it and
+/// python3 are available.
 pub fn check_artifact(path: &Path) -> Value {
     let artifact = read_json(path);
-    own_schema_check(&artifact);
+    contract::fail_on(
+        &path.display().to_string(),
+        "the artifact contract (contract/anvil-serving.benchmark.v1.schema.json and the recomputed summaries)",
+        &contract_violations(&artifact),
+    );
     match checker() {
         Some(checker) => {
             let out = Command::new("python3").arg(&checker).arg(path).output().expect("python3 runs");
@@ -79,39 +104,21 @@ pub fn check_artifact(path: &Path) -> Value {
             );
         }
         None => {
-            eprintln!("check_artifact.py or python3 not available: skipped the independent check of {}", path.display())
+            eprintln!(
+                "check_artifact.py or python3 not available: the repository's own check ran alone on {}",
+                path.display()
+            )
         }
     }
     artifact
 }
 
-/// Every key of the reference artifact (kept under tests/fixtures) is present, recursively for
-/// the blocks the contract fixes.
-pub fn own_schema_check(artifact: &Value) {
-    let reference = read_json(&manifest_dir().join("tests/fixtures/reference-artifact.json"));
-    let keys = |v: &Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
-    for key in keys(&reference) {
-        assert!(artifact.get(&key).is_some(), "artifact lacks top-level key {key}");
-    }
-    assert_eq!(artifact["schema"], reference["schema"]);
-    for block in ["metrics", "metric_population", "timing_methodology", "sampling", "serve_flags"] {
-        for key in keys(&reference[block]) {
-            assert!(artifact[block].get(&key).is_some(), "artifact lacks {block}.{key}");
-        }
-    }
-    let record_keys = keys(&reference["request_timings"][0]);
-    let canary_keys = keys(&reference["request_timings"][0]["request_canary"]);
-    for r in artifact["request_timings"].as_array().expect("request_timings is a list") {
-        for key in &record_keys {
-            assert!(r.get(key).is_some(), "request {} lacks {key}", r["request_index"]);
-        }
-        if r["request_canary"].is_object() {
-            for key in &canary_keys {
-                assert!(r["request_canary"].get(key).is_some(), "canary lacks {key}");
-            }
-        }
-    }
-    let requests = artifact["requests"].as_u64().expect("requests");
-    assert_eq!(artifact["completed"].as_u64().unwrap() + artifact["failed"].as_u64().unwrap(), requests);
-    assert_eq!(artifact["failures"].as_array().unwrap().len() as u64, artifact["failed"].as_u64().unwrap());
+/// Every records file a test writes or keeps goes through here: each line against
+/// `contract/anvil-load.records.v1.schema.json`, and the file's structure.
+pub fn check_records(path: &Path) {
+    contract::fail_on(
+        &path.display().to_string(),
+        "the records contract (contract/anvil-load.records.v1.schema.json)",
+        &contract::records_violations(path),
+    );
 }

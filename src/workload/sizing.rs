@@ -112,8 +112,18 @@ impl SizingRecord {
             intercept,
             fit_residual_max: None,
             fallback_reason: None,
+            system_probe: None,
+            system_message_overhead: None,
         }
     }
+}
+
+/// Whether a `prompt_sizing_off` warning should advise `workload.tokenizer = "calibrate"` (or a
+/// tokenizer.json): only when the run did not already size prompts from the server's own counts,
+/// i.e. it used the built-in estimate or its calibration fell back to it. A calibrated run that
+/// is still off needs another explanation (prompts of a shape the probes did not have).
+pub fn calibration_would_help(record: &SizingRecord) -> bool {
+    record.mode == "estimate" || record.fallback_reason.is_some()
 }
 
 /// Least-squares line through `(x, y)` points: `(slope, intercept, largest residual)`. Needs two

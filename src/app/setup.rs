@@ -13,11 +13,11 @@ use crate::record::{ProbeResult, SizingRecord};
 use crate::report;
 use crate::scenario::{Endpoint, Pacing, PromptSource, Scenario, SizingMode};
 use crate::schedule::RunControl;
-use tokio_util::sync::CancellationToken;
 use crate::sys;
 use crate::worker::Client;
 use crate::workload::sizing::{self, default_overhead, probe_sizes};
 use crate::workload::{Sizer, Workload};
+use tokio_util::sync::CancellationToken;
 
 /// The server under test for this run: a URL, and the simulator when it is embedded.
 pub(super) struct RunTarget {
@@ -178,7 +178,7 @@ pub(super) async fn size_prompts(
         PromptSource::Synthetic { context } => context.largest(),
         PromptSource::Dataset(_) => w.max_context_tokens.saturating_sub(w.max_tokens) / 2,
     };
-    let mut sizes = probe_sizes(largest);
+    let mut sizes = probe_sizes(largest, w.max_context_tokens);
     if mode == "tokenizer" {
         // The tokenizer counts text exactly; two probes only measure the template overhead.
         sizes = vec![sizes[0], sizes[sizes.len() - 1]];
@@ -275,9 +275,10 @@ impl DescriptorNeed {
                 (levels.iter().copied().max().map_or(1.0, f64::from), "load.concurrency (--concurrency)")
             }
             (Pacing::Open { max_in_flight: Some(m), .. }, None) => (f64::from(*m), "load.max_in_flight"),
-            (Pacing::Open { rates, .. }, None) => {
-                (rates.iter().copied().fold(1.0, f64::max), "load.rate (--rate), or cap the connections with load.max_in_flight")
-            }
+            (Pacing::Open { rates, .. }, None) => (
+                rates.iter().copied().fold(1.0, f64::max),
+                "load.rate (--rate), or cap the connections with load.max_in_flight",
+            ),
         };
         DescriptorNeed {
             connections: (connections.ceil() as u64).clamp(1, 100_000),
@@ -285,7 +286,6 @@ impl DescriptorNeed {
             setting,
         }
     }
-
 
     pub fn total(&self) -> u64 {
         self.connections.saturating_mul(if self.embedded { 2 } else { 1 }).saturating_add(FILES_AND_HEADROOM)

@@ -72,7 +72,8 @@ pub fn describe(s: &Scenario) -> String {
                 .unwrap_or_else(|| ", in flight uncapped".to_string())
         ),
     };
-    let _ = writeln!(out, "load: {load}; invalid above a dispatch lag p99 of {}", fmt_duration(s.load.max_dispatch_lag));
+    let _ =
+        writeln!(out, "load: {load}; invalid above a dispatch lag p99 of {}", fmt_duration(s.load.max_dispatch_lag));
     if let Some(search) = s.load.search {
         let _ = writeln!(
             out,

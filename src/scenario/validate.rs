@@ -234,10 +234,7 @@ fn apply_overrides<'a>(
         overridden.push(("load.concurrency", "--concurrency"));
         overridden.push(("load.mode", "--concurrency"));
         if !replaced.is_empty() {
-            notes.push(format!(
-                "--concurrency runs a closed loop; it replaces the scenario's {}",
-                replaced.join(", ")
-            ));
+            notes.push(format!("--concurrency runs a closed loop; it replaces the scenario's {}", replaced.join(", ")));
         }
     }
     if let Some(rates) = &o.rate {
@@ -281,8 +278,8 @@ fn switch_mode(l: &mut raw::RawLoad, mode: raw::RawLoadMode) -> Vec<&'static str
             dropped.push(key);
         }
     };
-    let was_open = l.mode == Some(raw::RawLoadMode::Open)
-        || (l.mode.is_none() && l.search == Some(raw::RawSearch::Rate));
+    let was_open =
+        l.mode == Some(raw::RawLoadMode::Open) || (l.mode.is_none() && l.search == Some(raw::RawSearch::Rate));
     match mode {
         raw::RawLoadMode::Open => {
             take("load.mode = \"closed\"", l.mode == Some(raw::RawLoadMode::Closed));

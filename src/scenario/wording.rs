@@ -92,7 +92,10 @@ mod tests {
             humanize("invalid type: floating point `1000000000000000000000000000000.0`, expected u64"),
             "invalid type: floating point `1e30`, expected a whole number of zero or more"
         );
-        assert_eq!(humanize("invalid type: string \"x\", expected a sequence"), "invalid type: string \"x\", expected a list");
+        assert_eq!(
+            humanize("invalid type: string \"x\", expected a sequence"),
+            "invalid type: string \"x\", expected a list"
+        );
         assert!(humanize("invalid type: integer `1`, expected struct RawRun").ends_with("expected a table"));
         assert!(
             humanize("invalid type: integer `99999999999999999999` as i128, expected any valid TOML value")

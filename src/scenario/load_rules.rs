@@ -87,7 +87,7 @@ fn closed_pacing(c: &Checker, l: &raw::RawLoad, searching: bool) -> Result<Pacin
         if searching && l.concurrency.is_none() { vec![1.0] } else { levels(c, KEY, &l.concurrency, Some(1.0))? };
     let mut out = Vec::with_capacity(values.len());
     for n in values {
-        if !(n >= 1.0) || n.fract() != 0.0 {
+        if n.is_nan() || n < 1.0 || n.fract() != 0.0 {
             return Err(c.err(
                 KEY,
                 format!("{} is not a valid level: concurrency must be a whole number of at least 1", fmt_number(n)),

@@ -281,3 +281,33 @@ proptest! {
         }
     }
 }
+
+/// The values that crashed or wedged runs validation used to accept: each is refused with exit
+/// code 2, naming its key and the allowed range, before anything starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_that_used_to_crash_a_run_are_refused_with_their_range() {
+    let base = "[target]\nmodel = \"m\"\nsimulator = \"instant\"\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 8192\nmax_tokens = 4\n";
+    for (extra, key, range) in [
+        ("[run]\nrequests = 2\nsnapshot_interval = \"100000000h\"", "run.snapshot_interval", "1s to 1day"),
+        ("[run]\nrequests = 2\nsnapshot_interval = \"1ns\"", "run.snapshot_interval", "1s to 1day"),
+        ("[run]\nduration = \"100000000h\"", "run.duration", "1ms to 30days"),
+        ("[run]\nrequests = 2\ngrace = \"100000000h\"", "run.grace", "1ms to 1day"),
+        ("[run]\nrequests = 2\n[client]\nfirst_byte_timeout = \"100000000h\"", "client.first_byte_timeout", "1day"),
+        ("[run]\nrequests = 2\n[client]\nidle_timeout = \"100000000h\"", "client.idle_timeout", "1day"),
+        ("[run]\nrequests = 2\n[client]\nretry_backoff = \"100000000h\"", "client.retry_backoff", "10m"),
+        ("[run]\nrequests = 2\n[load]\nmode = \"open\"\nrate = 1e-300", "load.rate", "0.001"),
+        ("[run]\nrequests = 2\n[load]\nmax_rate = 1e-300", "load.max_rate", "0.001"),
+        ("[run]\nrequests = 2\n[load]\nmode = \"open\"\nrate = 5\narrival = \"gamma\"\nburstiness = 1e-300", "load.burstiness", "0.01"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("crash.toml");
+        std::fs::write(&file, format!("{base}{extra}\n")).unwrap();
+        let mut cmd = anvil();
+        cmd.arg(&file).arg("--out").arg(dir.path().join("out"));
+        let result = run(cmd).await;
+        let stderr = text(&result.stderr);
+        assert_eq!(result.status.code(), Some(2), "{extra}: {stderr}");
+        assert!(stderr.contains(key) && stderr.contains(range), "{extra}: {stderr}");
+        assert!(!dir.path().join("out").exists() || artifacts(&dir.path().join("out")).is_empty());
+    }
+}

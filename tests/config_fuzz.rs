@@ -297,7 +297,11 @@ async fn values_that_used_to_crash_a_run_are_refused_with_their_range() {
         ("[run]\nrequests = 2\n[client]\nretry_backoff = \"100000000h\"", "client.retry_backoff", "10m"),
         ("[run]\nrequests = 2\n[load]\nmode = \"open\"\nrate = 1e-300", "load.rate", "0.001"),
         ("[run]\nrequests = 2\n[load]\nmax_rate = 1e-300", "load.max_rate", "0.001"),
-        ("[run]\nrequests = 2\n[load]\nmode = \"open\"\nrate = 5\narrival = \"gamma\"\nburstiness = 1e-300", "load.burstiness", "0.01"),
+        (
+            "[run]\nrequests = 2\n[load]\nmode = \"open\"\nrate = 5\narrival = \"gamma\"\nburstiness = 1e-300",
+            "load.burstiness",
+            "0.01",
+        ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("crash.toml");

@@ -271,6 +271,17 @@ mod tests {
     }
 
     #[test]
+    fn calibration_is_advised_only_where_it_was_not_in_use() {
+        let sizer = Sizer::Estimate { overhead: 8.0 };
+        assert!(calibration_would_help(&SizingRecord::for_sizer("estimate", &sizer, None)));
+        let mut calibrated = SizingRecord::for_sizer("calibrate", &Sizer::Fit { slope: 1.2, intercept: 5.0 }, None);
+        assert!(!calibration_would_help(&calibrated));
+        calibrated.fallback_reason = Some("probes failed".into());
+        assert!(calibration_would_help(&calibrated), "a calibration that fell back did not size anything");
+        assert!(!calibration_would_help(&SizingRecord::for_sizer("tokenizer", &sizer, None)));
+    }
+
+    #[test]
     fn estimate_sizer_predicts_estimate_plus_overhead() {
         let s = Sizer::Estimate { overhead: 8.0 };
         assert_eq!(s.prompt_tokens("the river system"), 11.0);

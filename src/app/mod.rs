@@ -171,10 +171,13 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     };
     let existed = records_path.exists();
     // A records file that stays unwritable stops the run like Ctrl-C would.
-    let (records, records_writer) = writer::open(&records_path, !keep_records, control.stop_issuing.clone())
-        .map_err(|e| {
+    let (records, records_writer) =
+        writer::open(&records_path, !keep_records, control.stop_issuing.clone()).map_err(|e| {
             let option = if args.records.is_some() { "--records" } else { "--out" };
-            AppError::BadInput(format!("{option} {}: cannot write the records file there ({e})", records_path.display()))
+            AppError::BadInput(format!(
+                "{option} {}: cannot write the records file there ({e})",
+                records_path.display()
+            ))
         })?;
     // A run that ends before its first level leaves no file of its own behind.
     let abandon = |records: RecordSink, writer: writer::RecordWriter| {

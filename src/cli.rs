@@ -15,10 +15,10 @@ use crate::scenario::Overrides;
     long_about = "Runs a TOML scenario against an OpenAI-compatible server (or the embedded simulator when \
                   no base URL is given) and writes one JSON artifact per load level.\n\n\
                   Exit codes: 0 run completed; 1 run aborted (interrupted, server unreachable, no request \
-                  succeeded or none was eligible, or an artifact or the records file could not be \
-                  written); 2 bad input (scenario, options, or a \
-                  limit of this machine such as open files or disk space), nothing sent; 3 with --strict, a \
-                  level failed its validity check or missed an [slo] objective (artifacts written).",
+                  succeeded, or an artifact or the records file could not be written); 2 bad input \
+                  (scenario, options, or a limit of this machine such as open files or disk space), \
+                  nothing sent; 3 with --strict, a level failed its validity check, missed an [slo] \
+                  objective or had no request in its distributions (artifacts written).",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]

@@ -80,7 +80,9 @@ dialect = "vllm"
 extra_body = { top_k = 23 }
 redact_base_url = true
 base_url = "http://127.0.0.1:9/v1"
+metrics = true
 [run]
+metrics_interval = "700ms"
 requests = 11
 duration = "7m"
 seed = 5
@@ -137,6 +139,7 @@ http2 = true
     assert!(result.status.success(), "{}", text(&result.stderr));
     for needle in [
         "engine-label-x",
+        "server metrics: scraped from /metrics beside the base URL every 700ms",
         "gpu-label-y",
         "dialect vllm",
         "top_k = 23",

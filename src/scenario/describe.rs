@@ -46,6 +46,13 @@ pub fn describe(s: &Scenario) -> String {
     if let Some(var) = &t.api_key_env {
         let _ = writeln!(out, "api key: from ${var} (set)");
     }
+    if let Some(m) = &t.metrics {
+        let from = match &m.endpoint {
+            super::MetricsEndpoint::Url { url } => crate::server_metrics::display_url(url),
+            super::MetricsEndpoint::BesideBaseUrl => "/metrics beside the base URL".to_string(),
+        };
+        let _ = writeln!(out, "server metrics: scraped from {from} every {}", fmt_duration(m.interval));
+    }
     if !t.extra_body.is_empty() {
         let fields: Vec<String> = t.extra_body.iter().map(|(k, v)| format!("{k} = {v}")).collect();
         let _ = writeln!(out, "extra request fields: {}", fields.join(", "));

@@ -14,8 +14,11 @@ use crate::scenario::Overrides;
     about = "Load generator for OpenAI-compatible LLM inference servers",
     long_about = "Runs a TOML scenario against an OpenAI-compatible server (or the embedded simulator when \
                   no base URL is given) and writes one JSON artifact per load level.\n\n\
-                  Exit codes: 0 run completed; 1 run aborted (interrupted, server unreachable, or no request \
-                  succeeded); 2 bad input (scenario or options), nothing sent.",
+                  Exit codes: 0 run completed; 1 run aborted (interrupted, server unreachable, no request \
+                  succeeded, or an artifact or the records file could not be written); 2 bad input \
+                  (scenario, options, or a limit of this machine such as open files or disk space), \
+                  nothing sent; 3 with --strict, a level failed its validity check, missed an [slo] \
+                  objective or had no request in its distributions (artifacts written).",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -58,11 +61,13 @@ pub struct RunArgs {
     /// Model name (overrides target.model).
     #[arg(long)]
     pub model: Option<String>,
-    /// Concurrency level or comma-separated sweep, e.g. 1,2,4,8 (overrides load.concurrency).
+    /// Concurrency level or comma-separated sweep, e.g. 1,2,4,8 (overrides load.concurrency and
+    /// sets load.mode = "closed", replacing the scenario's open-loop settings and any search).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: Option<Vec<u32>>,
     /// Open-loop arrival rate or comma-separated sweep in requests per second, e.g. 50,100,200
-    /// (overrides load.rate and sets load.mode = "open").
+    /// (overrides load.rate and sets load.mode = "open", replacing the scenario's closed-loop
+    /// settings and any search).
     #[arg(long, value_delimiter = ',')]
     pub rate: Option<Vec<f64>>,
     /// Requests per level (overrides run.requests).
@@ -74,7 +79,7 @@ pub struct RunArgs {
     /// Seed for context draws and prompt text (overrides run.seed).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Simulator profile when no base URL is given: instant, fast, realistic, llamacpp
+    /// Simulator profile when no base URL is given: instant, fast, realistic, llamacpp, faults
     /// (overrides target.simulator).
     #[arg(long, value_name = "PROFILE")]
     pub simulator: Option<String>,

@@ -98,3 +98,85 @@ async fn unreachable_server_is_reported_before_any_load() {
     assert_eq!(result.status.code(), Some(1), "{}", text(&result.stderr));
     assert!(text(&result.stderr).contains("cannot reach the server"), "{}", text(&result.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dataset_behind_a_shared_prefix_that_cannot_fit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("prompts.jsonl"), "\"What is a river?\"\n").unwrap();
+    let toml = "[target]\nmodel = \"m\"\n[run]\nrequests = 2\n[workload]\nprompts = \"prompts.jsonl\"\nmax_context_tokens = 4096\nmax_tokens = 64\nprompt_cache = \"shared-prefix\"\nshared_prefix_tokens = 16000000\n";
+    // Written beside the dataset: prompts are relative to the scenario file.
+    let server = MockServer::start(Profile::named("instant").unwrap()).await.unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, toml).unwrap();
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--base-url").arg(server.base_url()).arg("--out").arg(dir.path().join("out"));
+    let result = run(cmd).await;
+    let stderr = text(&result.stderr);
+    assert_eq!(result.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("workload.shared_prefix_tokens") && stderr.contains("4096"), "{stderr}");
+    assert_eq!(server.stats().requests_received, 0);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thinking_modes_are_refused_for_the_completions_api() {
+    let completions = GOOD.replace("[target]\n", "[target]\napi = \"completions\"\n");
+    expect_rejected(&format!("{completions}[serve]\nthinking_mode = \"enabled\"\n"), "serve.thinking_mode", &[]).await;
+    expect_rejected(&format!("{completions}[serve]\nno_thinking = true\n"), "serve.no_thinking", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_use_the_scenario_words_and_numbers_as_written() {
+    expect_rejected(&GOOD.replace("concurrency = 1", "concurrency = \"4\""), "a number or a list of numbers", &[])
+        .await;
+    expect_rejected(&GOOD.replace("concurrency = 1", "mode = 5"), "\"closed\" or \"open\"", &[]).await;
+    expect_rejected(
+        &GOOD.replace("context_tokens = 1024", "context_tokens = { uniform = [64, 1e300] }"),
+        "1e300 is not a usable context size",
+        &[],
+    )
+    .await;
+    expect_rejected(&GOOD.replace("requests = 2", "requests = 2\nsnapshot_interval = \"1ns\""), "1s to 1day", &[])
+        .await;
+    expect_rejected(
+        &GOOD.replace("concurrency = 1", "mode = \"open\"\nrate = 1e-300"),
+        "1e-300 is not a usable rate",
+        &[],
+    )
+    .await;
+    // None of them carries a Rust type name or a saturated integer.
+    for toml in [
+        GOOD.replace("concurrency = 1", "concurrency = \"4\""),
+        GOOD.replace("requests = 2", "requests = 2\nwarmup = [1]"),
+        GOOD.replace("context_tokens = 1024", "context_tokens = { uniform = [64, 1e300] }"),
+        GOOD.replace("requests = 2", "requests = 1e300"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, toml).unwrap();
+        let result = run({
+            let mut cmd = anvil();
+            cmd.arg("validate").arg(&file);
+            cmd
+        })
+        .await;
+        let stderr = text(&result.stderr);
+        assert_eq!(result.status.code(), Some(2), "{stderr}");
+        for internal in ["untagged enum", "Levels", "Phase", "u64", "9223372036854775807", "0000000000000000"] {
+            assert!(!stderr.contains(internal), "{internal} in: {stderr}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_that_is_not_utf8_is_told_to_fix_its_encoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("latin1.toml");
+    std::fs::write(&file, b"[target]\nmodel = \"caf\xe9\"\n").unwrap();
+    let mut cmd = anvil();
+    cmd.arg("validate").arg(&file);
+    let result = run(cmd).await;
+    let stderr = text(&result.stderr);
+    assert_eq!(result.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("UTF-8") && !stderr.contains("check the path"), "{stderr}");
+}

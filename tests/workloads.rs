@@ -321,3 +321,104 @@ async fn bad_workload_combinations_are_rejected() {
         assert!(text(&result.stderr).contains(key), "{key} not named: {}", text(&result.stderr));
     }
 }
+
+/// Run the binary and return every level's artifact (sweeps write one per level).
+async fn run_levels(scenario: &Path, args: &[&str]) -> Vec<Value> {
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = anvil();
+    cmd.arg(scenario).arg("--out").arg(out.path()).args(args);
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    artifacts(out.path()).iter().map(|p| check_artifact(p)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_level_of_a_sweep_sends_prompts_no_earlier_level_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    // The fast simulator keeps a prefix cache: a prompt an earlier level sent would be cached.
+    let file = write_scenario(dir.path(), "sweep.toml", 6, "context_tokens = 2048\ntokenizer = \"estimate\"", "");
+    let levels = run_levels(&file, &["--concurrency", "1,2,4"]).await;
+    assert_eq!(levels.len(), 3);
+    for a in &levels {
+        assert_eq!(a["simulator"]["cached_tokens"], 0, "level {} found earlier prompts cached", a["concurrency"]);
+        assert!(records(a).iter().all(|r| r["cached_tokens"] == 0));
+    }
+    // Reproducible prompts are the same at every level, and the run description says so.
+    let records_file = dir.path().join("fixed.records.ndjson");
+    let fixed = write_scenario(
+        dir.path(),
+        "fixed.toml",
+        6,
+        "context_tokens = 2048\ntokenizer = \"estimate\"\nreproducible = true",
+        "",
+    );
+    let levels = run_levels(&fixed, &["--concurrency", "1,2", "--records", records_file.to_str().unwrap()]).await;
+    let second = levels.iter().find(|a| a["concurrency"] == 2).unwrap();
+    assert!(second["simulator"]["cached_tokens"].as_u64().unwrap() > 6 * 1000, "{}", second["simulator"]);
+    let run_line: Value =
+        serde_json::from_str(std::fs::read_to_string(&records_file).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!(run_line["info"]["levels_share_prompts"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_number_adds_no_tokens_the_calibration_did_not_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("many.toml");
+    std::fs::write(
+        &file,
+        "[target]\nmodel = \"m\"\nsimulator = \"instant\"\n[run]\nrequests = 2000\nseed = 3\n[load]\nconcurrency = 32\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 8192\nmax_tokens = 1\nreproducible = true\n",
+    )
+    .unwrap();
+    let a = run_one(&file, &[]).await;
+    assert_eq!(a["prompt_sizing"]["mode"], "calibrate");
+    // Whole filler words make single requests scatter; the mean over each range of request
+    // numbers shows a header that grows with the number (a token is 0.8 % of 128). Reproducible
+    // prompts make the run the same every time.
+    let mean_error = |lo: u64, hi: u64| {
+        let errors: Vec<f64> = records(&a)
+            .iter()
+            .filter(|r| (lo..hi).contains(&r["request_index"].as_u64().unwrap()))
+            .map(|r| r["prompt_sizing_error_pct"].as_f64().unwrap())
+            .collect();
+        errors.iter().sum::<f64>() / errors.len() as f64
+    };
+    let buckets = [mean_error(0, 1000), mean_error(1000, 2000)];
+    for (bucket, mean) in buckets.iter().enumerate() {
+        assert!(mean.abs() <= 1.0, "bucket {bucket}: mean sizing error {mean:.2} % ({buckets:?})");
+    }
+    let spread = buckets.iter().copied().fold(f64::MIN, f64::max) - buckets.iter().copied().fold(f64::MAX, f64::min);
+    assert!(spread <= 0.3, "the sizing error moves with the request number: {buckets:?}");
+    assert!(a["metrics"]["prompt_sizing_error_pct_bias"].as_f64().unwrap().abs() <= 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversations_with_their_own_system_message_are_sized_as_the_server_counts_them() {
+    // A chat template that adds a 40-token default system prompt unless the conversation
+    // brings its own (as Qwen2.5's do): the calibration probes include it, these prompts do not.
+    let server = MockServer::start(Profile { default_system_prompt_tokens: 40, ..fast() }).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let words = anvil_load::workload::text::filler_words();
+    let block =
+        |offset: usize| (0..words.len()).map(|i| words[(i + offset) % words.len()]).collect::<Vec<_>>().join(" ");
+    let mut lines = Vec::new();
+    for k in 0..4 {
+        let system = serde_json::json!({"messages": [
+            {"role": "system", "content": format!("You follow these notes. {}", block(k))},
+            {"role": "user", "content": block(k + 7)},
+        ]});
+        lines.push(system.to_string());
+        lines.push(serde_json::json!({ "prompt": block(k + 3) }).to_string());
+    }
+    std::fs::write(dir.path().join("conversations.jsonl"), lines.join("\n")).unwrap();
+    let path = write_scenario(dir.path(), "sys.toml", 16, "prompts = \"conversations.jsonl\"", "");
+    let a = run_one(&path, &["--base-url", &server.base_url()]).await;
+    let sizing = &a["prompt_sizing"];
+    assert!(sizing["system_probe"]["server_prompt_tokens"].is_u64(), "{sizing}");
+    assert!(sizing["system_message_overhead"].is_f64(), "{sizing}");
+    for r in records(&a) {
+        let error = r["prompt_sizing_error_pct"].as_f64().unwrap();
+        assert!(error.abs() <= 1.5, "request {}: {error:.2} % ({r})", r["request_index"]);
+    }
+    assert!(!a["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "prompt_sizing_off"));
+    server.shutdown().await;
+}

@@ -11,12 +11,13 @@ use crate::mock::{self, MockServer};
 use crate::record::Stamp;
 use crate::record::{ProbeResult, SizingRecord};
 use crate::report;
-use crate::scenario::{Endpoint, PromptSource, Scenario, SizingMode};
+use crate::scenario::{Endpoint, Pacing, PromptSource, Scenario, SizingMode};
 use crate::schedule::RunControl;
 use crate::sys;
 use crate::worker::Client;
 use crate::workload::sizing::{self, default_overhead, probe_sizes};
 use crate::workload::{Sizer, Workload};
+use tokio_util::sync::CancellationToken;
 
 /// The server under test for this run: a URL, and the simulator when it is embedded.
 pub(super) struct RunTarget {
@@ -148,14 +149,22 @@ pub(super) fn new_run_id(started: Stamp) -> String {
 }
 
 /// Decide how prompts are sized: the built-in estimate, a fit to the server's counts for a few
-/// probe requests, or a local tokenizer (with one probe pair for the template overhead).
-pub(super) async fn size_prompts(scenario: &Scenario, client: &Client, salt: u64) -> (Sizer, SizingRecord) {
+/// probe requests, or a local tokenizer (with one probe pair for the template overhead). When
+/// the dataset holds conversations with their own system message, one more probe measures that
+/// shape. `None` when `stop` fired (Ctrl-C): no probe is sent after it, and the one in flight is
+/// abandoned.
+pub(super) async fn size_prompts(
+    scenario: &Scenario,
+    client: &Client,
+    salt: u64,
+    stop: &CancellationToken,
+) -> Option<(Sizer, SizingRecord)> {
     let default = default_overhead(scenario.target.api);
     let (initial, mode, path) = match &scenario.workload.sizing {
         SizingMode::Estimate => {
             let sizer = Sizer::Estimate { overhead: default };
             let record = SizingRecord::for_sizer("estimate", &sizer, None);
-            return (sizer, record);
+            return Some((sizer, record));
         }
         SizingMode::Calibrate => (Sizer::Estimate { overhead: default }, "calibrate", None),
         SizingMode::Tokenizer { path, tokenizer } => (
@@ -169,24 +178,59 @@ pub(super) async fn size_prompts(scenario: &Scenario, client: &Client, salt: u64
         PromptSource::Synthetic { context } => context.largest(),
         PromptSource::Dataset(_) => w.max_context_tokens.saturating_sub(w.max_tokens) / 2,
     };
-    let mut sizes = probe_sizes(largest);
+    let mut sizes = probe_sizes(largest, w.max_context_tokens);
     if mode == "tokenizer" {
         // The tokenizer counts text exactly; two probes only measure the template overhead.
         sizes = vec![sizes[0], sizes[sizes.len() - 1]];
     }
-    eprintln!("sizing prompts: {} probe requests (max_tokens 1) to fit the server's token count", sizes.len());
     let probe_workload = Workload::new(scenario, salt, initial.clone());
+    let system_probe = probe_workload.has_system_conversations();
+    eprintln!(
+        "sizing prompts: {} probe requests (max_tokens 1) to fit the server's token count",
+        sizes.len() + usize::from(system_probe)
+    );
     let mut probes = Vec::with_capacity(sizes.len());
+    let mid_words = sizes[sizes.len() / 2];
     for (k, words) in sizes.into_iter().enumerate() {
         let (body, predicted_text_tokens) = probe_workload.probe(k as u64, words);
-        let result = client.probe(body).await;
+        let result = probe_unless_stopped(client, body, stop).await?;
         probes.push(ProbeResult {
             predicted_text_tokens,
             server_prompt_tokens: result.as_ref().ok().copied(),
             error: result.err(),
         });
     }
-    sizing::fit_from_probes(&initial, mode, path, probes, default)
+    let (sizer, mut record) = sizing::fit_from_probes(&initial, mode, path, probes, default);
+    if system_probe {
+        let k = record.probes.len() as u64;
+        let (body, system, user) = probe_workload.system_probe(k, mid_words);
+        let result = probe_unless_stopped(client, body, stop).await?;
+        // Counted with the fitted sizer: what is left is the template of that shape.
+        let text = sizer.text_tokens(&system) + sizer.text_tokens(&user);
+        record.system_message_overhead = result.as_ref().ok().map(|&served| served as f64 - text);
+        record.system_probe = Some(ProbeResult {
+            predicted_text_tokens: initial.text_tokens(&system) + initial.text_tokens(&user),
+            server_prompt_tokens: result.as_ref().ok().copied(),
+            error: result.err(),
+        });
+    }
+    Some((sizer, record))
+}
+
+/// One probe, unless the run is being stopped: `None` when `stop` fired before or during it.
+async fn probe_unless_stopped(
+    client: &Client,
+    body: bytes::Bytes,
+    stop: &CancellationToken,
+) -> Option<Result<u64, String>> {
+    if stop.is_cancelled() {
+        return None;
+    }
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => None,
+        result = client.probe(body) => Some(result),
+    }
 }
 
 /// The simulator's counters for one level: cumulative counters minus their value before it.
@@ -205,19 +249,70 @@ pub(super) fn counts_delta(after: &Value, before: Option<&Value>) -> Value {
     Value::Object(out)
 }
 
-/// Each in-flight request holds a socket: raise the open-file limit to what the run needs (up to
-/// the hard limit) and say clearly when that is not enough.
-pub(super) fn raise_file_limit(needed: u64) {
-    let Some(limit) = sys::raise_file_limit(needed) else { return };
-    if limit.soft_before >= needed {
-        return;
+/// Descriptors a run holds besides its connections: standard streams, the runtime's own (epoll,
+/// event and timer descriptors), the records file, an artifact or summary being written, two
+/// snapshot files, a listening socket, a DNS lookup, with headroom.
+pub(super) const FILES_AND_HEADROOM: u64 = 64;
+
+/// What one run needs from the open-file limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct DescriptorNeed {
+    /// Connections open at once at the largest level.
+    pub connections: u64,
+    /// The embedded simulator holds the other end of every connection in this process.
+    pub embedded: bool,
+    /// The setting that decides `connections`, for the message.
+    pub setting: &'static str,
+}
+
+impl DescriptorNeed {
+    /// The largest level's connections (closed loop: its concurrency; open loop: the in-flight
+    /// cap, or without one the connections the pool keeps, one per request per second).
+    pub fn for_scenario(s: &Scenario) -> Self {
+        let (connections, setting) = match (&s.load.pacing, s.load.search) {
+            (_, Some(search)) => (search.max, "load.search_max"),
+            (Pacing::Closed { levels, .. }, None) => {
+                (levels.iter().copied().max().map_or(1.0, f64::from), "load.concurrency (--concurrency)")
+            }
+            (Pacing::Open { max_in_flight: Some(m), .. }, None) => (f64::from(*m), "load.max_in_flight"),
+            (Pacing::Open { rates, .. }, None) => (
+                rates.iter().copied().fold(1.0, f64::max),
+                "load.rate (--rate), or cap the connections with load.max_in_flight",
+            ),
+        };
+        DescriptorNeed {
+            connections: (connections.ceil() as u64).clamp(1, 100_000),
+            embedded: matches!(s.target.endpoint, Endpoint::Simulator { .. }),
+            setting,
+        }
     }
-    if limit.soft < needed {
-        eprintln!(
-            "warning: this run may hold {needed} connections but the open-file limit is {} (hard limit {}); raise it (ulimit -n {needed}) or connections will fail with connect_failed",
-            limit.soft, limit.hard
-        );
-    } else {
-        tracing::info!("raised the open-file limit from {} to {}", limit.soft_before, limit.soft);
+
+    pub fn total(&self) -> u64 {
+        self.connections.saturating_mul(if self.embedded { 2 } else { 1 }).saturating_add(FILES_AND_HEADROOM)
     }
+}
+
+/// Each in-flight request holds a socket (two with the embedded simulator): raise the open-file
+/// limit to what the run needs (up to the hard limit). When that is not enough the run is
+/// refused before anything is sent, rather than failing connections mid-run and then being
+/// unable to write its artifact ("Too many open files"). Refusing, not capping: a capped
+/// concurrency would measure a different load than the one asked for.
+pub(super) fn ensure_file_limit(need: &DescriptorNeed) -> Result<(), AppError> {
+    let needed = need.total();
+    let Some(limit) = sys::raise_file_limit(needed) else { return Ok(()) };
+    if limit.soft >= needed {
+        if limit.soft_before < needed {
+            tracing::info!("raised the open-file limit from {} to {}", limit.soft_before, limit.soft);
+        }
+        return Ok(());
+    }
+    Err(AppError::BadInput(format!(
+        "{}: this run holds up to {} connections{} plus up to {FILES_AND_HEADROOM} files, {needed} descriptors, but the open-file limit is {} (hard limit {}) and cannot be raised further\n  fix: raise the limit (`ulimit -n {needed}`; above the hard limit, as root or in /etc/security/limits.conf), or lower {}",
+        need.setting,
+        need.connections,
+        if need.embedded { " (twice: the embedded simulator holds the other end)" } else { "" },
+        limit.soft,
+        limit.hard,
+        need.setting,
+    )))
 }

@@ -109,6 +109,11 @@ pub struct Profile {
     /// Whose names `GET /metrics` uses (default vLLM's; the `llamacpp` preset uses llama.cpp's).
     #[serde(default)]
     pub metrics_names: MetricsNames,
+    /// Tokens of the system prompt the chat template adds when a conversation brings none of
+    /// its own (Qwen2.5's templates do this); a conversation that starts with a system message
+    /// replaces it. Zero (the default) adds nothing.
+    #[serde(default)]
+    pub default_system_prompt_tokens: u32,
 }
 
 impl Profile {
@@ -132,6 +137,7 @@ impl Profile {
             record_ground_truth: false,
             tokenizer: None,
             metrics_names: MetricsNames::Vllm,
+            default_system_prompt_tokens: 0,
         };
         match name {
             // Measures the client's own cost per chunk: nothing on the server side may sleep,

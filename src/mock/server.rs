@@ -204,6 +204,7 @@ fn accept(
         }
     };
     req.prompt.tokenizer = state.tokenizer.as_deref();
+    req.prompt.default_system_tokens = profile.default_system_prompt_tokens;
     let prompt_tokens = req.prompt.token_count();
     if prompt_tokens > profile.context_limit {
         let body = wire::context_error_body(prompt_tokens, profile.context_limit);

@@ -57,6 +57,9 @@ pub(crate) struct Prompt<'a> {
     pub messages: Vec<Message<'a>>,
     /// Counts words instead of the byte rule when the profile names a tokenizer.
     pub tokenizer: Option<&'a tokenizers::Tokenizer>,
+    /// Tokens of the template's default system prompt, added to a chat that brings no system
+    /// message of its own (see `Profile::default_system_prompt_tokens`).
+    pub default_system_tokens: u32,
 }
 
 impl std::fmt::Debug for Prompt<'_> {
@@ -105,7 +108,7 @@ impl<'a> Prompt<'a> {
             };
             out.push(Message { role, parts });
         }
-        Ok(Prompt { kind: PromptKind::Chat, messages: out, tokenizer: None })
+        Ok(Prompt { kind: PromptKind::Chat, messages: out, tokenizer: None, default_system_tokens: 0 })
     }
 
     /// Reads `prompt` of a completion body: a string, or an array holding exactly one string
@@ -124,6 +127,7 @@ impl<'a> Prompt<'a> {
             kind: PromptKind::Completion,
             messages: vec![Message { role: "", parts: vec![text] }],
             tokenizer: None,
+            default_system_tokens: 0,
         })
     }
 
@@ -133,7 +137,11 @@ impl<'a> Prompt<'a> {
         let header = |bytes: &'a [u8], tokens| Step { header: true, bytes, tokens };
         match self.kind {
             PromptKind::Completion => visit(header(b"", BOS)),
-            PromptKind::Chat => {}
+            PromptKind::Chat => {
+                if self.default_system_tokens > 0 && self.messages.first().is_none_or(|m| m.role != "system") {
+                    visit(header(b"system", MESSAGE_OVERHEAD.saturating_add(self.default_system_tokens)));
+                }
+            }
         }
         for message in &self.messages {
             if self.kind == PromptKind::Chat {
@@ -223,6 +231,20 @@ mod tests {
         ]});
         // (2 + 3) + (2 + 3) + (0 + 3) + 3 for the assistant turn.
         assert_eq!(count_prompt_tokens(&body), Some(16));
+    }
+
+    #[test]
+    fn a_default_system_prompt_is_replaced_by_the_conversations_own() {
+        let user = json!({"messages": [{"role": "user", "content": "hello"}]});
+        let system = json!({"messages": [{"role": "system", "content": "be"}, {"role": "user", "content": "hello"}]});
+        let count = |body: &Value| {
+            let mut prompt = Prompt::from_chat(body).expect("valid");
+            prompt.default_system_tokens = 20;
+            prompt.token_count()
+        };
+        // 1 + 3 + 3, plus the default system prompt (20 + 3); the own system message replaces it.
+        assert_eq!(count(&user), 30);
+        assert_eq!(count(&system), 11);
     }
 
     #[test]

@@ -38,6 +38,11 @@ pub struct RunInfo {
     pub shared_prefix_burst: bool,
     pub unique_prefixes: bool,
     pub prompts_reproducible: bool,
+    /// Every load level of the run sends the same prompts (reproducible prompts in a sweep or a
+    /// search): later levels may find earlier levels' prefixes in the server's cache. Absent
+    /// (false) when each level has its own prompts, and in records written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub levels_share_prompts: bool,
     pub prompt_salt: String,
     pub prompt_sizing: SizingRecord,
     pub request_canaries: bool,
@@ -84,6 +89,8 @@ impl RunInfo {
             shared_prefix_burst: s.workload.prompt_cache.burst(),
             unique_prefixes: matches!(s.workload.prompt_cache, crate::scenario::PromptCache::Unique { .. }),
             prompts_reproducible: s.workload.prompt_cache.reproducible(),
+            levels_share_prompts: s.workload.prompt_cache.reproducible()
+                && (s.load.search.is_some() || s.load.pacing.levels().len() > 1),
             prompt_salt: format!("{prompt_salt:016x}"),
             prompt_sizing: sizing,
             request_canaries: s.workload.canaries,
@@ -201,6 +208,14 @@ pub struct SizingRecord {
     pub fit_residual_max: Option<f64>,
     /// Set when calibration failed and the built-in estimate was used instead.
     pub fallback_reason: Option<String>,
+    /// The probe shaped like a conversation with its own system message (sent only when the
+    /// dataset holds such conversations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_probe: Option<ProbeResult>,
+    /// Template tokens of a conversation that opens with its own system message (the template
+    /// then drops its default system prompt), from `system_probe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_message_overhead: Option<f64>,
 }
 
 /// A wall-clock instant as the artifact writes it: ISO label (seconds) and Unix nanoseconds.

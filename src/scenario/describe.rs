@@ -1,103 +1,181 @@
-//! The resolved plan in words, for `anvil-load validate`.
+//! The resolved plan in words, for `anvil-load validate`: every setting that changes what is
+//! sent, how it is paced, or what is recorded, section by section as in the scenario reference.
 
 use std::fmt::Write as _;
 
-use super::{Endpoint, Pacing, PromptCache, Scenario, SizingMode};
+use super::bounds::{fmt_duration, fmt_number};
+use super::{Bound, Endpoint, Pacing, Phase, PromptCache, Scenario, SizingMode};
 use crate::workload::sizing::default_overhead;
 use crate::workload::{Sizer, Workload};
+
+fn phase(p: Option<Phase>) -> String {
+    match p {
+        None => "none".to_string(),
+        Some(Phase::Requests(n)) => format!("first {n} requests"),
+        Some(Phase::Time(t)) => format!("{} of sending", fmt_duration(t)),
+    }
+}
+
+fn label(v: &Option<String>) -> &str {
+    v.as_deref().unwrap_or("none")
+}
 
 pub fn describe(s: &Scenario) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "scenario: {}", s.path.display());
-    match &s.target.endpoint {
+    for note in &s.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    let t = &s.target;
+    match &t.endpoint {
         Endpoint::Remote { base_url } => {
-            let _ = writeln!(out, "target: {base_url}{} ({:?} API)", s.target.api.path(), s.target.api);
+            let _ = writeln!(
+                out,
+                "target: {base_url}{} ({:?} API){}",
+                t.api.path(),
+                t.api,
+                if t.redact_base_url { "; written to the artifact as [redacted]" } else { "" }
+            );
         }
         Endpoint::Simulator { profile } => {
-            let _ = writeln!(out, "target: embedded simulator, profile {profile} ({:?} API)", s.target.api);
+            let _ = writeln!(out, "target: embedded simulator, profile {profile} ({:?} API)", t.api);
         }
     }
-    let _ = writeln!(out, "model: {}", s.target.model);
-    if let Some(var) = &s.target.api_key_env {
+    let _ = writeln!(out, "model: {}; dialect {}", t.model, format!("{:?}", t.dialect).to_lowercase());
+    let _ = writeln!(out, "labels: engine {}, gpu {}", label(&t.engine), label(&t.gpu));
+    if let Some(var) = &t.api_key_env {
         let _ = writeln!(out, "api key: from ${var} (set)");
     }
-    let levels: Vec<String> = s.load.pacing.levels().iter().map(ToString::to_string).collect();
+    if let Some(m) = &t.metrics {
+        let from = match &m.endpoint {
+            super::MetricsEndpoint::Url { url } => crate::server_metrics::display_url(url),
+            super::MetricsEndpoint::BesideBaseUrl => "/metrics beside the base URL".to_string(),
+        };
+        let _ = writeln!(out, "server metrics: scraped from {from} every {}", fmt_duration(m.interval));
+    }
+    if !t.extra_body.is_empty() {
+        let fields: Vec<String> = t.extra_body.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        let _ = writeln!(out, "extra request fields: {}", fields.join(", "));
+    }
+
+    let levels: Vec<String> = s.load.pacing.levels().iter().map(|l| fmt_number(l.value())).collect();
     let load = match &s.load.pacing {
         Pacing::Closed { max_rate, .. } => format!(
             "closed loop, concurrency {}{}",
             levels.join(", "),
-            max_rate.map(|r| format!(", at most {r} starts/s")).unwrap_or_default()
+            max_rate.map(|r| format!(", at most {} starts/s", fmt_number(r))).unwrap_or_default()
         ),
         Pacing::Open { arrival, ramp, max_in_flight, overload, .. } => format!(
-            "open loop, {} arrivals at {} req/s{}{}",
+            "open loop, {} arrivals{} at {} req/s{}{}",
             arrival.name(),
+            match arrival {
+                super::Arrival::Gamma { burstiness } => format!(" (burstiness {})", fmt_number(*burstiness)),
+                _ => String::new(),
+            },
             levels.join(", "),
-            ramp.map(|r| format!(", ramp {}", humantime::format_duration(r))).unwrap_or_default(),
+            ramp.map(|r| format!(", ramp {}", fmt_duration(r))).unwrap_or_default(),
             max_in_flight
                 .map(|m| format!(", at most {m} in flight ({overload:?} beyond)").to_lowercase())
-                .unwrap_or_default()
+                .unwrap_or_else(|| ", in flight uncapped".to_string())
         ),
     };
-    let _ = writeln!(out, "load: {load}");
+    let _ =
+        writeln!(out, "load: {load}; invalid above a dispatch lag p99 of {}", fmt_duration(s.load.max_dispatch_lag));
     if let Some(search) = s.load.search {
-        let criteria: Vec<String> =
-            s.slo.criteria.iter().map(|c| format!("{} {:?} {}", c.key, c.bound, c.threshold)).collect();
         let _ = writeln!(
             out,
-            "capacity search by {:?} from {} to {} in at most {} steps; SLOs: {}",
+            "capacity search by {:?} from {} to {} in at most {} steps",
             search.by,
-            search.min,
-            search.max,
+            fmt_number(search.min),
+            fmt_number(search.max),
             search.max_steps,
-            criteria.join(", ")
         );
     }
-    let limit = match (s.run.requests, s.run.duration) {
-        (Some(n), Some(d)) => format!("{n} requests or {}, whichever comes first", humantime::format_duration(d)),
+    if !s.slo.criteria.is_empty() {
+        let criteria: Vec<String> = s
+            .slo
+            .criteria
+            .iter()
+            .map(|c| {
+                let op = if c.bound == Bound::AtMost { "≤" } else { "≥" };
+                format!("{} {op} {}", c.key, fmt_number(c.threshold))
+            })
+            .collect();
+        let _ = writeln!(out, "objectives: {}", criteria.join(", "));
+    }
+
+    let r = &s.run;
+    let limit = match (r.requests, r.duration) {
+        (Some(n), Some(d)) => format!("{n} requests or {}, whichever comes first", fmt_duration(d)),
         (Some(n), None) => format!("{n} requests"),
-        (None, Some(d)) => format!("{} of issuing", humantime::format_duration(d)),
+        (None, Some(d)) => format!("{} of issuing", fmt_duration(d)),
         (None, None) => "unbounded".to_string(),
     };
-    let _ = writeln!(out, "per level: {limit}; seed {}", s.run.seed);
+    let _ = writeln!(out, "per level: {limit}; seed {}; grace {}", r.seed, fmt_duration(r.grace));
+    let _ = writeln!(out, "excluded from the distributions: warm-up {}, cool-down {}", phase(r.warmup), {
+        match r.cooldown {
+            Some(Phase::Time(t)) => format!("last {} of sending", fmt_duration(t)),
+            Some(Phase::Requests(n)) => format!("last {n} requests"),
+            None => "none".to_string(),
+        }
+    });
+    let _ = writeln!(
+        out,
+        "recording: snapshots {}; records file {}",
+        r.snapshot_interval.map_or_else(|| "off".to_string(), |i| format!("every {}", fmt_duration(i))),
+        if r.keep_records { "kept (<out>/<run_id>.records.ndjson)" } else { "temporary (--records FILE keeps it)" }
+    );
+    let _ = writeln!(
+        out,
+        "artifact labels: protocol {}, tier {}, clock domain {}",
+        label(&r.protocol),
+        label(&r.tier),
+        label(&r.clock_domain_id)
+    );
+
+    let w = &s.workload;
     let _ = writeln!(
         out,
         "context: {}; max_context_tokens {}; max_tokens {}",
-        s.workload.prompts.describe(),
-        s.workload.max_context_tokens,
-        s.workload.max_tokens
+        w.prompts.describe(),
+        w.max_context_tokens,
+        w.max_tokens
     );
-    let sizing = match &s.workload.sizing {
+    let sizing = match &w.sizing {
         SizingMode::Tokenizer { path, .. } => {
-            format!("exact counts with {} (one probe measures the template)", path.display())
+            format!("exact counts with {} (probes measure the template)", path.display())
         }
         SizingMode::Calibrate => "calibrated against the server with a few probe requests before the run".to_string(),
         SizingMode::Estimate => "built-in estimate, no probe".to_string(),
     };
     let _ = writeln!(out, "prompt sizing: {sizing}");
-    let cache = match s.workload.prompt_cache {
+    let cache = match w.prompt_cache {
         PromptCache::Unique { .. } => "unique prefix per request".to_string(),
         PromptCache::SharedPrefix { tokens, burst, .. } => {
             format!("{tokens} shared prefix tokens{}", if burst { ", one warm-up request then a burst" } else { "" })
         }
     };
+    let levels_share = w.prompt_cache.reproducible() && (s.load.pacing.levels().len() > 1 || s.load.search.is_some());
     let _ = writeln!(
         out,
         "prompt cache: {cache}; prompts {}; canaries {}",
-        if s.workload.prompt_cache.reproducible() { "identical across runs (reproducible)" } else { "salted per run" },
-        if s.workload.canaries { "on" } else { "off" }
+        match (w.prompt_cache.reproducible(), levels_share) {
+            (true, true) => "identical across runs (reproducible), and every level sends the same prompts",
+            (true, false) => "identical across runs (reproducible)",
+            (false, _) => "salted per run and per level",
+        },
+        if w.canaries { "on" } else { "off" }
     );
     let o = &s.output;
-    if o.ignore_eos || o.min_tokens.is_some() || o.response_words.is_some() {
-        let _ = writeln!(
-            out,
-            "output: ignore_eos {}, min_tokens {}, response_words {} ({})",
-            o.ignore_eos,
-            o.min_tokens.map_or_else(|| "not sent".to_string(), |n| n.to_string()),
-            o.response_words.map_or_else(|| "not asked".to_string(), |n| n.to_string()),
-            o.policy.as_str()
-        );
-    }
-    let fmt_opt = |v: Option<f64>| v.map_or_else(|| "server default".to_string(), |x| x.to_string());
+    let _ = writeln!(
+        out,
+        "output: ignore_eos {}, min_tokens {}, response_words {} ({})",
+        o.ignore_eos,
+        o.min_tokens.map_or_else(|| "not sent".to_string(), |n| n.to_string()),
+        o.response_words.map_or_else(|| "not asked".to_string(), |n| n.to_string()),
+        o.policy.as_str()
+    );
+    let fmt_opt = |v: Option<f64>| v.map_or_else(|| "server default".to_string(), fmt_number);
     let _ =
         writeln!(out, "sampling: temperature {}, top_p {}", fmt_opt(s.sampling.temperature), fmt_opt(s.sampling.top_p));
     let _ = writeln!(
@@ -106,19 +184,34 @@ pub fn describe(s: &Scenario) -> String {
         s.serve.enable_thinking().map_or_else(|| "not sent".to_string(), |b| b.to_string()),
         s.serve.reasoning_effort.map_or_else(|| "not sent".to_string(), |e| format!("{e:?}").to_lowercase())
     );
+    let c = &s.client;
     let _ = writeln!(
         out,
-        "timeouts: connect {}, first byte {}, idle {}",
-        humantime::format_duration(s.client.connect),
-        humantime::format_duration(s.client.first_byte),
-        humantime::format_duration(s.client.idle)
+        "client: {}; timeouts connect {}, first byte {}, idle {}",
+        if c.http2 { "HTTP/2 (prior knowledge)" } else { "HTTP/1.1 with keep-alive" },
+        fmt_duration(c.connect),
+        fmt_duration(c.first_byte),
+        fmt_duration(c.idle)
     );
+    let retry = &c.retry;
+    let _ = if retry.max_retries == 0 {
+        writeln!(out, "retries: none")
+    } else {
+        let kinds: Vec<String> = retry.on.iter().map(ToString::to_string).collect();
+        writeln!(
+            out,
+            "retries: up to {} on {}, back-off {} doubling",
+            retry.max_retries,
+            kinds.join(", "),
+            fmt_duration(retry.backoff)
+        )
+    };
     // Before calibration the plan can only show the built-in estimate.
-    let sizer = match &s.workload.sizing {
+    let sizer = match &w.sizing {
         SizingMode::Tokenizer { tokenizer, .. } => {
-            Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead: default_overhead(s.target.api) }
+            Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead: default_overhead(t.api) }
         }
-        _ => Sizer::Estimate { overhead: default_overhead(s.target.api) },
+        _ => Sizer::Estimate { overhead: default_overhead(t.api) },
     };
     let first = Workload::new(s, 0, sizer).prepare(0);
     let _ = writeln!(

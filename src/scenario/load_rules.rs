@@ -4,14 +4,26 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::bounds::{BURSTINESS, MAX_RATE, MIN_RATE, fmt_number};
 use super::raw::{self, RawLoadMode};
 use super::validate::Checker;
 use super::{Arrival, Bound, Load, Overload, Pacing, ScenarioError, Search, SearchBy, Slo, SloCriterion};
 
 /// One client process can hold about this many streams; above it a level is a typo.
 const MAX_CONCURRENCY: f64 = 100_000.0;
-/// Arrivals per second one dispatcher can keep on schedule with room to spare.
-const MAX_RATE: f64 = 100_000.0;
+
+/// A rate, or why it is not one (in the order a reader checks: a number, not too small, not
+/// too large).
+fn check_rate(c: &Checker, key: &str, r: f64) -> Result<f64, ScenarioError> {
+    if r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r) {
+        return Ok(r);
+    }
+    Err(c.err(
+        key,
+        format!("{} is not a usable rate", fmt_number(r)),
+        format!("give requests per second from {MIN_RATE} (one per 1,000 s) to {}", fmt_number(MAX_RATE)),
+    ))
+}
 
 pub(super) fn load(c: &Checker, l: &raw::RawLoad) -> Result<Load, ScenarioError> {
     let open = match (l.mode, l.search) {
@@ -63,7 +75,7 @@ fn levels(
     let mut seen = BTreeSet::new();
     for &v in &values {
         if !seen.insert(v.to_bits()) {
-            return Err(c.err(key, format!("level {v} appears twice"), "list each level once"));
+            return Err(c.err(key, format!("level {} appears twice", fmt_number(v)), "list each level once"));
         }
     }
     Ok(values)
@@ -75,31 +87,25 @@ fn closed_pacing(c: &Checker, l: &raw::RawLoad, searching: bool) -> Result<Pacin
         if searching && l.concurrency.is_none() { vec![1.0] } else { levels(c, KEY, &l.concurrency, Some(1.0))? };
     let mut out = Vec::with_capacity(values.len());
     for n in values {
-        if n < 1.0 || n.fract() != 0.0 {
+        if n.is_nan() || n < 1.0 || n.fract() != 0.0 {
             return Err(c.err(
                 KEY,
-                format!("{n} is not a valid level: concurrency must be a whole number of at least 1"),
+                format!("{} is not a valid level: concurrency must be a whole number of at least 1", fmt_number(n)),
                 "use positive integers, e.g. concurrency = 4 or concurrency = [1, 2, 4, 8]",
             ));
         }
         if n > MAX_CONCURRENCY {
             return Err(c.err(
                 KEY,
-                format!("{n} is above the supported maximum of {MAX_CONCURRENCY}"),
+                format!("{} is above the supported maximum of {MAX_CONCURRENCY}", fmt_number(n)),
                 "use a smaller level",
             ));
         }
         out.push(n as u32);
     }
     let max_rate = match l.max_rate {
-        Some(r) if !(r > 0.0 && r <= MAX_RATE) => {
-            return Err(c.err(
-                "load.max_rate",
-                format!("{r} is not a usable rate"),
-                format!("give requests per second in (0, {MAX_RATE}]"),
-            ));
-        }
-        other => other,
+        Some(r) => Some(check_rate(c, "load.max_rate", r)?),
+        None => None,
     };
     Ok(Pacing::Closed { levels: out, max_rate })
 }
@@ -115,20 +121,16 @@ fn open_pacing(c: &Checker, l: &raw::RawLoad, searching: bool) -> Result<Pacing,
         levels(c, KEY, &l.rate, None)?
     };
     for &r in &rates {
-        if !(r > 0.0 && r <= MAX_RATE) {
-            return Err(c.err(
-                KEY,
-                format!("{r} is not a usable rate"),
-                format!("give requests per second in (0, {MAX_RATE}]"),
-            ));
-        }
+        check_rate(c, KEY, r)?;
     }
     let arrival = match (l.arrival.unwrap_or(raw::RawArrival::Poisson), l.burstiness) {
-        (raw::RawArrival::Gamma, Some(b)) if b > 0.0 && b.is_finite() => Arrival::Gamma { burstiness: b },
+        (raw::RawArrival::Gamma, Some(b)) if (BURSTINESS.0..=BURSTINESS.1).contains(&b) => {
+            Arrival::Gamma { burstiness: b }
+        }
         (raw::RawArrival::Gamma, Some(b)) => {
             return Err(c.err(
                 "load.burstiness",
-                format!("{b} must be positive"),
+                format!("{} is outside {}–{}", fmt_number(b), BURSTINESS.0, fmt_number(BURSTINESS.1)),
                 "1 is Poisson; 0.5 is burstier; 4 is smoother",
             ));
         }
@@ -218,12 +220,12 @@ fn search(c: &Checker, l: &raw::RawLoad, open: bool) -> Result<Option<Search>, S
     }
     let min = l.search_min.unwrap_or(1.0);
     let max = l.search_max.unwrap_or(1024.0);
-    let limit = if open { MAX_RATE } else { MAX_CONCURRENCY };
-    if !(min > 0.0 && min < max && max <= limit) || (!open && (min.fract() != 0.0 || max.fract() != 0.0)) {
+    let (lowest, limit) = if open { (MIN_RATE, MAX_RATE) } else { (1.0, MAX_CONCURRENCY) };
+    if !(min >= lowest && min < max && max <= limit) || (!open && (min.fract() != 0.0 || max.fract() != 0.0)) {
         return Err(c.err(
             "load.search_min",
-            format!("the search range {min}–{max} is not usable"),
-            format!("give 0 < search_min < search_max ≤ {limit} (whole numbers for concurrency)"),
+            format!("the search range {}–{} is not usable", fmt_number(min), fmt_number(max)),
+            format!("give {lowest} ≤ search_min < search_max ≤ {limit} (whole numbers for concurrency)"),
         ));
     }
     let max_steps = match l.search_steps {
@@ -263,6 +265,9 @@ pub(super) fn slo(c: &Checker, table: &toml::Table, load: &Load) -> Result<Slo, 
         let threshold = match value {
             toml::Value::Integer(i) => *i as f64,
             toml::Value::Float(f) if f.is_finite() => *f,
+            toml::Value::Float(f) => {
+                return Err(c.err(&path, format!("{f} is not a usable threshold"), "give a finite number"));
+            }
             other => {
                 return Err(c.err(
                     &path,

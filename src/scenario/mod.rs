@@ -4,11 +4,13 @@
 //! (`validate`). Errors name the file, the key path, what is wrong and how to fix it; the
 //! program exits with code 2 and sends nothing. No other module sees TOML shapes.
 
+pub mod bounds;
 mod describe;
 mod load_rules;
 mod metrics_rules;
 mod raw;
 mod validate;
+mod wording;
 mod workload_rules;
 
 use std::fmt;
@@ -57,6 +59,10 @@ pub struct Scenario {
     pub output: OutputControl,
     pub slo: Slo,
     pub client: ClientSettings,
+    /// What the command-line options replaced beyond their own key (e.g. `--rate` on a
+    /// closed-loop file drops `load.concurrency`), for `validate` and the console.
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -61,8 +61,8 @@ pub struct RawTarget {
     /// Write `[redacted]` instead of the base URL into the artifact.
     #[serde(default)]
     pub redact_base_url: bool,
-    /// Simulator profile used when no base URL is given: `instant`, `fast`, `realistic` or
-    /// `llamacpp` (default `realistic`). `--simulator` overrides it.
+    /// Simulator profile used when no base URL is given: `instant`, `fast`, `realistic`,
+    /// `llamacpp` or `faults` (default `realistic`). `--simulator` overrides it.
     pub simulator: Option<String>,
     /// Which engine's request spellings to use for non-standard fields: `"generic"` (default;
     /// vLLM, SGLang), `"llamacpp"`, or `"openai"` (hosted OpenAI-style APIs: no extra fields).
@@ -132,7 +132,7 @@ pub struct RawRun {
 
 /// A number of requests or a duration.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a number of requests (20) or a duration (\"30s\")")]
 pub enum Phase {
     Requests(i64),
     Time(String),
@@ -177,7 +177,7 @@ pub struct RawLoad {
 
 /// One level or a list of levels.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a number or a list of numbers, e.g. 4 or [1, 2, 4]")]
 pub enum Levels {
     One(f64),
     Many(Vec<f64>),

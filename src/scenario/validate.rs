@@ -8,7 +8,11 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use reqwest::header::HeaderValue;
+
+use super::bounds::fmt_duration;
 use super::raw::{self, RawScenario};
+use super::wording;
 use super::{
     Api, ApiKey, ClientSettings, Dialect, Endpoint, Overrides, Phase, ReasoningEffort, RetryPolicy, RunLimits,
     Sampling, Scenario, ServeFlags, Target, ThinkingMode,
@@ -43,12 +47,16 @@ impl std::error::Error for ScenarioError {}
 
 impl ScenarioError {
     pub(super) fn unreadable(path: &Path, e: &std::io::Error) -> Self {
-        ScenarioError {
-            file: path.display().to_string(),
-            key: String::new(),
-            problem: format!("cannot read the scenario file: {e}"),
-            fix: "check the path; example scenarios live in scenarios/".into(),
-        }
+        // A file that exists but is not text needs a different fix than a wrong path.
+        let (problem, fix) = if e.kind() == std::io::ErrorKind::InvalidData {
+            (
+                "the scenario file is not UTF-8 text".to_string(),
+                "save it as UTF-8 (TOML files are UTF-8); check that it is the scenario and not another file",
+            )
+        } else {
+            (format!("cannot read the scenario file: {e}"), "check the path; example scenarios live in scenarios/")
+        };
+        ScenarioError { file: path.display().to_string(), key: String::new(), problem, fix: fix.into() }
     }
 }
 
@@ -82,11 +90,24 @@ impl Checker<'_> {
         default: Duration,
     ) -> Result<Duration, ScenarioError> {
         let Some(text) = value else { return Ok(default) };
+        let (min, max) = super::bounds::duration_range(key);
+        let range = format!("{} to {}", fmt_duration(min), fmt_duration(max));
         let d = humantime::parse_duration(text.trim()).map_err(|e| {
-            self.err(key, format!("{text:?} is not a duration ({e})"), "write it like \"90s\", \"10m\" or \"1h 30m\"")
+            self.err(
+                key,
+                format!("{text:?} is not a duration ({e})"),
+                format!("write it like \"90s\", \"10m\" or \"1h 30m\", from {range}"),
+            )
         })?;
         if d.is_zero() {
-            return Err(self.err(key, "must be longer than zero", "give a positive duration such as \"30s\""));
+            return Err(self.err(key, "must be longer than zero", format!("give a duration from {range}")));
+        }
+        if d < min || d > max {
+            return Err(self.err(
+                key,
+                format!("{text:?} is outside the allowed range ({range})"),
+                format!("give a duration from {range}"),
+            ));
         }
         Ok(d)
     }
@@ -96,7 +117,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let file = path.display().to_string();
     let mut raw = parse(&file, text)?;
     let mut c = Checker { file, overridden: Vec::new() };
-    apply_overrides(&mut raw, overrides, &mut c.overridden);
+    let notes = apply_overrides(&mut raw, overrides, &mut c)?;
 
     let mut target = target(&c, &raw.target)?;
     let run = run(&c, &raw.run)?;
@@ -106,6 +127,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;
+    check_thinking_api(&c, &target, &raw.serve)?;
     let client = ClientSettings {
         connect: c.duration(
             "client.connect_timeout",
@@ -123,7 +145,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     };
     super::workload_rules::check_extra_body(&c, &target, &serve)?;
     let slo = super::load_rules::slo(&c, &raw.slo, &load)?;
-    Ok(Scenario { path: path.to_path_buf(), target, run, load, workload, sampling, serve, output, slo, client })
+    Ok(Scenario { path: path.to_path_buf(), target, run, load, workload, sampling, serve, output, slo, client, notes })
 }
 
 /// TOML syntax first (with line and column), then shape (with the key path).
@@ -137,15 +159,28 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
         ScenarioError {
             file: file.to_string(),
             key: String::new(),
-            problem: format!("not valid TOML{at}: {}", e.message().trim()),
+            problem: format!("not valid TOML{at}: {}", wording::humanize(e.message())),
             fix: "fix the syntax; see the scenario reference in README.md".into(),
         }
     })?;
-    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+    serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
         let key = e.path().to_string();
         let inner = e.into_inner();
-        let message = inner.message().trim().to_string();
-        let fix = if message.starts_with("unknown field") {
+        let raw_message = inner.message().trim().to_string();
+        // A key with a fixed set of values: name the values rather than the parser's types.
+        let choices = (!raw_message.starts_with("unknown field") && !raw_message.starts_with("missing field"))
+            .then(|| wording::choices(&table, &key))
+            .flatten();
+        let message = match &choices {
+            Some(choices) if !raw_message.starts_with("unknown variant") => format!(
+                "{} is not one of {choices}",
+                wording::value_at(&table, &key).unwrap_or_else(|| "the value".into())
+            ),
+            _ => wording::humanize(&raw_message),
+        };
+        let fix = if let Some(choices) = choices {
+            format!("use one of {choices}")
+        } else if message.starts_with("unknown field") {
             "remove or rename the key; README.md lists every key the scenario accepts".to_string()
         } else if message.starts_with("missing field") {
             "add the key; README.md's scenario reference shows an example".to_string()
@@ -168,7 +203,16 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-fn apply_overrides<'a>(raw: &mut RawScenario, o: &'a Overrides, overridden: &mut Vec<(&'static str, &'a str)>) {
+/// Command-line values replace the file's. `--rate` and `--concurrency` also choose the mode
+/// (the README says they set it): the file's settings of the other mode are dropped, and the
+/// returned notes say which, for `validate` and the console.
+fn apply_overrides<'a>(
+    raw: &mut RawScenario,
+    o: &'a Overrides,
+    c: &mut Checker<'a>,
+) -> Result<Vec<String>, ScenarioError> {
+    let mut notes = Vec::new();
+    let overridden = &mut c.overridden;
     if let Some(url) = &o.base_url {
         raw.target.base_url = Some(url.clone());
         overridden.push(("target.base_url", o.base_url_origin.unwrap_or("--base-url")));
@@ -177,14 +221,30 @@ fn apply_overrides<'a>(raw: &mut RawScenario, o: &'a Overrides, overridden: &mut
         raw.target.model = model.clone();
         overridden.push(("target.model", "--model"));
     }
+    if o.rate.is_some() && o.concurrency.is_some() {
+        return Err(c.err(
+            "load.mode",
+            "--rate and --concurrency contradict each other: --rate runs an open loop, --concurrency a closed one",
+            "give only one of them",
+        ));
+    }
     if let Some(levels) = &o.concurrency {
+        let replaced = switch_mode(&mut raw.load, raw::RawLoadMode::Closed);
         raw.load.concurrency = Some(raw::Levels::Many(levels.iter().map(|&l| f64::from(l)).collect()));
         overridden.push(("load.concurrency", "--concurrency"));
+        overridden.push(("load.mode", "--concurrency"));
+        if !replaced.is_empty() {
+            notes.push(format!("--concurrency runs a closed loop; it replaces the scenario's {}", replaced.join(", ")));
+        }
     }
     if let Some(rates) = &o.rate {
+        let replaced = switch_mode(&mut raw.load, raw::RawLoadMode::Open);
         raw.load.rate = Some(raw::Levels::Many(rates.clone()));
-        raw.load.mode = Some(raw::RawLoadMode::Open);
         overridden.push(("load.rate", "--rate"));
+        overridden.push(("load.mode", "--rate"));
+        if !replaced.is_empty() {
+            notes.push(format!("--rate runs an open loop; it replaces the scenario's {}", replaced.join(", ")));
+        }
     }
     if let Some(n) = o.requests {
         raw.run.requests = Some(n);
@@ -206,6 +266,42 @@ fn apply_overrides<'a>(raw: &mut RawScenario, o: &'a Overrides, overridden: &mut
         raw.workload.tokenizer = Some(tokenizer.clone());
         overridden.push(("workload.tokenizer", "--tokenizer"));
     }
+    Ok(notes)
+}
+
+/// Set `mode`, dropping the scenario's settings that belong to the other mode and any capacity
+/// search (fixed levels from the command line replace it). Returns the keys dropped.
+fn switch_mode(l: &mut raw::RawLoad, mode: raw::RawLoadMode) -> Vec<&'static str> {
+    let mut dropped = Vec::new();
+    let mut take = |key: &'static str, set: bool| {
+        if set {
+            dropped.push(key);
+        }
+    };
+    let was_open =
+        l.mode == Some(raw::RawLoadMode::Open) || (l.mode.is_none() && l.search == Some(raw::RawSearch::Rate));
+    match mode {
+        raw::RawLoadMode::Open => {
+            take("load.mode = \"closed\"", l.mode == Some(raw::RawLoadMode::Closed));
+            take("load.concurrency", l.concurrency.take().is_some());
+            take("load.max_rate", l.max_rate.take().is_some());
+        }
+        raw::RawLoadMode::Closed => {
+            take("load.mode = \"open\"", was_open && l.mode.is_some());
+            take("load.rate", l.rate.take().is_some());
+            take("load.arrival", l.arrival.take().is_some());
+            take("load.burstiness", l.burstiness.take().is_some());
+            take("load.ramp", l.ramp.take().is_some());
+            take("load.max_in_flight", l.max_in_flight.take().is_some());
+            take("load.overload", l.overload.take().is_some());
+        }
+    }
+    take("load.search", l.search.take().is_some());
+    take("load.search_min", l.search_min.take().is_some());
+    take("load.search_max", l.search_max.take().is_some());
+    take("load.search_steps", l.search_steps.take().is_some());
+    l.mode = Some(mode);
+    dropped
 }
 
 fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
@@ -240,6 +336,17 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
             ));
         }
         Some(var) => match std::env::var(var) {
+            // The key goes into a header: a line break (a `$(cat keyfile)` habit) would only
+            // fail at the first request. Checked by the same rule the HTTP client applies.
+            Ok(key) if !key.is_empty() && HeaderValue::from_str(&format!("Bearer {key}")).is_err() => {
+                return Err(c.err(
+                    "target.api_key_env",
+                    format!(
+                        "the key in the environment variable {var} holds a line break or another control character, which an HTTP header cannot carry"
+                    ),
+                    format!("export it without them, e.g. export {var}=\"$(printf %s \"${var}\" | tr -d '\\r\\n')\""),
+                ));
+            }
             Ok(key) if !key.is_empty() => Some(ApiKey::new(key)),
             _ => {
                 return Err(c.err(
@@ -311,7 +418,17 @@ fn normalize_base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
             "give the API root only (e.g. \"http://host:8000/v1\"); the endpoint follows from target.api",
         ));
     }
-    Ok(if path.is_empty() { format!("{url}/v1") } else { url.to_string() })
+    let normalized = if path.is_empty() { format!("{url}/v1") } else { url.to_string() };
+    // The HTTP client parses the URL once more; anything it would refuse (a port above 65535,
+    // a character a host cannot hold) is refused here, before anything is sent.
+    if let Err(e) = reqwest::Url::parse(&normalized) {
+        return Err(c.err(
+            "target.base_url",
+            format!("{url:?} is not a usable URL ({e})"),
+            "write it like \"http://127.0.0.1:8000/v1\" (a port is 1–65535)",
+        ));
+    }
+    Ok(normalized)
 }
 
 fn run(c: &Checker, r: &raw::RawRun) -> Result<RunLimits, ScenarioError> {
@@ -415,6 +532,26 @@ fn sampling(c: &Checker, s: &raw::RawSampling) -> Result<Sampling, ScenarioError
         }
     }
     Ok(Sampling { temperature: s.temperature, top_p: s.top_p })
+}
+
+/// Thinking modes are chat-template arguments: a completions request has no template, so the
+/// setting would be recorded but never sent. Refused rather than silently dropped.
+fn check_thinking_api(c: &Checker, target: &Target, s: &raw::RawServe) -> Result<(), ScenarioError> {
+    if target.api != Api::Completions {
+        return Ok(());
+    }
+    let key = if s.no_thinking {
+        "serve.no_thinking"
+    } else if s.thinking_mode != raw::RawThinkingMode::Default {
+        "serve.thinking_mode"
+    } else {
+        return Ok(());
+    };
+    Err(c.err(
+        key,
+        "is sent as chat_template_kwargs.enable_thinking, which only chat requests carry; with target.api = \"completions\" nothing would be sent",
+        "remove it (a completions prompt reaches the model as written), or use target.api = \"chat\"",
+    ))
 }
 
 fn serve(c: &Checker, s: &raw::RawServe) -> Result<ServeFlags, ScenarioError> {

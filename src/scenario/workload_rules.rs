@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::bounds::fmt_number;
 use super::raw;
 use super::validate::{CONTEXT_SANITY_LIMIT, Checker};
 use super::{
@@ -59,6 +60,7 @@ pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, scenario_path: &Path) 
                     "give a JSON Lines file (one prompt per line) or a ShareGPT-style JSON array",
                 )
             })?;
+            check_shared_prefix_fits(c, shared, max_context, max_tokens)?;
             PromptSource::Dataset(Arc::new(dataset))
         }
         (None, Some(value)) => {
@@ -146,6 +148,29 @@ fn prompt_cache(c: &Checker, w: &raw::RawWorkload) -> Result<PromptCache, Scenar
     }
 }
 
+/// Dataset prompts are sent at their own length, but the shared prefix in front of each is the
+/// scenario's: it alone (with room for a prompt and the output reserve) must fit the window.
+fn check_shared_prefix_fits(c: &Checker, shared: u32, max_context: u32, max_tokens: u32) -> Result<(), ScenarioError> {
+    if shared == 0 {
+        return Ok(());
+    }
+    let need = u64::from(shared) + u64::from(MIN_CONTEXT_TOKENS) + u64::from(max_tokens);
+    if need > u64::from(max_context) {
+        return Err(c.err(
+            "workload.shared_prefix_tokens",
+            format!(
+                "a {shared}-token shared prefix, at least {MIN_CONTEXT_TOKENS} tokens of prompt and workload.max_tokens {max_tokens}{} do not fit in max_context_tokens ({max_context})",
+                c.origin("workload.max_tokens")
+            ),
+            format!(
+                "keep shared_prefix_tokens at or below {}, or raise max_context_tokens to the server's real context window",
+                u64::from(max_context).saturating_sub(u64::from(MIN_CONTEXT_TOKENS) + u64::from(max_tokens))
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn check_contexts_fit(
     c: &Checker,
     context: &ContextDistribution,
@@ -198,11 +223,16 @@ fn context_distribution(
     const KEY: &str = "workload.context_tokens";
     const FIX: &str =
         "write one size (8192), weights ({ 4096 = 3, 65536 = 1 }), { uniform = [lo, hi] } or { normal = [mean, sd] }";
-    let check_size = |key: &str, tokens: i64| -> Result<u32, ScenarioError> {
-        if tokens < i64::from(MIN_CONTEXT_TOKENS) || tokens > CONTEXT_SANITY_LIMIT {
+    // Sizes arrive as TOML integers or (inside uniform/normal lists) as numbers: checked as
+    // numbers so that 1e300 is reported as 1e300, not as a saturated integer.
+    let check_size = |key: &str, tokens: f64| -> Result<u32, ScenarioError> {
+        if !(f64::from(MIN_CONTEXT_TOKENS)..=CONTEXT_SANITY_LIMIT as f64).contains(&tokens) || tokens.fract() != 0.0 {
             return Err(c.err(
                 key,
-                format!("{tokens} is not a usable context size (minimum {MIN_CONTEXT_TOKENS})"),
+                format!(
+                    "{} is not a usable context size (a whole number from {MIN_CONTEXT_TOKENS} to {CONTEXT_SANITY_LIMIT})",
+                    fmt_number(tokens)
+                ),
                 FIX,
             ));
         }
@@ -218,12 +248,12 @@ fn context_distribution(
         }
     };
     match value {
-        toml::Value::Integer(n) => Ok(ContextDistribution::single(check_size(KEY, *n)?)),
+        toml::Value::Integer(n) => Ok(ContextDistribution::single(check_size(KEY, *n as f64)?)),
         toml::Value::Table(t) if t.is_empty() => Err(c.err(KEY, "is an empty distribution", FIX)),
         toml::Value::Table(t) if t.len() == 1 && t.contains_key("uniform") => {
             let key = format!("{KEY}.uniform");
             let (lo, hi) = pair(&key, &t["uniform"])?;
-            let (lo, hi) = (check_size(&key, lo as i64)?, check_size(&key, hi as i64)?);
+            let (lo, hi) = (check_size(&key, lo)?, check_size(&key, hi)?);
             if lo > hi {
                 return Err(c.err(&key, format!("lower bound {lo} is above upper bound {hi}"), FIX));
             }
@@ -236,7 +266,11 @@ fn context_distribution(
             if !plausible {
                 return Err(c.err(
                     &key,
-                    format!("mean {mean} must lie in [{MIN_CONTEXT_TOKENS}, {clamp_max}] and sd {sd} must be positive"),
+                    format!(
+                        "mean {} must lie in [{MIN_CONTEXT_TOKENS}, {clamp_max}] and sd {} must be positive",
+                        fmt_number(mean),
+                        fmt_number(sd)
+                    ),
                     FIX,
                 ));
             }
@@ -252,7 +286,7 @@ fn context_distribution(
                     toml::Value::Integer(w) if *w >= 1 && *w <= i64::from(u32::MAX) => *w as u32,
                     other => return Err(c.err(&key, format!("weight {other} must be a positive integer"), FIX)),
                 };
-                choices.push((check_size(&key, tokens)?, weight));
+                choices.push((check_size(&key, tokens as f64)?, weight));
             }
             choices.sort_unstable();
             Ok(ContextDistribution::Weighted { choices })

@@ -29,6 +29,15 @@ use text::Stream;
 /// Template tokens each chat message beyond the first adds (role header, end of turn).
 const EXTRA_MESSAGE_TOKENS: f64 = 4.0;
 
+/// Request tags are written with this many digits, so that every request's header (and the
+/// calibration probes') has the same length and the same token count on any tokenizer: a
+/// header that grew with the request number would add tokens the calibration never saw.
+const TAG_DIGITS: u32 = 10;
+const TAG_SPACE: u64 = 10u64.pow(TAG_DIGITS);
+/// Odd and not a multiple of 5: `i · TAG_STEP mod 10^10` is a bijection, and consecutive
+/// requests' tags differ in their first digit (so no two prompts share a cache block).
+const TAG_STEP: u64 = 7_639_320_221;
+
 /// One request, ready to send. Built before the request's clock starts.
 #[derive(Debug, Clone)]
 pub struct PreparedRequest {
@@ -58,6 +67,14 @@ pub struct Workload {
     sizer: Sizer,
     /// The text every prompt starts with in `shared-prefix` mode.
     shared_prefix: String,
+    /// Its size in tokens (0 in `unique` mode), to rebuild it for another level.
+    shared_prefix_tokens: u32,
+    /// Whether every level sends the same prompts (reproducible prompts) or each its own.
+    reproducible: bool,
+    /// Template tokens of a conversation that brings its own system message, measured by a
+    /// calibration probe (the template then drops its default system prompt, which the other
+    /// probes included). `None`: the conversation is sized like any other.
+    system_overhead: Option<f64>,
     /// Dataset order: request `i` uses prompt `order[i % len]`.
     order: Vec<usize>,
 }
@@ -68,6 +85,7 @@ impl Workload {
         let w = &scenario.workload;
         let seed = scenario.run.seed;
         let salt = if w.prompt_cache.reproducible() { 0 } else { run_salt };
+        let shared_prefix_tokens = w.prompt_cache.shared_prefix_tokens();
         let shared_prefix = match w.prompt_cache {
             PromptCache::SharedPrefix { tokens, .. } => build_shared_prefix(&sizer, seed, salt, tokens),
             PromptCache::Unique { .. } => String::new(),
@@ -89,12 +107,61 @@ impl Workload {
             params: RequestParams::from_scenario(scenario),
             sizer,
             shared_prefix,
+            shared_prefix_tokens,
+            reproducible: w.prompt_cache.reproducible(),
+            system_overhead: None,
             order,
         }
     }
 
+    /// Size conversations that carry their own system message with the measured overhead.
+    pub fn with_system_overhead(mut self, overhead: Option<f64>) -> Self {
+        self.system_overhead = overhead;
+        self
+    }
+
     pub fn salt(&self) -> u64 {
         self.salt
+    }
+
+    /// The requests of one load level (a concurrency or a rate). Each level gets its own salt,
+    /// derived from the run's and the level, so no level sends a prompt an earlier level of the
+    /// run sent (whose prefix the server would still have cached). With reproducible prompts
+    /// every level sends the same prompts, as the run description says.
+    pub fn for_level(&self, level: f64) -> Workload {
+        if self.reproducible {
+            return self.clone();
+        }
+        let mut w = self.clone();
+        w.salt = level_salt(self.salt, level);
+        if self.shared_prefix_tokens > 0 {
+            w.shared_prefix = build_shared_prefix(&self.sizer, self.seed, w.salt, self.shared_prefix_tokens);
+        }
+        w
+    }
+
+    /// Every level sends the same prompts (reproducible prompts).
+    pub fn levels_share_prompts(&self) -> bool {
+        self.reproducible
+    }
+
+    /// `Request <tag> reference text:` with a fixed-width tag unique to the request (and to the
+    /// run and level, through the salt).
+    fn header(&self, tag_index: u64) -> String {
+        let tag = if tag_index < TAG_SPACE {
+            // u128: the product does not fit 64 bits.
+            let scrambled = (u128::from(tag_index) * u128::from(TAG_STEP) % u128::from(TAG_SPACE)) as u64;
+            format!("{scrambled:010}")
+        } else {
+            tag_index.to_string()
+        };
+        // Reproducible prompts carry the seed instead of a salt; either is the same for every
+        // request of a level, so only the tag tells requests apart.
+        if self.salt == 0 {
+            format!("Request {tag}-{} reference text:", self.seed)
+        } else {
+            format!("Request {tag}-{:010} reference text:", self.salt as u32)
+        }
     }
 
     /// The planned context of request `index` (synthetic prompts: a seeded draw).
@@ -113,10 +180,8 @@ impl Workload {
     pub fn prepare(&self, index: u64) -> PreparedRequest {
         let canary = self.canaries.then(|| canary_marker(self.seed, index));
         let task = task_text(canary.as_deref(), self.response_words);
-        // The index comes first so that prompts diverge within their first few tokens.
-        let tag =
-            if self.salt == 0 { format!("{index}-{}", self.seed) } else { format!("{index}-{:08x}", self.salt as u32) };
-        let header = format!("Request {tag} reference text:");
+        // The tag comes first so that prompts diverge within their first few tokens.
+        let header = self.header(index);
         let (body, target, planned) = match &self.source {
             PromptSource::Synthetic { context } => {
                 let planned = draw_context(context, self.seed, index);
@@ -194,10 +259,16 @@ impl Workload {
                     last_user.content.push_str(task);
                 }
                 // The sizer knows one message's template; each further message adds its own role
-                // header and end-of-turn, a few tokens in every chat template in use.
+                // header and end-of-turn, a few tokens in every chat template in use. A
+                // conversation that opens with its own system message replaces the template's
+                // default one: its overhead was measured by its own probe, when there was one.
                 let text: f64 = messages.iter().map(|m| self.sizer.text_tokens(&m.content)).sum();
-                let extra = EXTRA_MESSAGE_TOKENS * (messages.len() as f64 - 1.0);
-                let target = (text + self.sizer.overhead() + extra).round().max(1.0) as u32;
+                let (base, counted) = match self.system_overhead {
+                    Some(overhead) if messages.first().is_some_and(|m| m.role == "system") => (overhead, 2.0),
+                    _ => (self.sizer.overhead(), 1.0),
+                };
+                let extra = EXTRA_MESSAGE_TOKENS * (messages.len() as f64 - counted).max(0.0);
+                let target = (text + base + extra).round().max(1.0) as u32;
                 (openai::request_body(&self.params, PromptBody::Messages(&messages)), target)
             }
         }
@@ -207,14 +278,72 @@ impl Workload {
     /// filler words each, sent with `max_tokens = 1` and no streaming. Returns (body, predicted
     /// text tokens before calibration).
     pub fn probe(&self, k: u64, words: usize) -> (Bytes, f64) {
-        let marker = self.canaries.then(|| format!("{CANARY_PREFIX}{}_P{k:04}", self.seed));
-        let task = task_text(marker.as_deref(), self.response_words);
-        let mut prompt = format!("Request probe-{:08x}-{k} reference text:", self.salt as u32);
-        text::push_filler(&mut prompt, words, &mut text::rng(self.seed, self.salt ^ 0x5052_4f42, k, Stream::Text));
-        prompt.push_str(&task);
+        let prompt = self.probe_text(k, words);
         let body = openai::probe_body(&self.params, &prompt);
         (Bytes::from(body), self.sizer.text_tokens(&prompt))
     }
+
+    /// A probe prompt: the header of a request (same length, a tag no request uses), filler and
+    /// the task, so the fit sees exactly the fixed parts every request carries.
+    fn probe_text(&self, k: u64, words: usize) -> String {
+        let marker = self.canaries.then(|| format!("{CANARY_PREFIX}{}_P{k:04}", self.seed));
+        let task = task_text(marker.as_deref(), self.response_words);
+        let mut prompt = self.header(TAG_SPACE - 1 - k);
+        text::push_filler(&mut prompt, words, &mut text::rng(self.seed, self.salt ^ 0x5052_4f42, k, Stream::Text));
+        prompt.push_str(&task);
+        prompt
+    }
+
+    /// Whether some dataset conversation opens with its own system message (then one more
+    /// probe measures that template shape; see `system_probe`).
+    pub fn has_system_conversations(&self) -> bool {
+        self.params.api == crate::scenario::Api::Chat
+            && matches!(&self.source, PromptSource::Dataset(d) if d.prompts.iter().any(|p| matches!(
+                p, DatasetPrompt::Messages(m) if m.first().is_some_and(|m| m.role == "system")
+            )))
+    }
+
+    /// A probe shaped like a conversation with its own system message: a system message of one
+    /// block of filler words (counted at the calibrated rate), then a probe prompt. Returns the
+    /// body and its two texts, for measuring the template overhead of that shape.
+    pub fn system_probe(&self, k: u64, words: usize) -> (Bytes, String, String) {
+        let mut system = String::from("Reference instructions:");
+        let block = text::filler_words().len();
+        text::push_filler(&mut system, block, &mut text::rng(self.seed, self.salt ^ 0x5359_5354, k, Stream::Text));
+        let user = self.probe_text(k, words);
+        let messages = [
+            ChatMessage { role: "system".into(), content: system.clone() },
+            ChatMessage { role: "user".into(), content: user.clone() },
+        ];
+        let body = openai::request_body(&self.params, PromptBody::Messages(&messages));
+        // The same fields as a measured request, made into a probe: one token, not streamed.
+        let body = match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(serde_json::Value::Object(mut map)) => {
+                map.insert("max_tokens".into(), 1.into());
+                map.insert("stream".into(), false.into());
+                for key in ["stream_options", "ignore_eos", "min_tokens"] {
+                    map.remove(key);
+                }
+                serde_json::to_vec(&map).unwrap_or(body)
+            }
+            _ => body,
+        };
+        (Bytes::from(body), system, user)
+    }
+
+    /// The sizer's count for a piece of text (for the system-message probe's overhead).
+    pub fn text_tokens(&self, text: &str) -> f64 {
+        self.sizer.text_tokens(text)
+    }
+}
+
+/// Level `level`'s salt: the run's, mixed with the level's value (levels of a run are distinct).
+fn level_salt(run_salt: u64, level: f64) -> u64 {
+    let mut z = run_salt ^ level.to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    // Never 0: a zero salt means "reproducible" in the header.
+    (z ^ (z >> 31)).max(1)
 }
 
 /// The instruction that ends every prompt.

@@ -112,8 +112,18 @@ impl SizingRecord {
             intercept,
             fit_residual_max: None,
             fallback_reason: None,
+            system_probe: None,
+            system_message_overhead: None,
         }
     }
+}
+
+/// Whether a `prompt_sizing_off` warning should advise `workload.tokenizer = "calibrate"` (or a
+/// tokenizer.json): only when the run did not already size prompts from the server's own counts,
+/// i.e. it used the built-in estimate or its calibration fell back to it. A calibrated run that
+/// is still off needs another explanation (prompts of a shape the probes did not have).
+pub fn calibration_would_help(record: &SizingRecord) -> bool {
+    record.mode == "estimate" || record.fallback_reason.is_some()
 }
 
 /// Least-squares line through `(x, y)` points: `(slope, intercept, largest residual)`. Needs two
@@ -137,11 +147,26 @@ pub fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
 }
 
 /// Filler word counts for the calibration probes: spread over two orders of magnitude below the
-/// largest prompt the run will send (and never above 4,096 words: the fit is linear by
-/// construction, so larger probes add cost, not accuracy).
-pub fn probe_sizes(largest_prompt_tokens: u32) -> Vec<usize> {
+/// largest prompt the run will send (and never far above 4,096 words: the fit is linear by
+/// construction, so larger probes add cost, not accuracy), each rounded up to whole blocks of
+/// the filler list. A whole block is counted at exactly the filler's average rate by any
+/// tokenizer (it holds every word once), so the probes lie on one line and the fit is exact;
+/// a probe of a few words would carry the chance mix of its words into the intercept, which
+/// decides the size of small prompts. Probes stay within half the context window; where that
+/// leaves no two whole blocks, the plain counts are used.
+pub fn probe_sizes(largest_prompt_tokens: u32, window_tokens: u32) -> Vec<usize> {
+    let block = super::text::filler_words().len();
     let cap = (f64::from(largest_prompt_tokens) * 0.8 - 64.0).clamp(32.0, 4096.0) as usize;
-    let mut sizes: Vec<usize> = [cap / 64, cap / 16, cap / 4, cap].into_iter().map(|n| n.max(8)).collect();
+    let plain: Vec<usize> = [cap / 64, cap / 16, cap / 4, cap].into_iter().map(|n| n.max(8)).collect();
+    let room = (f64::from(window_tokens) * 0.5 - 64.0).max(0.0) as usize;
+    let mut sizes: Vec<usize> = plain.iter().map(|n| n.div_ceil(block).max(1) * block).collect();
+    sizes.dedup();
+    if sizes.len() < 2 {
+        sizes.push(sizes[0] + block);
+    }
+    if sizes.last().is_some_and(|&n| n > room) {
+        sizes = plain;
+    }
     sizes.dedup();
     sizes
 }
@@ -211,10 +236,17 @@ mod tests {
     }
 
     #[test]
-    fn probe_sizes_are_distinct_and_bounded() {
-        assert_eq!(probe_sizes(65_536), vec![64, 256, 1024, 4096]);
-        let small = probe_sizes(200);
-        assert!(small.len() >= 2 && small.iter().all(|n| (8..=96).contains(n)), "{small:?}");
+    fn probe_sizes_are_whole_blocks_distinct_and_bounded() {
+        let block = crate::workload::text::filler_words().len();
+        let large = probe_sizes(65_536, 262_144);
+        assert_eq!(large.len(), 4);
+        assert!(large.iter().all(|n| n % block == 0) && large[3] <= 4096 + block, "{large:?}");
+        // Small prompts still get two whole blocks when the window has room for them.
+        let small = probe_sizes(200, 8192);
+        assert_eq!(small, vec![block, 2 * block]);
+        // A window too small for whole blocks: plain counts that fit.
+        let tiny = probe_sizes(200, 300);
+        assert!(tiny.len() >= 2 && tiny.iter().all(|n| (8..=96).contains(n)), "{tiny:?}");
     }
 
     #[test]
@@ -236,6 +268,17 @@ mod tests {
             fit_from_probes(&Sizer::Estimate { overhead: 8.0 }, "calibrate", None, probes.to_vec(), 8.0);
         assert!(matches!(sizer, Sizer::Fit { slope, .. } if (slope - 1.25).abs() < 1e-9));
         assert!((record.intercept - 6.0).abs() < 1e-9 && record.fallback_reason.is_none());
+    }
+
+    #[test]
+    fn calibration_is_advised_only_where_it_was_not_in_use() {
+        let sizer = Sizer::Estimate { overhead: 8.0 };
+        assert!(calibration_would_help(&SizingRecord::for_sizer("estimate", &sizer, None)));
+        let mut calibrated = SizingRecord::for_sizer("calibrate", &Sizer::Fit { slope: 1.2, intercept: 5.0 }, None);
+        assert!(!calibration_would_help(&calibrated));
+        calibrated.fallback_reason = Some("probes failed".into());
+        assert!(calibration_would_help(&calibrated), "a calibration that fell back did not size anything");
+        assert!(!calibration_would_help(&SizingRecord::for_sizer("tokenizer", &sizer, None)));
     }
 
     #[test]

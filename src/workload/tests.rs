@@ -98,3 +98,68 @@ fn canary_and_word_count_instructions_end_the_prompt() {
     assert!(r.canary.is_none() && r.response_words == Some(12));
     assert!(prompt_of(&r.body).ends_with("answer in exactly 12 words about the reference text."));
 }
+
+#[test]
+fn every_request_header_has_the_probes_length() {
+    let s = scenario("context_tokens = 300");
+    for salt in [0, 7, u64::MAX] {
+        let w = Workload::new(&s, salt, ESTIMATE);
+        let probe = w.header(TAG_SPACE - 1);
+        let mut seen = std::collections::HashSet::new();
+        for i in [0, 1, 9, 10, 99, 100, 999, 1_000, 12_345, 99_999, 1_000_000, 9_999_999_999] {
+            let h = w.header(i);
+            assert_eq!(h.len(), probe.len(), "{h:?} against the probe's {probe:?}");
+            assert_eq!(estimate_tokens(&h), estimate_tokens(&probe));
+            assert!(seen.insert(h), "tags are distinct");
+        }
+        // Consecutive requests differ in the tag's first digit: no shared cache block.
+        assert_ne!(w.header(0).as_bytes()[8], w.header(1).as_bytes()[8]);
+    }
+}
+
+#[test]
+fn each_level_has_its_own_prompts_unless_they_are_reproducible() {
+    let s = scenario("context_tokens = 600");
+    let w = Workload::new(&s, 11, ESTIMATE);
+    let p = |w: &Workload, i| prompt_of(&w.prepare(i).body);
+    let (one, two) = (w.for_level(1.0), w.for_level(2.0));
+    assert_ne!(p(&one, 0), p(&two, 0));
+    assert_ne!(p(&one, 0), p(&w, 0));
+    assert_eq!(p(&one, 3), p(&w.for_level(1.0), 3), "a level's prompts are a function of the level");
+    // The header keeps its length whatever the level's salt.
+    assert_eq!(one.header(5).len(), two.header(5).len());
+    let shared = scenario("context_tokens = 8192\nprompt_cache = \"shared-prefix\"\nshared_prefix_tokens = 4096");
+    let w = Workload::new(&shared, 11, ESTIMATE);
+    assert_ne!(w.for_level(1.0).shared_prefix, w.for_level(2.0).shared_prefix, "each level warms its own prefix");
+    let fixed = scenario("context_tokens = 600\nreproducible = true");
+    let w = Workload::new(&fixed, 11, ESTIMATE);
+    assert!(w.levels_share_prompts());
+    assert_eq!(p(&w.for_level(1.0), 2), p(&w.for_level(4.0), 2));
+}
+
+#[test]
+fn a_conversation_with_its_own_system_message_uses_the_measured_overhead() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    std::fs::write(
+        &data,
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", \"content\": \"the river\"}]}\n",
+    )
+    .unwrap();
+    let s = scenario(&format!("prompts = \"{}\"\ncanaries = false", data.display()));
+    let base = Workload::new(&s, 1, ESTIMATE);
+    assert!(base.has_system_conversations());
+    let measured = base.clone().with_system_overhead(Some(-30.0));
+    let (plain, adjusted) = (base.prepare(0).prompt_target_tokens, measured.prepare(0).prompt_target_tokens);
+    // Without a measurement: one message's template (8) plus 4 for the second message; with it,
+    // the measured overhead of the whole [system, user] shape replaces both.
+    assert_eq!(f64::from(plain) - f64::from(adjusted), 8.0 + 4.0 + 30.0);
+    let (body, system, user) = base.system_probe(0, 32);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((v["stream"].as_bool(), v["max_tokens"].as_u64()), (Some(false), Some(1)));
+    assert!(v.get("stream_options").is_none());
+    assert_eq!(
+        (v["messages"][0]["content"].as_str(), v["messages"][1]["content"].as_str()),
+        (Some(&*system), Some(&*user))
+    );
+}

@@ -344,7 +344,11 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
     }
     if let (Some(bias_pct), Some(mean_pct)) = (s.sizing.bias_pct, s.sizing.mean_pct) {
         if mean_pct > SIZING_WARN_PCT {
-            w.push(Warning::PromptSizingOff { mean_pct, bias_pct });
+            w.push(Warning::PromptSizingOff {
+                mean_pct,
+                bias_pct,
+                calibration_would_help: info.prompt_sizing.calibration_would_help(),
+            });
         }
     }
     if info.unique_prefixes {

@@ -51,6 +51,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         prompt_cache_mode: info.prompt_cache_mode.clone(),
         shared_prefix_tokens: info.shared_prefix_tokens,
         prompts_reproducible: info.prompts_reproducible,
+        levels_share_prompts: info.levels_share_prompts,
         prompt_salt: info.prompt_salt.clone(),
         prompt_sizing: info.prompt_sizing.clone(),
         request_canaries: info.request_canaries,

@@ -75,6 +75,9 @@ pub struct Artifact {
     pub shared_prefix_tokens: u32,
     /// Prompts identical across runs with the same seed (no salt).
     pub prompts_reproducible: bool,
+    /// Every level of a sweep or search sent the same prompts (`reproducible = true`); otherwise
+    /// each level's prompts are its own, so no level warms the next one's cache.
+    pub levels_share_prompts: bool,
     /// The salt mixed into this run's prompt text (zeros when reproducible).
     pub prompt_salt: String,
     /// How prompts were sized to the server's token count, with the calibration evidence.

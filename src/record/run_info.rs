@@ -218,6 +218,16 @@ pub struct SizingRecord {
     pub system_message_overhead: Option<f64>,
 }
 
+impl SizingRecord {
+    /// Whether a `prompt_sizing_off` warning should advise `workload.tokenizer = "calibrate"` (or a
+    /// tokenizer.json): only when the run did not already size prompts from the server's own counts,
+    /// i.e. it used the built-in estimate or its calibration fell back to it. A calibrated run that
+    /// is still off needs another explanation (prompts of a shape the probes did not have).
+    pub fn calibration_would_help(&self) -> bool {
+        self.mode == "estimate" || self.fallback_reason.is_some()
+    }
+}
+
 /// A wall-clock instant as the artifact writes it: ISO label (seconds) and Unix nanoseconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Stamp(pub SystemTime);

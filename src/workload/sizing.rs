@@ -118,14 +118,6 @@ impl SizingRecord {
     }
 }
 
-/// Whether a `prompt_sizing_off` warning should advise `workload.tokenizer = "calibrate"` (or a
-/// tokenizer.json): only when the run did not already size prompts from the server's own counts,
-/// i.e. it used the built-in estimate or its calibration fell back to it. A calibrated run that
-/// is still off needs another explanation (prompts of a shape the probes did not have).
-pub fn calibration_would_help(record: &SizingRecord) -> bool {
-    record.mode == "estimate" || record.fallback_reason.is_some()
-}
-
 /// Least-squares line through `(x, y)` points: `(slope, intercept, largest residual)`. Needs two
 /// distinct x values.
 pub fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
@@ -273,12 +265,15 @@ mod tests {
     #[test]
     fn calibration_is_advised_only_where_it_was_not_in_use() {
         let sizer = Sizer::Estimate { overhead: 8.0 };
-        assert!(calibration_would_help(&SizingRecord::for_sizer("estimate", &sizer, None)));
+        assert!(SizingRecord::calibration_would_help(&SizingRecord::for_sizer("estimate", &sizer, None)));
         let mut calibrated = SizingRecord::for_sizer("calibrate", &Sizer::Fit { slope: 1.2, intercept: 5.0 }, None);
-        assert!(!calibration_would_help(&calibrated));
+        assert!(!SizingRecord::calibration_would_help(&calibrated));
         calibrated.fallback_reason = Some("probes failed".into());
-        assert!(calibration_would_help(&calibrated), "a calibration that fell back did not size anything");
-        assert!(!calibration_would_help(&SizingRecord::for_sizer("tokenizer", &sizer, None)));
+        assert!(
+            SizingRecord::calibration_would_help(&calibrated),
+            "a calibration that fell back did not size anything"
+        );
+        assert!(!SizingRecord::calibration_would_help(&SizingRecord::for_sizer("tokenizer", &sizer, None)));
     }
 
     #[test]

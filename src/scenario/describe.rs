@@ -11,6 +11,7 @@ pub fn describe(s: &Scenario) -> String {
     let _ = writeln!(out, "scenario: {}", s.path.display());
     match &s.target.endpoint {
         Endpoint::Remote { base_url } => {
+            let base_url = crate::record::redact::redact_url(base_url);
             let _ = writeln!(out, "target: {base_url}{} ({:?} API)", s.target.api.path(), s.target.api);
         }
         Endpoint::Simulator { profile } => {
@@ -108,10 +109,12 @@ pub fn describe(s: &Scenario) -> String {
     );
     let _ = writeln!(
         out,
-        "timeouts: connect {}, first byte {}, idle {}",
+        "timeouts: connect {}, first output {}, idle {}, whole request {}{}",
         humantime::format_duration(s.client.connect),
         humantime::format_duration(s.client.first_byte),
-        humantime::format_duration(s.client.idle)
+        humantime::format_duration(s.client.idle),
+        humantime::format_duration(s.client.request),
+        if s.client.request_given.is_some() { "" } else { " (first output + 1 s per max_tokens)" }
     );
     // Before calibration the plan can only show the built-in estimate.
     let sizer = match &s.workload.sizing {

@@ -330,6 +330,9 @@ pub struct RawClient {
     pub first_byte_timeout: Option<String>,
     /// Longest silence allowed between two reads of a streaming response (default `"2m"`).
     pub idle_timeout: Option<String>,
+    /// The whole request, from sending to `[DONE]` (default: `first_byte_timeout` plus one
+    /// second per `max_tokens`).
+    pub request_timeout: Option<String>,
     /// Retries per request for the failure kinds in `retry_on` (default 0: retries distort
     /// measurements and are off unless asked for).
     pub retries: Option<i64>,

@@ -153,7 +153,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     check_disk_space(&scenario, &args.out)?;
     let target = RunTarget::start(&scenario).await?;
     if target.simulator.is_none() {
-        setup::preflight(&target.base_url, &scenario.target.model, scenario.client.connect).await?;
+        setup::preflight(&target.base_url, &scenario).await?;
     }
     let scraper = match &scenario.target.metrics {
         Some(m) => {

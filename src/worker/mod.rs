@@ -37,7 +37,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-pub use errors::MAX_RETRY_WAIT;
+pub use errors::{MAX_RETRY_WAIT, error_chain};
 pub use sanitize::{FIELD_CHARS, Secrets, sanitize_field, sanitize_message};
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 
@@ -46,9 +46,7 @@ use crate::record::{Dispatch, ErrorKind, Outcome};
 use crate::scenario::{ApiKey, ClientSettings};
 use crate::workload::PreparedRequest;
 use attempt::Attempt;
-use errors::{
-    backoff_wait, error_chain, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind,
-};
+use errors::{backoff_wait, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind};
 
 /// Error bodies are read up to this size; the rest is not needed to classify them.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;

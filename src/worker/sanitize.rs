@@ -41,6 +41,11 @@ impl Secrets {
                     }
                 }
             }
+            // An endpoint path appended to a base URL that ends in a query lands in the last
+            // value (`?key=tok/chat/completions`): the token is what precedes the path.
+            let cut: Vec<String> =
+                all.iter().filter_map(|s| s.split_once('/').map(|(head, _)| head.to_string())).collect();
+            all.extend(cut);
             let decoded: Vec<String> = all.iter().filter_map(|s| percent_decode(s)).collect();
             all.extend(decoded);
         }
@@ -165,7 +170,7 @@ mod tests {
 
     #[test]
     fn base_url_credentials_are_secrets_too() {
-        let s = Secrets::new(None, "http://alice:hunter%2F2@h/v1?api_key=tok123&api-version=2024");
+        let s = Secrets::new(None, "http://alice:hunter%2F2@h/v1?api-version=2024&api_key=tok123/chat/completions");
         for echoed in ["hunter%2F2", "hunter/2", "tok123"] {
             assert!(sanitize_message(&format!("you sent {echoed}"), &s).contains("withheld"), "{echoed}");
         }

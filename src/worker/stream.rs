@@ -326,4 +326,88 @@ mod tests {
         let e = StreamState::new(false).observe(b"garbage line\n\n", MS).unwrap_err();
         assert_eq!(e.kind, ErrorKind::MalformedSse);
     }
+
+    const ROLE: &[u8] = b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n";
+    const WORD: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"w\"}}]}\n\n";
+    const FINISH: &[u8] = b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    const USAGE: &[u8] = b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n";
+
+    #[test]
+    fn only_events_with_progress_move_the_progress_clock() {
+        let mut s = StreamState::new(false);
+        s.observe(b": keep-alive\n\n", MS).unwrap();
+        s.observe(ROLE, MS * 2).unwrap();
+        s.observe(b"data: {\"choices\":[]}\n\n", MS * 3).unwrap();
+        assert_eq!((s.first_output, s.last_progress), (None, None), "no output yet, whatever bytes came");
+        s.observe(WORD, MS * 4).unwrap();
+        s.observe(b": ping\n\ndata: {\"choices\":[]}\n\n", MS * 5).unwrap();
+        assert_eq!((s.first_output, s.last_progress), (Some(MS * 4), Some(MS * 4)));
+        s.observe(FINISH, MS * 6).unwrap();
+        assert_eq!(s.last_progress, Some(MS * 6));
+        s.observe(USAGE, MS * 7).unwrap();
+        s.observe(b"data: [DONE]\n\n", MS * 8).unwrap();
+        assert_eq!((s.last_progress, s.done), (Some(MS * 8), Some(MS * 8)));
+    }
+
+    #[test]
+    fn nothing_after_done_is_read() {
+        let mut s = StreamState::new(false);
+        let mut bytes = [WORD, b"data: [DONE]\n\n<html>proxy footer</html>\n\ndata: {\"choices\":[\n\n"].concat();
+        s.observe(&bytes, MS).unwrap();
+        bytes.clear();
+        s.observe(b"more junk\n\n", MS * 2).unwrap();
+        s.finish(MS * 3).unwrap();
+        assert_eq!((s.done, s.content_chunks), (Some(MS), 1));
+    }
+
+    #[test]
+    fn a_footer_after_finish_and_usage_ends_the_response() {
+        let mut s = StreamState::new(false);
+        s.observe(&[ROLE, WORD, WORD, FINISH].concat(), MS).unwrap();
+        s.observe(USAGE, MS * 2).unwrap();
+        s.observe(b"X-Proxy: served by edge-7\n\n", MS * 3).unwrap();
+        assert_eq!(s.done, Some(MS * 2), "complete at its last event");
+        // Before the response said everything, the same line is corruption.
+        let mut s = StreamState::new(false);
+        s.observe(&[WORD, FINISH].concat(), MS).unwrap();
+        assert_eq!(s.observe(b"X-Proxy: served by edge-7\n\n", MS * 2).unwrap_err().kind, ErrorKind::MalformedSse);
+    }
+
+    #[test]
+    fn an_implausible_usage_count_is_set_aside_and_kept() {
+        let mut s = StreamState::new(false);
+        for _ in 0..16 {
+            s.observe(WORD, MS).unwrap();
+        }
+        s.observe(b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":0}}\n\n", MS).unwrap();
+        assert_eq!(
+            s.output_tokens(),
+            OutputTokens { tokens: 16, source: TokenSource::ChunkCount, usage_set_aside: Some(0) }
+        );
+        s.observe(b"data: {\"choices\":[],\"usage\":{\"completion_tokens\":17}}\n\n", MS).unwrap();
+        assert_eq!(s.output_tokens(), OutputTokens { tokens: 17, source: TokenSource::Usage, usage_set_aside: None });
+    }
+
+    #[test]
+    fn a_long_response_passes_its_canary_without_any_capture() {
+        let marker = "ANVIL_REQ_9_00003";
+        let mut s = StreamState::new(false).with_canary(marker);
+        s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"ANVIL_REQ\"}}]}\n\n", MS).unwrap();
+        s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"_9_00003\"}}]}\n\n", MS).unwrap();
+        let filler = b"data: {\"choices\":[{\"delta\":{\"content\":\" the river ran north\"}}]}\n\n".repeat(2000);
+        s.observe(&filler, MS * 2).unwrap();
+        s.observe(b"data: [DONE]\n\n", MS * 3).unwrap();
+        assert!(s.visible_truncated() && s.capture.is_none());
+        let c = s.canary_check().unwrap();
+        assert!(c.passed, "{c:?}");
+    }
+
+    #[test]
+    fn server_labels_are_bounded_on_arrival() {
+        let mut s = StreamState::new(false);
+        let huge =
+            format!("data: {{\"choices\":[{{\"delta\":{{}},\"finish_reason\":\"{}\"}}]}}\n\n", "é".repeat(10_000));
+        s.observe(huge.as_bytes(), MS).unwrap();
+        assert!(s.finish_reason.as_deref().unwrap().len() <= FINISH_REASON_BYTES);
+    }
 }

@@ -756,3 +756,23 @@ async fn the_stale_connection_retry_never_takes_another_pooled_connection() {
     assert_eq!(c.stale_connection_retries, 1);
     assert_eq!(server.connections(), 4, "the retry opened a connection of its own");
 }
+
+#[test]
+fn request_timeout_defaults_to_the_first_output_deadline_plus_a_second_per_token() {
+    use anvil_load::scenario::{Overrides, Scenario};
+    let load = |client: &str| {
+        let text = format!(
+            "[target]\nmodel = \"m\"\n[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 256\n[client]\n{client}\n"
+        );
+        Scenario::from_toml(Path::new("t.toml"), &text, &Overrides::default())
+    };
+    let s = load("").unwrap();
+    assert_eq!(s.client.request, Duration::from_secs(600 + 256));
+    // Not written when derived, so the fingerprint of a scenario without it is unchanged.
+    assert!(serde_json::to_value(&s).unwrap()["client"].get("request_timeout").is_none());
+    let s = load("first_byte_timeout = \"1m\"\nrequest_timeout = \"90s\"").unwrap();
+    assert_eq!(s.client.request, Duration::from_secs(90));
+    assert_eq!(serde_json::to_value(&s).unwrap()["client"]["request_timeout"], "1m 30s");
+    let e = load("request_timeout = \"0s\"").unwrap_err().to_string();
+    assert!(e.contains("client.request_timeout"), "{e}");
+}

@@ -81,23 +81,28 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(),
     };
     let answer = match get(settings.http2).await? {
         Ok(Ok(resp)) => resp,
-        Err(_) => return Err(hung(&shown, &shown_url, limit)),
         Ok(Err(e)) if e.is_connect() => return Err(unreachable(&shown, &e)),
-        Ok(Err(e)) if e.is_timeout() => return Err(hung(&shown, &shown_url, limit)),
-        Ok(Err(e)) if settings.http2 => {
-            // Prior-knowledge HTTP/2 against a server that only speaks HTTP/1.1 fails like this
-            // ("frame with invalid size"); every request of the run would fail the same way.
-            let h2_error = sanitize_message(&error_chain(e), &secrets);
+        failed if settings.http2 => {
+            // Prior-knowledge HTTP/2 against a server that only speaks HTTP/1.1 fails ("frame
+            // with invalid size") or hangs; every request of the run would do the same.
+            let h2_problem = match failed {
+                Ok(Err(e)) => sanitize_message(&error_chain(e), &secrets),
+                _ => format!("no answer within {}", report::fmt_duration(limit)),
+            };
             return Err(match get(false).await? {
                 Ok(Ok(resp)) => AppError::BadInput(format!(
-                    "client.http2 = true, but the server at {shown} does not speak HTTP/2 (GET /models over HTTP/2 failed: {h2_error}; over HTTP/1.1 it answered {}); set http2 = false in [client] or remove the key",
+                    "client.http2 = true, but the server at {shown} does not speak HTTP/2 (GET /models over HTTP/2: {h2_problem}; over HTTP/1.1 it answered {}); set http2 = false in [client] or remove the key",
                     resp.status()
                 )),
-                _ => AppError::Aborted(format!(
-                    "GET {shown_url} over HTTP/2 failed ({h2_error}); is the server running, and does it speak HTTP/2? check --base-url, target.base_url and client.http2"
+                Ok(Err(e)) if e.is_connect() => unreachable(&shown, &e),
+                Err(_) => hung(&shown, &shown_url, limit),
+                Ok(Err(_)) => AppError::Aborted(format!(
+                    "GET {shown_url} over HTTP/2 failed ({h2_problem}), and over HTTP/1.1 too; is the server running, and does it speak HTTP/2? check --base-url, target.base_url and client.http2"
                 )),
             });
         }
+        Err(_) => return Err(hung(&shown, &shown_url, limit)),
+        Ok(Err(e)) if e.is_timeout() => return Err(hung(&shown, &shown_url, limit)),
         Ok(Err(e)) => {
             eprintln!("warning: GET {shown_url} failed ({}); continuing", sanitize_message(&error_chain(e), &secrets));
             return Ok(());

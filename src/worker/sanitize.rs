@@ -3,6 +3,7 @@
 //! password or token from the base URL, which a hostile server can echo in any field).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::record::redact::redact_urls_in;
 
@@ -13,8 +14,9 @@ pub const FIELD_CHARS: usize = 64;
 
 /// The secrets of a run that must never be written: the API key, and the password and
 /// secret-looking query values of the base URL (as written and percent-decoded).
+/// Shared, so cloning a client (once per request in an open loop) copies no string.
 #[derive(Clone, Default)]
-pub struct Secrets(Vec<String>);
+pub struct Secrets(Arc<[String]>);
 
 impl Secrets {
     pub fn new(api_key: Option<&str>, base_url: &str) -> Self {
@@ -52,7 +54,7 @@ impl Secrets {
         all.retain(|s| !s.is_empty());
         all.sort();
         all.dedup();
-        Secrets(all)
+        Secrets(all.into())
     }
 
     /// Whether `text` holds any of the secrets.

@@ -742,6 +742,8 @@ async fn the_stale_connection_retry_never_takes_another_pooled_connection() {
     // Three pooled connections, each of which the server will close on its next request.
     client.warm_connections(&format!("{base}/models"), 3).await;
     assert_eq!(server.connections(), 3);
+    // A connection goes back to the pool just after its body was read; let all three get there.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let req = PreparedRequest {
         index: 0,
         planned_context_tokens: 128,

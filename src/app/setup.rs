@@ -15,7 +15,7 @@ use crate::report;
 use crate::scenario::{ApiKey, ClientSettings, Endpoint, PromptSource, Scenario, SizingMode};
 use crate::schedule::RunControl;
 use crate::sys;
-use crate::worker::{Client, Secrets, error_chain, http_client, sanitize_field, sanitize_message};
+use crate::worker::{Client, Secrets, error_chain, http_client};
 use crate::workload::sizing::{self, default_overhead, probe_sizes};
 use crate::workload::{Sizer, Workload};
 
@@ -86,7 +86,7 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(),
             // Prior-knowledge HTTP/2 against a server that only speaks HTTP/1.1 fails ("frame
             // with invalid size") or hangs; every request of the run would do the same.
             let h2_problem = match failed {
-                Ok(Err(e)) => sanitize_message(&error_chain(e), &secrets),
+                Ok(Err(e)) => secrets.message(&error_chain(e)),
                 _ => format!("no answer within {}", report::fmt_duration(limit)),
             };
             return Err(match get(false).await? {
@@ -104,7 +104,7 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(),
         Err(_) => return Err(hung(&shown, &shown_url, limit)),
         Ok(Err(e)) if e.is_timeout() => return Err(hung(&shown, &shown_url, limit)),
         Ok(Err(e)) => {
-            eprintln!("warning: GET {shown_url} failed ({}); continuing", sanitize_message(&error_chain(e), &secrets));
+            eprintln!("warning: GET {shown_url} failed ({}); continuing", secrets.message(&error_chain(e)));
             return Ok(());
         }
     };
@@ -112,7 +112,7 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(),
     if status.is_redirection() {
         let location =
             answer.headers().get(reqwest::header::LOCATION).map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
-        let location = sanitize_message(&location.unwrap_or_else(|| "nowhere".into()), &secrets);
+        let location = secrets.message(&location.unwrap_or_else(|| "nowhere".into()));
         eprintln!(
             "warning: GET {shown_url} answered {status}, a redirect to {location}; redirects are not followed, so every request will fail as `redirect`: set base_url to the address that serves the API"
         );
@@ -135,7 +135,7 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(),
         .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
         .collect();
     if !ids.is_empty() && !ids.iter().any(|id| id == model) {
-        let listed: Vec<String> = ids.iter().take(8).map(|id| sanitize_field(id, &secrets)).collect();
+        let listed: Vec<String> = ids.iter().take(8).map(|id| secrets.field(id)).collect();
         let more =
             if ids.len() > listed.len() { format!(" and {} more", ids.len() - listed.len()) } else { String::new() };
         eprintln!(

@@ -257,7 +257,7 @@ fn describe(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     let text = if causes.is_empty() { kind.to_string() } else { format!("{kind}: {}", causes.join(": ")) };
-    sanitize_message(&text, &crate::worker::Secrets::default())
+    sanitize_message(&text, None)
 }
 
 /// One line of `<level>.server-metrics.ndjson`.

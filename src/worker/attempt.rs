@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::StreamState;
-use super::sanitize::{Secrets, sanitize_field, sanitize_message};
+use super::sanitize::Secrets;
 use crate::record::{Completed, Dispatch, ErrorKind, Failed, Outcome};
 use crate::workload::{PreparedRequest, check_controlled_output};
 
@@ -53,8 +53,8 @@ impl<'a> Attempt<'a> {
             queue_wait: self.queue_wait,
             kind,
             http_status,
-            server_error_type: server_error_type.map(|t| sanitize_field(&t, self.secrets)),
-            message: sanitize_message(message, self.secrets),
+            server_error_type: server_error_type.map(|t| self.secrets.field(&t)),
+            message: self.secrets.message(message),
             elapsed: self.start.elapsed(),
             first_output: None,
             first_content: None,
@@ -169,7 +169,7 @@ impl<'a> Attempt<'a> {
             output_tokens: output.tokens,
             output_token_source: output.source,
             usage_completion_tokens: output.usage_set_aside,
-            finish_reason: state.finish_reason.as_deref().map(|r| sanitize_field(r, self.secrets)),
+            finish_reason: state.finish_reason.as_deref().map(|r| self.secrets.field(r)),
             visible_content_truncated: truncated,
             canary,
             controlled_output,

@@ -38,7 +38,7 @@ use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 pub use errors::{MAX_RETRY_WAIT, error_chain};
-pub use sanitize::{FIELD_CHARS, Secrets, sanitize_field, sanitize_message};
+pub use sanitize::{FIELD_CHARS, Secrets, sanitize_message};
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 
 use crate::openai::parse_error_body;

@@ -8,7 +8,6 @@ use reqwest::header::CONTENT_TYPE;
 use tokio::time::{Instant, timeout_at};
 
 use super::errors::{error_chain, is_stale_connection, redirect_message};
-use super::sanitize::{sanitize_field, sanitize_message};
 use super::{Client, Clock, StreamState, deadline};
 use crate::openai::parse_error_body;
 
@@ -32,17 +31,17 @@ impl Client {
                 }
                 Ok(Ok(r)) => break r,
                 Ok(Err(e)) if !stale && is_stale_connection(&e) => stale = true,
-                Ok(Err(e)) => return Err(sanitize_message(&error_chain(e), &self.secrets)),
+                Ok(Err(e)) => return Err(self.secrets.message(&error_chain(e))),
             }
         };
         let status = response.status();
         if status.is_redirection() {
-            return Err(sanitize_message(&redirect_message(status.as_u16(), response.headers()), &self.secrets));
+            return Err(self.secrets.message(&redirect_message(status.as_u16(), response.headers())));
         }
         let content_type = response
             .headers()
             .get(CONTENT_TYPE)
-            .map(|v| sanitize_field(&String::from_utf8_lossy(v.as_bytes()), &self.secrets))
+            .map(|v| self.secrets.field(&String::from_utf8_lossy(v.as_bytes())))
             .unwrap_or_else(|| "no content type".to_string());
         let until = deadline(Instant::now(), self.timeouts.idle).min(deadline(start, self.timeouts.request));
         let mut answer = Answer::default();
@@ -54,7 +53,7 @@ impl Client {
                     break;
                 }
                 Ok(None) => break,
-                Ok(Some(Err(e))) => return Err(sanitize_message(&error_chain(e), &self.secrets)),
+                Ok(Some(Err(e))) => return Err(self.secrets.message(&error_chain(e))),
                 Ok(Some(Ok(bytes))) => {
                     if answer.read(&bytes, &content_type, start.elapsed()) {
                         break;
@@ -64,10 +63,7 @@ impl Client {
         }
         if !status.is_success() {
             let (_, message) = parse_error_body(&answer.body);
-            return Err(sanitize_message(
-                &format!("HTTP {}: {}", status.as_u16(), message.unwrap_or_default()),
-                &self.secrets,
-            ));
+            return Err(self.secrets.message(&format!("HTTP {}: {}", status.as_u16(), message.unwrap_or_default())));
         }
         if let Some(tokens) = answer.prompt_tokens() {
             return Ok(tokens);
@@ -75,7 +71,7 @@ impl Client {
         if answer.stalled && answer.total_bytes == 0 {
             return Err("the answer stalled beyond client.idle_timeout".to_string());
         }
-        Err(sanitize_message(&answer.describe(&content_type, &self.secrets), &self.secrets))
+        Err(self.secrets.message(&answer.describe(&content_type, &self.secrets)))
     }
 }
 
@@ -131,7 +127,7 @@ impl Answer {
         let what = match (&self.sse, serde_json::from_slice::<serde_json::Value>(&self.body)) {
             (Some(state), _) => {
                 let ending = if let Some(fault) = &self.sse_fault {
-                    format!("broken ({})", sanitize_field(fault, secrets))
+                    format!("broken ({})", secrets.field(fault))
                 } else if state.done.is_some() {
                     "ended with [DONE]".to_string()
                 } else if self.stalled {
@@ -147,14 +143,14 @@ impl Answer {
                 let keys: Vec<&str> = map.keys().map(String::as_str).take(8).collect();
                 format!(
                     "JSON ({content_type}, {n} bytes) without usage.prompt_tokens; its keys: {}",
-                    sanitize_field(&keys.join(", "), secrets)
+                    secrets.field(&keys.join(", "))
                 )
             }
             (None, _) => {
                 let head = String::from_utf8_lossy(&self.body[..self.body.len().min(48)]).into_owned();
                 format!(
                     "{n} bytes of {content_type} that are neither JSON nor an event stream, starting {:?}",
-                    sanitize_field(&head, secrets)
+                    secrets.field(&head)
                 )
             }
         };

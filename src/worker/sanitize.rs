@@ -93,21 +93,28 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Make a server or library message safe to store: one line, bounded, URLs without
-/// credentials, and withheld entirely if it quotes the prompt (servers echo input in
-/// validation errors) or contains a secret.
-pub fn sanitize_message(message: &str, secrets: &Secrets) -> String {
-    bounded(message, secrets, MESSAGE_CHARS)
+impl Secrets {
+    /// A server or library message made safe to store: one line, at most `MESSAGE_CHARS`, URLs
+    /// without credentials, and withheld entirely if it quotes the prompt (servers echo input in
+    /// validation errors) or holds a secret.
+    pub fn message(&self, text: &str) -> String {
+        bounded(text, |t| self.found_in(t), MESSAGE_CHARS)
+    }
+
+    /// The same for a short server label (`finish_reason`, an error's type or code): at most
+    /// `FIELD_CHARS` characters.
+    pub fn field(&self, text: &str) -> String {
+        bounded(text, |t| self.found_in(t), FIELD_CHARS)
+    }
 }
 
-/// The same for a short server label (`finish_reason`, an error's type or code): at most
-/// `FIELD_CHARS` characters.
-pub fn sanitize_field(value: &str, secrets: &Secrets) -> String {
-    bounded(value, secrets, FIELD_CHARS)
+/// `Secrets::message` for callers that know only the API key.
+pub fn sanitize_message(message: &str, secret: Option<&str>) -> String {
+    bounded(message, |t| secret.is_some_and(|s| !s.is_empty() && t.contains(s)), MESSAGE_CHARS)
 }
 
-fn bounded(text: &str, secrets: &Secrets, max_chars: usize) -> String {
-    if secrets.found_in(text) {
+fn bounded(text: &str, holds_secret: impl Fn(&str) -> bool, max_chars: usize) -> String {
+    if holds_secret(text) {
         return "[withheld: it contained a secret]".to_string();
     }
     if quotes_prompt(text) {
@@ -149,42 +156,45 @@ mod tests {
     fn messages_are_bounded_and_never_quote_prompts_or_keys() {
         let none = Secrets::default();
         let long = "x".repeat(500);
-        assert_eq!(sanitize_message(&long, &none).chars().count(), MESSAGE_CHARS + 1);
-        assert_eq!(sanitize_message("a\nb", &none), "a b");
+        assert_eq!(none.message(&long).chars().count(), MESSAGE_CHARS + 1);
+        assert_eq!(none.message("a\nb"), "a b");
         let key = Secrets::new(Some("sk-123"), "http://h/v1");
-        assert!(sanitize_message("bad token sk-123 in header", &key).contains("withheld"));
-        assert!(sanitize_message("invalid input: the river of the city was north", &none).contains("withheld"));
-        assert_eq!(
-            sanitize_message("maximum context length is 4096 tokens", &none),
-            "maximum context length is 4096 tokens"
-        );
+        assert!(key.message("bad token sk-123 in header").contains("withheld"));
+        assert!(none.message("invalid input: the river of the city was north").contains("withheld"));
+        assert_eq!(none.message("maximum context length is 4096 tokens"), "maximum context length is 4096 tokens");
     }
 
     #[test]
     fn fields_are_bounded_and_scrubbed_like_messages() {
         let key = Secrets::new(Some("sk-live-abc"), "http://h/v1");
-        assert_eq!(sanitize_field("stop", &key), "stop");
-        assert!(sanitize_field("length sk-live-abc", &key).contains("withheld"));
+        assert_eq!(key.field("stop"), "stop");
+        assert!(key.field("length sk-live-abc").contains("withheld"));
         let huge = "y".repeat(10_000);
-        assert_eq!(sanitize_field(&huge, &key).chars().count(), FIELD_CHARS + 1);
-        assert_eq!(sanitize_field("a\r\nb\u{7}", &key), "a  b ");
+        assert_eq!(key.field(&huge).chars().count(), FIELD_CHARS + 1);
+        assert_eq!(key.field("a\r\nb\u{7}"), "a  b ");
     }
 
     #[test]
     fn base_url_credentials_are_secrets_too() {
         let s = Secrets::new(None, "http://alice:hunter%2F2@h/v1?api-version=2024&api_key=tok123/chat/completions");
         for echoed in ["hunter%2F2", "hunter/2", "tok123"] {
-            assert!(sanitize_message(&format!("you sent {echoed}"), &s).contains("withheld"), "{echoed}");
+            assert!(s.message(&format!("you sent {echoed}")).contains("withheld"), "{echoed}");
         }
-        assert_eq!(sanitize_message("version 2024", &s), "version 2024");
+        assert_eq!(s.message("version 2024"), "version 2024");
         assert!(format!("{s:?}").contains("hidden") && !format!("{s:?}").contains("tok123"));
         let user_only = Secrets::new(None, "http://sk-token@h/v1");
         assert!(user_only.found_in("echo sk-token"));
     }
 
     #[test]
+    fn the_key_only_form_still_works() {
+        assert!(sanitize_message("echo sk-1", Some("sk-1")).contains("withheld"));
+        assert_eq!(sanitize_message("a\tb", None), "a b");
+    }
+
+    #[test]
     fn urls_in_messages_lose_their_credentials() {
-        let m = sanitize_message("error sending request for url (http://u:p@h/v1?token=t)", &Secrets::default());
+        let m = Secrets::default().message("error sending request for url (http://u:p@h/v1?token=t)");
         assert_eq!(m, "error sending request for url (http://h/v1?token=[redacted])");
     }
 }

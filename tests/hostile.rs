@@ -108,9 +108,10 @@ async fn run_bounded(
 }
 
 /// Every request the server saw is accounted for (the artifacts' attempts, retries and
-/// stale-connection sends included), every artifact passes the checker, and no secret is in
-/// stdout, stderr or any file written.
+/// stale-connection sends included), every artifact and the records file pass the contract
+/// checks, and no secret is in stdout, stderr or any file written.
 fn assert_sound(run: &Run, server: &Hostile, secrets: &[&str]) {
+    common::check_records(&run.out.path().join("records.ndjson"));
     let mut requests = 0;
     let mut sends = 0;
     for a in run.artifacts() {

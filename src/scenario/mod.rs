@@ -590,8 +590,10 @@ impl ServeFlags {
 pub struct ClientSettings {
     #[serde(with = "humantime_serde")]
     pub connect: Duration,
+    /// Until the first output (see `worker` for the exact clocks).
     #[serde(with = "humantime_serde")]
     pub first_byte: Duration,
+    /// After the first output, the longest time without progress.
     #[serde(with = "humantime_serde")]
     pub idle: Duration,
     /// The whole request, from sending to `[DONE]`: what `client.request_timeout` says, or

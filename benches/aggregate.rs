@@ -48,6 +48,7 @@ fn completed(index: u64) -> Completed {
         cached_tokens: None,
         output_tokens: 256,
         output_token_source: TokenSource::Usage,
+        usage_completion_tokens: None,
         finish_reason: Some("length".into()),
         visible_content_truncated: false,
         canary: Some(CanaryCheck {
@@ -57,6 +58,7 @@ fn completed(index: u64) -> Completed {
             foreign_marker_count: 0,
             capture_complete: true,
             passed: true,
+            failure_reason: None,
         }),
         controlled_output: None,
         retries: 0,

@@ -28,6 +28,16 @@ fn per_chunk(c: &mut Criterion) {
             })
         });
     }
+    // Canaries on (no `response_words`): no capture, the streaming marker scan instead.
+    let read = format!("{CONTENT}\n\n").repeat(256);
+    group.throughput(Throughput::Elements(256));
+    group.bench_function("content_canary", |b| {
+        b.iter(|| {
+            let mut state = StreamState::new(false).with_canary("ANVIL_REQ_1717_00001");
+            state.observe(black_box(read.as_bytes()), Duration::from_millis(1)).expect("valid stream");
+            black_box(state.content_chunks)
+        })
+    });
     group.finish();
 }
 

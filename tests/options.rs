@@ -166,7 +166,7 @@ http2 = true
         "temperature 0.35, top_p 0.85",
         "enable_thinking false, reasoning_effort low",
         "HTTP/2",
-        "connect 4s, first byte 41s, idle 43s",
+        "connect 4s, first output 41s, idle 43s",
         "up to 3 on http_503, back-off 250ms",
     ] {
         assert!(plan.contains(needle), "the plan lacks {needle:?}:\n{plan}");

@@ -203,7 +203,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     };
     if target.simulator.is_none() {
         let checked = tokio::select! {
-            r = setup::preflight(&target.base_url, &scenario.target.model, scenario.client.connect) => Some(r),
+            r = setup::preflight(&target.base_url, &scenario) => Some(r),
             () = control.stop_issuing.cancelled() => None,
         };
         match checked {

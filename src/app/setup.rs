@@ -9,12 +9,13 @@ use super::AppError;
 use crate::cli::exit;
 use crate::mock::{self, MockServer};
 use crate::record::Stamp;
+use crate::record::redact::redact_url;
 use crate::record::{ProbeResult, SizingRecord};
 use crate::report;
-use crate::scenario::{Endpoint, Pacing, PromptSource, Scenario, SizingMode};
+use crate::scenario::{ApiKey, ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode};
 use crate::schedule::RunControl;
 use crate::sys;
-use crate::worker::Client;
+use crate::worker::{Client, Secrets, error_chain, http_client};
 use crate::workload::sizing::{self, default_overhead, probe_sizes};
 use crate::workload::{Sizer, Workload};
 use tokio_util::sync::CancellationToken;
@@ -56,47 +57,109 @@ impl RunTarget {
     }
 }
 
-/// Before any load: is the server there, and does it serve the model? Unreachable is fatal;
-/// anything else is a warning (not every server implements `/models`).
-pub(super) async fn preflight(base_url: &str, model: &str, timeout: Duration) -> Result<(), AppError> {
+/// How long `/models` may take to answer once connected, beyond `client.connect_timeout`.
+const PREFLIGHT_ANSWER: Duration = Duration::from_secs(5);
+
+/// Before any load: is the server there, does it speak the protocol the run will use, and does
+/// it serve the model? Unreachable, a hung `/models` and an HTTP/2 run against an HTTP/1.1-only
+/// server are fatal (the last with exit code 2: a setting to change); anything else is a warning
+/// (not every server implements `/models`). Nothing here prints a credential or echoes more
+/// than a bounded, sanitized piece of what the server said.
+pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(), AppError> {
+    let (model, settings) = (&scenario.target.model, &scenario.client);
     let url = format!("{base_url}/models");
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .connect_timeout(timeout)
-        .timeout(timeout + Duration::from_secs(5))
-        .build()
-        .map_err(|e| AppError::Aborted(e.to_string()))?;
-    match http.get(&url).send().await {
-        Err(e) if e.is_connect() || e.is_timeout() => Err(AppError::Aborted(format!(
-            "cannot reach the server at {base_url} ({}); is it running? check --base-url or target.base_url",
-            if e.is_timeout() { "timed out" } else { "connection failed" }
-        ))),
-        Err(e) => {
-            eprintln!("warning: GET {url} failed ({e}); continuing");
-            Ok(())
+    let shown = redact_url(base_url);
+    let shown_url = redact_url(&url);
+    let secrets = Secrets::new(scenario.target.api_key.as_ref().map(ApiKey::expose), base_url);
+    let limit = settings.connect.saturating_add(PREFLIGHT_ANSWER);
+    let get = |http2: bool| {
+        let url = url.clone();
+        async move {
+            let client = http_client(&ClientSettings { http2, ..settings.clone() }, 0)
+                .map_err(|e| AppError::Aborted(format!("cannot build the HTTP client: {}", e.without_url())))?;
+            Ok::<_, AppError>(tokio::time::timeout(limit, client.get(&url).send()).await)
         }
-        Ok(resp) if !resp.status().is_success() => {
-            eprintln!("warning: GET {url} answered {}; continuing", resp.status());
-            Ok(())
+    };
+    let answer = match get(settings.http2).await? {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(e)) if e.is_connect() => return Err(unreachable(&shown, &e)),
+        failed if settings.http2 => {
+            // Prior-knowledge HTTP/2 against a server that only speaks HTTP/1.1 fails ("frame
+            // with invalid size") or hangs; every request of the run would do the same.
+            let h2_problem = match failed {
+                Ok(Err(e)) => secrets.message(&error_chain(e)),
+                _ => format!("no answer within {}", report::fmt_duration(limit)),
+            };
+            return Err(match get(false).await? {
+                Ok(Ok(resp)) => AppError::BadInput(format!(
+                    "client.http2 = true, but the server at {shown} does not speak HTTP/2 (GET /models over HTTP/2: {h2_problem}; over HTTP/1.1 it answered {}); set http2 = false in [client] or remove the key",
+                    resp.status()
+                )),
+                Ok(Err(e)) if e.is_connect() => unreachable(&shown, &e),
+                Err(_) => hung(&shown, &shown_url, limit),
+                Ok(Err(_)) => AppError::Aborted(format!(
+                    "GET {shown_url} over HTTP/2 failed ({h2_problem}), and over HTTP/1.1 too; is the server running, and does it speak HTTP/2? check --base-url, target.base_url and client.http2"
+                )),
+            });
         }
-        Ok(resp) => {
-            let body = resp.bytes().await.unwrap_or_default();
-            let ids: Vec<String> = serde_json::from_slice::<Value>(&body)
-                .ok()
-                .and_then(|v| v.get("data").and_then(Value::as_array).cloned())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
-                .collect();
-            if !ids.is_empty() && !ids.iter().any(|id| id == model) {
-                eprintln!(
-                    "warning: model {model:?} is not in the server's /models list ({}); llama.cpp accepts any name, vLLM answers 404",
-                    ids.join(", ")
-                );
-            }
-            Ok(())
+        Err(_) => return Err(hung(&shown, &shown_url, limit)),
+        Ok(Err(e)) if e.is_timeout() => return Err(hung(&shown, &shown_url, limit)),
+        Ok(Err(e)) => {
+            eprintln!("warning: GET {shown_url} failed ({}); continuing", secrets.message(&error_chain(e)));
+            return Ok(());
         }
+    };
+    let status = answer.status();
+    if status.is_redirection() {
+        let location =
+            answer.headers().get(reqwest::header::LOCATION).map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        let location = secrets.message(&location.unwrap_or_else(|| "nowhere".into()));
+        eprintln!(
+            "warning: GET {shown_url} answered {status}, a redirect to {location}; redirects are not followed, so every request will fail as `redirect`: set base_url to the address that serves the API"
+        );
+        return Ok(());
     }
+    if !status.is_success() {
+        eprintln!("warning: GET {shown_url} answered {status}; continuing");
+        return Ok(());
+    }
+    let body = match tokio::time::timeout(limit, answer.bytes()).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => return Ok(()),
+        Err(_) => return Err(hung(&shown, &shown_url, limit)),
+    };
+    let ids: Vec<String> = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("data").and_then(Value::as_array).cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    if !ids.is_empty() && !ids.iter().any(|id| id == model) {
+        let listed: Vec<String> = ids.iter().take(8).map(|id| secrets.field(id)).collect();
+        let more =
+            if ids.len() > listed.len() { format!(" and {} more", ids.len() - listed.len()) } else { String::new() };
+        eprintln!(
+            "warning: model {model:?} is not in the server's /models list ({}{more}); llama.cpp accepts any name, vLLM answers 404",
+            listed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn unreachable(shown: &str, e: &reqwest::Error) -> AppError {
+    AppError::Aborted(format!(
+        "cannot reach the server at {shown} ({}); is it running? check --base-url or target.base_url",
+        if e.is_timeout() { "connecting timed out" } else { "connection failed" }
+    ))
+}
+
+fn hung(shown: &str, shown_url: &str, limit: Duration) -> AppError {
+    AppError::Aborted(format!(
+        "the server at {shown} accepted the connection, but GET {shown_url} did not answer within {} (client.connect_timeout + {}); it may be stuck or overloaded. Check the server; if its /models is merely slow, raise client.connect_timeout",
+        report::fmt_duration(limit),
+        report::fmt_duration(PREFLIGHT_ANSWER)
+    ))
 }
 
 /// First Ctrl-C (or SIGTERM): stop issuing, give in-flight requests `grace` to finish, then cut

@@ -5,17 +5,18 @@
 //! `failures[]`, `dropped[]`) and decides phases and exclusions, once, from plain facts; `file`
 //! keeps them in the append-only records file; `run_info` is the run's fixed description (the
 //! file's first line); `level` is what a level's pacing knew; `checks` holds the canary and
-//! controlled-output results. Nothing here computes a summary.
+//! controlled-output results; `redact` takes credentials out of URLs. Nothing here computes a summary.
 
 pub mod checks;
 pub mod file;
 pub mod level;
 pub mod outcome;
+pub mod redact;
 pub mod run_info;
 pub mod timing;
 pub mod writer;
 
-pub use checks::{CanaryCheck, ControlledOutput};
+pub use checks::{CanaryCheck, CanaryFailure, ControlledOutput, UsageSetAside, canary_failure_counts, usage_plausible};
 pub use level::{Dispatch, Issued, Level, LevelPacing};
 pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
 pub use run_info::{

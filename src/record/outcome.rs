@@ -51,6 +51,10 @@ pub struct Completed {
     pub cached_tokens: Option<u64>,
     pub output_tokens: u64,
     pub output_token_source: TokenSource,
+    /// The server's `usage.completion_tokens` when it was set aside as implausible (0, or far
+    /// fewer than the chunks that streamed; see `checks::usage_plausible`): `output_tokens` is
+    /// then the chunk count.
+    pub usage_completion_tokens: Option<u64>,
     pub finish_reason: Option<String>,
     pub visible_content_truncated: bool,
     pub canary: Option<CanaryCheck>,
@@ -68,8 +72,8 @@ pub struct Completed {
 pub enum TokenSource {
     /// The server's `usage.completion_tokens`.
     Usage,
-    /// No usage was reported: the count of non-empty reasoning and content chunks, which
-    /// undercounts when a chunk carries several tokens.
+    /// No usage was reported, or its count was implausible: the count of non-empty reasoning
+    /// and content chunks, which undercounts when a chunk carries several tokens.
     ChunkCount,
 }
 
@@ -115,10 +119,16 @@ pub enum ErrorKind {
     /// The TCP/TLS connection could not be opened.
     ConnectFailed,
     ConnectTimeout,
-    /// Nothing streamed within `client.first_byte_timeout` of sending.
+    /// No output (a non-empty reasoning or content delta) within `client.first_byte_timeout`
+    /// of sending; headers, comments and chunks without text do not stop this clock.
     FirstByteTimeout,
-    /// A streaming response went silent for longer than `client.idle_timeout`.
+    /// After the first output, no progress (text, a finish reason, usage or `[DONE]`) for
+    /// longer than `client.idle_timeout`.
     IdleTimeout,
+    /// The whole request took longer than `client.request_timeout`.
+    RequestTimeout,
+    /// The server answered with a redirect (3xx); redirects are not followed.
+    Redirect,
     /// HTTP 400 saying the prompt does not fit the context window.
     ContextLengthExceeded,
     /// Any other non-2xx status.
@@ -155,6 +165,8 @@ impl fmt::Display for ErrorKind {
             ErrorKind::ConnectTimeout => "connect_timeout",
             ErrorKind::FirstByteTimeout => "first_byte_timeout",
             ErrorKind::IdleTimeout => "idle_timeout",
+            ErrorKind::RequestTimeout => "request_timeout",
+            ErrorKind::Redirect => "redirect",
             ErrorKind::ContextLengthExceeded => "context_length_exceeded",
             ErrorKind::Http(code) => return write!(f, "http_{code}"),
             ErrorKind::StreamBroken => "stream_broken",
@@ -189,6 +201,8 @@ impl std::str::FromStr for ErrorKind {
             "connect_timeout" => ErrorKind::ConnectTimeout,
             "first_byte_timeout" => ErrorKind::FirstByteTimeout,
             "idle_timeout" => ErrorKind::IdleTimeout,
+            "request_timeout" => ErrorKind::RequestTimeout,
+            "redirect" => ErrorKind::Redirect,
             "context_length_exceeded" => ErrorKind::ContextLengthExceeded,
             "stream_broken" => ErrorKind::StreamBroken,
             "malformed_sse" => ErrorKind::MalformedSse,
@@ -219,7 +233,14 @@ mod tests {
     fn kinds_have_stable_names() {
         assert_eq!(ErrorKind::Http(503).to_string(), "http_503");
         assert_eq!(serde_json::to_string(&ErrorKind::StreamBroken).unwrap(), "\"stream_broken\"");
-        for kind in [ErrorKind::Http(429), ErrorKind::IdleTimeout, ErrorKind::Interrupted, ErrorKind::MissingDone] {
+        for kind in [
+            ErrorKind::Http(429),
+            ErrorKind::IdleTimeout,
+            ErrorKind::Interrupted,
+            ErrorKind::MissingDone,
+            ErrorKind::RequestTimeout,
+            ErrorKind::Redirect,
+        ] {
             assert_eq!(kind.to_string().parse::<ErrorKind>(), Ok(kind));
         }
         assert!("http_x".parse::<ErrorKind>().is_err() && "nope".parse::<ErrorKind>().is_err());

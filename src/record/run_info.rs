@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::level::Issued;
+use super::redact::{REDACTED, redact_url};
 use super::timing::{Exclusions, ms};
 use crate::scenario::{Api, ControlledOutputPolicy, Endpoint, Phase, ReasoningEffort, Scenario, Slo, ThinkingMode};
 
@@ -21,13 +22,14 @@ pub struct RunInfo {
     pub gpu: Option<String>,
     pub model: String,
     pub api: Api,
-    /// As written into artifacts (`[redacted]` when asked).
+    /// As written into artifacts: without credentials, `[redacted]` when asked.
     pub base_url: String,
     /// The embedded simulator's profile, when it was the target.
     pub simulator_profile: Option<String>,
     pub clock_domain_id: Option<String>,
     pub configuration_fingerprint: String,
-    /// The validated scenario (the API key's variable name, never the key).
+    /// The validated scenario (the API key's variable name, never the key; the base URL without
+    /// credentials, `[redacted]` when asked).
     pub scenario: Value,
     pub context_tokens: Value,
     pub context_seed: u64,
@@ -61,8 +63,19 @@ pub struct RunInfo {
 impl RunInfo {
     pub fn new(s: &Scenario, run_id: &str, base_url: &str, sizing: SizingRecord, prompt_salt: u64) -> Self {
         // A validated scenario is plain data: it always serialises, and an empty fingerprint would be
-        // a silent lie.
-        let scenario = serde_json::to_value(s).expect("a validated scenario serialises to JSON");
+        // a silent lie. Credentials never reach the records or the artifact; the fingerprint is
+        // taken over the URL without them (unchanged for a URL that had none), before any
+        // `[redacted]`.
+        let mut scenario = serde_json::to_value(s).expect("a validated scenario serialises to JSON");
+        if let Some(Value::String(url)) = scenario.pointer_mut("/target/endpoint/base_url") {
+            *url = redact_url(url);
+        }
+        let configuration_fingerprint = fingerprint(&scenario);
+        if s.target.redact_base_url {
+            if let Some(Value::String(url)) = scenario.pointer_mut("/target/endpoint/base_url") {
+                *url = REDACTED.to_string();
+            }
+        }
         let (engine, simulator_profile) = match &s.target.endpoint {
             Endpoint::Simulator { profile } => (Some(format!("anvil-simulator/{profile}")), Some(profile.clone())),
             Endpoint::Remote { .. } => (s.target.engine.clone(), None),
@@ -75,10 +88,10 @@ impl RunInfo {
             gpu: s.target.gpu.clone(),
             model: s.target.model.clone(),
             api: s.target.api,
-            base_url: if s.target.redact_base_url { "[redacted]".to_string() } else { base_url.to_string() },
+            base_url: if s.target.redact_base_url { REDACTED.to_string() } else { redact_url(base_url) },
             simulator_profile,
             clock_domain_id: s.run.clock_domain_id.clone(),
-            configuration_fingerprint: fingerprint(&scenario),
+            configuration_fingerprint,
             scenario,
             context_tokens: s.workload.prompts.context_json(),
             context_seed: s.run.seed,
@@ -256,4 +269,47 @@ pub fn fingerprint(config: &Value) -> String {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     format!("fnv1a64:{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Overrides;
+    use crate::workload::Sizer;
+
+    fn info(base_url: &str, redact: bool) -> (Scenario, RunInfo) {
+        let text = format!(
+            "[target]\nmodel = \"m\"\nbase_url = \"{base_url}\"\nredact_base_url = {redact}\n[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 8\n"
+        );
+        let s = Scenario::from_toml(std::path::Path::new("t.toml"), &text, &Overrides::default()).unwrap();
+        let sizing = SizingRecord::for_sizer("estimate", &Sizer::Estimate { overhead: 8.0 }, None);
+        let url = match &s.target.endpoint {
+            Endpoint::Remote { base_url } => base_url.clone(),
+            Endpoint::Simulator { .. } => unreachable!(),
+        };
+        let info = RunInfo::new(&s, "r", &url, sizing, 0);
+        (s, info)
+    }
+
+    #[test]
+    fn credentials_in_the_base_url_are_never_kept() {
+        let (_, info) = info("http://alice:s3cret@127.0.0.1:8000/v1?api_key=tok999", false);
+        let json = serde_json::to_string(&info).unwrap();
+        assert!(!json.contains("s3cret") && !json.contains("tok999") && !json.contains("alice"), "{json}");
+        assert_eq!(info.base_url, "http://127.0.0.1:8000/v1?api_key=[redacted]");
+        assert_eq!(info.scenario["target"]["endpoint"]["base_url"], info.base_url);
+    }
+
+    #[test]
+    fn the_fingerprint_of_a_url_without_credentials_is_unchanged() {
+        let (s, plain) = info("http://127.0.0.1:8000/v1", false);
+        assert_eq!(plain.configuration_fingerprint, fingerprint(&serde_json::to_value(&s).unwrap()));
+        // Redaction hides the URL everywhere but the fingerprint is taken before it.
+        let (s, redacted) = info("http://127.0.0.1:8000/v1", true);
+        assert_eq!(redacted.configuration_fingerprint, fingerprint(&serde_json::to_value(&s).unwrap()));
+        assert_eq!(
+            (redacted.base_url.as_str(), &redacted.scenario["target"]["endpoint"]["base_url"]),
+            ("[redacted]", &Value::from("[redacted]"))
+        );
+    }
 }

@@ -59,6 +59,11 @@ pub struct RequestTiming {
     pub cached_tokens: Option<u64>,
     pub output_tokens: u64,
     pub output_token_source: TokenSource,
+    /// The server's `usage.completion_tokens`, present only when it was set aside as
+    /// implausible (0, or far fewer than the chunks that streamed); `output_tokens` is then the
+    /// chunk count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_completion_tokens: Option<u64>,
     pub content_chunks: u32,
     pub reasoning_chunks: u32,
     /// When the request was sent, from the start of the level.
@@ -246,6 +251,7 @@ impl RequestTiming {
             cached_tokens: c.cached_tokens,
             output_tokens: c.output_tokens,
             output_token_source: c.output_token_source,
+            usage_completion_tokens: c.usage_completion_tokens,
             content_chunks: c.content_chunks,
             reasoning_chunks: c.reasoning_chunks,
             start_offset_ms: start,

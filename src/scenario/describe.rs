@@ -31,7 +31,8 @@ pub fn describe(s: &Scenario) -> String {
         Endpoint::Remote { base_url } => {
             let _ = writeln!(
                 out,
-                "target: {base_url}{} ({:?} API){}",
+                "target: {}{} ({:?} API){}",
+                crate::record::redact::redact_url(base_url),
                 t.api.path(),
                 t.api,
                 if t.redact_base_url { "; written to the artifact as [redacted]" } else { "" }
@@ -187,11 +188,13 @@ pub fn describe(s: &Scenario) -> String {
     let c = &s.client;
     let _ = writeln!(
         out,
-        "client: {}; timeouts connect {}, first byte {}, idle {}",
+        "client: {}; timeouts connect {}, first output {}, idle {}, whole request {}{}",
         if c.http2 { "HTTP/2 (prior knowledge)" } else { "HTTP/1.1 with keep-alive" },
         fmt_duration(c.connect),
         fmt_duration(c.first_byte),
-        fmt_duration(c.idle)
+        fmt_duration(c.idle),
+        fmt_duration(c.request),
+        if c.request_given.is_some() { "" } else { " (first output + 1 s per max_tokens)" }
     );
     let retry = &c.retry;
     let _ = if retry.max_retries == 0 {

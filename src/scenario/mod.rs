@@ -596,13 +596,35 @@ impl ServeFlags {
 pub struct ClientSettings {
     #[serde(with = "humantime_serde")]
     pub connect: Duration,
+    /// Until the first output (see `worker` for the exact clocks).
     #[serde(with = "humantime_serde")]
     pub first_byte: Duration,
+    /// After the first output, the longest time without progress.
     #[serde(with = "humantime_serde")]
     pub idle: Duration,
+    /// The whole request, from sending to `[DONE]`: what `client.request_timeout` says, or
+    /// `REQUEST_TIMEOUT_PER_TOKEN` per `max_tokens` after `first_byte`.
+    #[serde(skip)]
+    pub request: Duration,
+    /// `client.request_timeout` as written; absent when derived, so the fingerprint of a
+    /// scenario that does not set it is what it was before the setting existed.
+    #[serde(rename = "request_timeout", with = "humantime_serde_opt", skip_serializing_if = "Option::is_none")]
+    pub request_given: Option<Duration>,
     pub retry: RetryPolicy,
     /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1 with keep-alive.
     pub http2: bool,
+}
+
+/// The default `client.request_timeout` allows this much per `max_tokens` after the first
+/// output's deadline: generous (a server streaming a token a second still finishes) yet finite,
+/// so a server that ignores `max_tokens` and streams forever cannot hold a request forever.
+pub const REQUEST_TIMEOUT_PER_TOKEN: Duration = Duration::from_secs(1);
+
+impl ClientSettings {
+    /// The default overall deadline: `first_byte + max_tokens × REQUEST_TIMEOUT_PER_TOKEN`.
+    pub fn default_request_timeout(first_byte: Duration, max_tokens: u32) -> Duration {
+        first_byte.saturating_add(REQUEST_TIMEOUT_PER_TOKEN.saturating_mul(max_tokens.max(1)))
+    }
 }
 
 /// Which failures are retried, how often, and how long to wait. Off by default: a retried

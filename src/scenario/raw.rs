@@ -325,11 +325,15 @@ pub enum RawReasoningEffort {
 pub struct RawClient {
     /// Time allowed to open a connection (default `"10s"`).
     pub connect_timeout: Option<String>,
-    /// Time allowed from sending a request to the first response byte (default `"10m"`: long
-    /// prompts on a busy server take minutes to prefill).
+    /// Time allowed from sending a request to its first output, a non-empty reasoning or content
+    /// delta (default `"10m"`: long prompts on a busy server take minutes to prefill).
     pub first_byte_timeout: Option<String>,
-    /// Longest silence allowed between two reads of a streaming response (default `"2m"`).
+    /// After the first output, the longest time without progress (text, a finish reason, usage
+    /// or `[DONE]`; default `"2m"`).
     pub idle_timeout: Option<String>,
+    /// The whole request, from sending to `[DONE]` (default: `first_byte_timeout` plus one
+    /// second per `max_tokens`).
+    pub request_timeout: Option<String>,
     /// Retries per request for the failure kinds in `retry_on` (default 0: retries distort
     /// measurements and are off unless asked for).
     pub retries: Option<i64>,

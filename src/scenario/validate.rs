@@ -128,18 +128,23 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;
     check_thinking_api(&c, &target, &raw.serve)?;
+    let first_byte =
+        c.duration("client.first_byte_timeout", raw.client.first_byte_timeout.as_deref(), Duration::from_secs(600))?;
+    let request_given = match raw.client.request_timeout.as_deref() {
+        None => None,
+        Some(text) => Some(c.duration("client.request_timeout", Some(text), Duration::ZERO)?),
+    };
     let client = ClientSettings {
         connect: c.duration(
             "client.connect_timeout",
             raw.client.connect_timeout.as_deref(),
             Duration::from_secs(10),
         )?,
-        first_byte: c.duration(
-            "client.first_byte_timeout",
-            raw.client.first_byte_timeout.as_deref(),
-            Duration::from_secs(600),
-        )?,
+        first_byte,
         idle: c.duration("client.idle_timeout", raw.client.idle_timeout.as_deref(), Duration::from_secs(120))?,
+        request: request_given
+            .unwrap_or_else(|| ClientSettings::default_request_timeout(first_byte, workload.max_tokens)),
+        request_given,
         retry: retry_policy(&c, &raw.client)?,
         http2: raw.client.http2.unwrap_or(false),
     };

@@ -30,6 +30,7 @@ pub fn outcome(index: u64) -> Outcome {
         cached_tokens: None,
         output_tokens: 1,
         output_token_source: TokenSource::Usage,
+        usage_completion_tokens: None,
         finish_reason: None,
         visible_content_truncated: false,
         canary: None,

@@ -3,12 +3,33 @@
 //! The clock starts immediately before the request is handed to the HTTP client and every read
 //! of the body is stamped once, as soon as its bytes are available, before any parsing. Nothing
 //! on this path blocks the runtime or takes a lock shared with other workers.
+//!
+//! # Deadlines
+//!
+//! Each request runs against one deadline at a time, the earliest that applies, and a failure
+//! is labelled by the clock that actually ran out:
+//!
+//! - `client.first_byte_timeout` (`first_byte_timeout`): from the start until the first output
+//!   (a non-empty reasoning or content delta). Response headers, SSE comments, role-only chunks
+//!   and chunks without choices do not stop it.
+//! - `client.idle_timeout` (`idle_timeout`): after the first output, the longest time without
+//!   progress: an event with text, a finish reason, usage, or `[DONE]`. Bytes that carry no
+//!   progress (keep-alive comments, empty chunks) do not reset it.
+//! - `client.request_timeout` (`request_timeout`): the whole request, from the start to `[DONE]`.
+//! - After `[DONE]` the request is complete; the body gets `DRAIN_AFTER_DONE` from `[DONE]` to end
+//!   so the connection can be reused, and is then dropped whatever still arrives.
+//!
+//! Deadlines are checked after every read as well as by the timer, so a server that floods
+//! bytes without progress cannot keep the timer from ever being polled.
 
+mod attempt;
+mod errors;
+mod probe;
 mod sanitize;
 mod stream;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -16,30 +37,89 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-pub use sanitize::sanitize_message;
-pub use stream::{CAPTURE_CHARS, StreamFault, StreamState};
+pub use errors::{MAX_RETRY_WAIT, error_chain};
+pub use sanitize::{FIELD_CHARS, Secrets, sanitize_message};
+pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 
 use crate::openai::parse_error_body;
-use crate::record::{Completed, Dispatch, ErrorKind, Failed, Outcome};
+use crate::record::{Dispatch, ErrorKind, Outcome};
 use crate::scenario::{ApiKey, ClientSettings};
-use crate::workload::{PreparedRequest, check_canary, check_controlled_output};
+use crate::workload::PreparedRequest;
+use attempt::Attempt;
+use errors::{backoff_wait, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind};
 
 /// Error bodies are read up to this size; the rest is not needed to classify them.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
-/// After `[DONE]`, how long to wait for the body to end so the connection can be reused.
-const DRAIN_AFTER_DONE: Duration = Duration::from_secs(1);
+/// After `[DONE]`, how long the body may take to end (so the connection can be reused).
+pub const DRAIN_AFTER_DONE: Duration = Duration::from_secs(1);
+/// What a deadline too far to represent becomes.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// The HTTP client for one run: a connection pool sized to the concurrency, no proxy (a proxy
-/// would be measured along with the server), keep-alive, Nagle off.
+/// would be measured along with the server), no redirects (a redirect would measure another
+/// server under this one's name), keep-alive, Nagle off.
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
+    /// A client that keeps no connection, for the one send repeated after a pooled connection
+    /// turned out closed: the pool may hold more connections the server closed the same way.
+    /// Built on first use.
+    fresh: Arc<OnceLock<reqwest::Client>>,
     url: reqwest::Url,
     auth: Option<HeaderValue>,
-    api_key: Option<ApiKey>,
+    secrets: Secrets,
     timeouts: ClientSettings,
     /// Requests in flight across all workers, for the snapshots.
     in_flight: Arc<AtomicU64>,
+}
+
+/// The HTTP client settings every request of a run shares; `pool_idle` connections per host
+/// are kept for reuse (0: none).
+pub fn http_client(settings: &ClientSettings, pool_idle: usize) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .tcp_nodelay(true)
+        .connect_timeout(settings.connect)
+        .pool_max_idle_per_host(pool_idle)
+        .pool_idle_timeout(Duration::from_secs(90));
+    if settings.http2 {
+        // Cleartext HTTP/2 without an upgrade round trip: every stream shares one connection.
+        builder = builder.http2_prior_knowledge();
+    }
+    builder.build()
+}
+
+/// `start + d`, or far in the future when that cannot be represented.
+fn deadline(start: Instant, d: Duration) -> Instant {
+    start.checked_add(d).unwrap_or_else(|| start + FAR_FUTURE)
+}
+
+/// The clock a deadline belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clock {
+    FirstOutput,
+    Idle,
+    Request,
+    /// After `[DONE]`: not a failure.
+    Drain,
+}
+
+impl Clock {
+    /// The failure when this clock runs out; `None` for the drain after `[DONE]`.
+    fn failure(self) -> Option<(ErrorKind, &'static str)> {
+        match self {
+            Clock::FirstOutput => Some((
+                ErrorKind::FirstByteTimeout,
+                "no output (reasoning or content text) within client.first_byte_timeout",
+            )),
+            Clock::Idle => {
+                Some((ErrorKind::IdleTimeout, "no progress for longer than client.idle_timeout after the first output"))
+            }
+            Clock::Request => Some((ErrorKind::RequestTimeout, "the request took longer than client.request_timeout")),
+            Clock::Drain => None,
+        }
+    }
 }
 
 impl Client {
@@ -50,17 +130,7 @@ impl Client {
         pool_size: usize,
     ) -> anyhow::Result<Self> {
         let url = reqwest::Url::parse(endpoint_url)?;
-        let mut builder = reqwest::Client::builder()
-            .no_proxy()
-            .tcp_nodelay(true)
-            .connect_timeout(timeouts.connect)
-            .pool_max_idle_per_host(pool_size)
-            .pool_idle_timeout(Duration::from_secs(90));
-        if timeouts.http2 {
-            // Cleartext HTTP/2 without an upgrade round trip: every stream shares one connection.
-            builder = builder.http2_prior_knowledge();
-        }
-        let http = builder.build()?;
+        let http = http_client(&timeouts, pool_size)?;
         let auth = match &api_key {
             Some(key) => {
                 let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose()))?;
@@ -69,16 +139,31 @@ impl Client {
             }
             None => None,
         };
-        Ok(Client { http, url, auth, api_key, timeouts, in_flight: Arc::default() })
+        let secrets = Secrets::new(api_key.as_ref().map(ApiKey::expose), endpoint_url);
+        Ok(Client { http, fresh: Arc::default(), url, auth, secrets, timeouts, in_flight: Arc::default() })
     }
 
-    /// Send one request and stream it to the end. Never panics on what the server sends;
-    /// `cancel` ends an in-flight request as `Interrupted`, keeping what was observed.
     /// Requests in flight right now.
     pub fn in_flight(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.in_flight)
     }
 
+    /// The client for a send repeated after a stale pooled connection: never a pooled one.
+    fn fresh(&self) -> &reqwest::Client {
+        self.fresh.get_or_init(|| http_client(&self.timeouts, 0).unwrap_or_else(|_| self.http.clone()))
+    }
+
+    /// A POST of `body` to the endpoint, on `http`.
+    fn post(&self, http: &reqwest::Client, body: bytes::Bytes) -> reqwest::RequestBuilder {
+        let mut builder = http.post(self.url.clone()).header(CONTENT_TYPE, "application/json").body(body);
+        if let Some(auth) = &self.auth {
+            builder = builder.header(AUTHORIZATION, auth.clone());
+        }
+        builder
+    }
+
+    /// Send one request and stream it to the end. Never panics on what the server sends;
+    /// `cancel` ends an in-flight request as `Interrupted`, keeping what was observed.
     pub async fn execute(&self, req: &PreparedRequest, dispatch: Dispatch, cancel: &CancellationToken) -> Outcome {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let outcome = self.execute_with_retries(req, dispatch, cancel).await;
@@ -99,11 +184,10 @@ impl Client {
             let retry = match &outcome {
                 // Only failures before any output: a retry after tokens streamed would make the
                 // server generate twice and the record describe neither attempt.
-                Outcome::Failed(f) if (retried.len() as u32) < policy.max_retries && f.first_output.is_none() => {
-                    policy.on.contains(&f.kind).then(|| {
-                        f.retry_after.unwrap_or_else(|| policy.backoff * 2u32.saturating_pow(retried.len() as u32))
-                    })
-                }
+                Outcome::Failed(f) if (retried.len() as u32) < policy.max_retries && f.first_output.is_none() => policy
+                    .on
+                    .contains(&f.kind)
+                    .then(|| f.retry_after.unwrap_or_else(|| backoff_wait(policy.backoff, retried.len() as u32))),
                 _ => None,
             };
             let Some(wait) = retry else { return with_retries(outcome, retried) };
@@ -116,50 +200,81 @@ impl Client {
         }
     }
 
+    /// The deadline that applies now, and its clock.
+    fn next_deadline(&self, start: Instant, state: &StreamState) -> (Instant, Clock) {
+        if let Some(done) = state.done {
+            return (deadline(start, done.saturating_add(DRAIN_AFTER_DONE)), Clock::Drain);
+        }
+        match state.last_progress.filter(|_| state.first_output.is_some()) {
+            None => self.earliest(start, deadline(start, self.timeouts.first_byte), Clock::FirstOutput),
+            Some(progress) => {
+                self.earliest(start, deadline(start, progress.saturating_add(self.timeouts.idle)), Clock::Idle)
+            }
+        }
+    }
+
+    /// `(due, clock)`, or the whole request's deadline when that comes first.
+    fn earliest(&self, start: Instant, due: Instant, clock: Clock) -> (Instant, Clock) {
+        let request = deadline(start, self.timeouts.request);
+        if request < due { (request, Clock::Request) } else { (due, clock) }
+    }
+
     /// One attempt: send, stream, time.
     async fn attempt(&self, req: &PreparedRequest, dispatch: Dispatch, cancel: &CancellationToken) -> Outcome {
         let level_start = dispatch.level_start;
-        let mut a = Attempt::new(req, dispatch, self.api_key.as_ref().map(ApiKey::expose));
+        let mut a = Attempt::new(req, dispatch, &self.secrets);
         // Registered once per request, then polled by every wait below.
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
         let response = loop {
-            let mut builder =
-                self.http.post(self.url.clone()).header(CONTENT_TYPE, "application/json").body(req.body.clone());
-            if let Some(auth) = &self.auth {
-                builder = builder.header(AUTHORIZATION, auth.clone());
-            }
+            let http = if a.stale_connection_retries == 0 { &self.http } else { self.fresh() };
+            let builder = self.post(http, req.body.clone());
             // The clock starts here, as the request is handed to the pool.
             a.start = Instant::now();
             a.start_offset = a.start.saturating_duration_since(level_start);
-            match wait(&mut cancelled, a.start + self.timeouts.first_byte, builder.send()).await {
+            let (due, clock) = self.earliest(a.start, deadline(a.start, self.timeouts.first_byte), Clock::FirstOutput);
+            match wait(&mut cancelled, due, builder.send()).await {
                 Wait::Cancelled => return a.interrupted(&StreamState::default()),
                 Wait::TimedOut => {
-                    return a.fail(
-                        ErrorKind::FirstByteTimeout,
-                        None,
-                        None,
-                        "no response headers within client.first_byte_timeout",
-                    );
+                    let (kind, what) = match clock {
+                        Clock::Request => {
+                            (ErrorKind::RequestTimeout, "no response headers within client.request_timeout")
+                        }
+                        _ => (ErrorKind::FirstByteTimeout, "no response headers within client.first_byte_timeout"),
+                    };
+                    return a.fail(kind, None, None, what);
                 }
                 Wait::Ready(Ok(response)) => break response,
                 // A pooled connection the server already closed (llama.cpp closes after every
-                // stream while saying keep-alive): reconnect once, untimed, and say so.
+                // stream while saying keep-alive): send again, untimed, on a new connection,
+                // since the pool may hold more connections closed the same way.
                 Wait::Ready(Err(e)) if a.stale_connection_retries == 0 && is_stale_connection(&e) => {
                     a.stale_connection_retries += 1;
                 }
-                Wait::Ready(Err(e)) => return a.fail(send_error_kind(&e), None, None, &error_chain(&e)),
+                Wait::Ready(Err(e)) => return a.fail(send_error_kind(&e), None, None, &error_chain(e)),
             }
         };
-        if !response.status().is_success() {
+        let status = response.status();
+        if status.is_redirection() {
+            return a.fail(
+                ErrorKind::Redirect,
+                Some(status.as_u16()),
+                None,
+                &redirect_message(status.as_u16(), response.headers()),
+            );
+        }
+        if !status.is_success() {
             return self.http_failure(&a, response).await;
         }
-        let mut state = StreamState::new(req.canary.is_some() || req.response_words.is_some());
+        let mut state = StreamState::new(req.response_words.is_some());
+        if let Some(marker) = &req.canary {
+            state = state.with_canary(marker);
+        }
         let mut body = response.bytes_stream();
         // One timer per request, armed at the earliest deadline that can apply and otherwise left
         // alone: a read only moves `due`, and when the timer fires early it is re-armed from
-        // there. Reads therefore never touch the timer wheel.
-        let mut due = a.start + self.timeouts.first_byte;
+        // there. Reads therefore never touch the timer wheel unless a deadline comes closer.
+        let (mut due, mut clock) = self.next_deadline(a.start, &state);
         let mut armed = due;
         let timer = tokio::time::sleep_until(armed);
         tokio::pin!(timer);
@@ -180,14 +295,8 @@ impl Client {
                     timer.as_mut().reset(armed);
                     continue;
                 }
-                if state.done.is_some() {
-                    break; // body never ended after [DONE]: fine
-                }
-                let (kind, what) = if state.first_output.is_none() && state.buffered() == 0 {
-                    (ErrorKind::FirstByteTimeout, "no streamed output within client.first_byte_timeout")
-                } else {
-                    (ErrorKind::IdleTimeout, "the stream went silent for longer than client.idle_timeout")
-                };
+                // The body never ended after [DONE]: the response was complete.
+                let Some((kind, what)) = clock.failure() else { break };
                 return a.fail_with_state(kind, &state, at, None, what);
             };
             match item {
@@ -200,13 +309,19 @@ impl Client {
                 // A close after [DONE] is not a failure: the response was complete.
                 Some(Err(_)) if state.done.is_some() => break,
                 Some(Err(e)) => {
-                    return a.fail_with_state(ErrorKind::StreamBroken, &state, at, None, &error_chain(&e));
+                    return a.fail_with_state(ErrorKind::StreamBroken, &state, at, None, &error_chain(e));
                 }
                 Some(Ok(bytes)) => {
                     if let Err(fault) = state.observe(&bytes, at) {
                         return a.fail_with_state(fault.kind, &state, at, fault.server_error_type, &fault.message);
                     }
-                    due = now + if state.done.is_some() { DRAIN_AFTER_DONE } else { self.timeouts.idle };
+                    (due, clock) = self.next_deadline(a.start, &state);
+                    // Checked here too: a server that never pauses would keep the timer from
+                    // ever being polled.
+                    if now >= due {
+                        let Some((kind, what)) = clock.failure() else { break };
+                        return a.fail_with_state(kind, &state, at, None, what);
+                    }
                     // Only a deadline earlier than the armed one needs the timer moved now.
                     if due < armed {
                         armed = due;
@@ -223,15 +338,14 @@ impl Client {
     /// whose connections stay in the pool. Failures are ignored; a request that finds no idle
     /// connection simply opens one, as it would have anyway.
     pub async fn warm_connections(&self, url: &str, n: usize) {
+        let limit = self.timeouts.connect.saturating_add(Duration::from_secs(5));
         let get = |_| {
             let mut builder = self.http.get(url);
             if let Some(auth) = &self.auth {
                 builder = builder.header(AUTHORIZATION, auth.clone());
             }
             async move {
-                if let Ok(Ok(response)) =
-                    tokio::time::timeout(self.timeouts.connect + Duration::from_secs(5), builder.send()).await
-                {
+                if let Ok(Ok(response)) = tokio::time::timeout(limit, builder.send()).await {
                     // Reading the body to its end returns the connection to the pool.
                     let _ = tokio::time::timeout(Duration::from_secs(5), response.bytes()).await;
                 }
@@ -240,55 +354,13 @@ impl Client {
         futures::future::join_all((0..n).map(get)).await;
     }
 
-    /// Send a non-streamed calibration probe; the server's `usage.prompt_tokens`, or why not.
-    pub async fn probe(&self, body: bytes::Bytes) -> Result<u64, String> {
-        let secret = self.api_key.as_ref().map(ApiKey::expose);
-        let mut retried = false;
-        let response = loop {
-            let mut builder =
-                self.http.post(self.url.clone()).header(CONTENT_TYPE, "application/json").body(body.clone());
-            if let Some(auth) = &self.auth {
-                builder = builder.header(AUTHORIZATION, auth.clone());
-            }
-            match tokio::time::timeout(self.timeouts.first_byte, builder.send()).await {
-                Err(_) => return Err("no answer within client.first_byte_timeout".to_string()),
-                Ok(Ok(r)) => break r,
-                Ok(Err(e)) if !retried && is_stale_connection(&e) => retried = true,
-                Ok(Err(e)) => return Err(sanitize_message(&error_chain(&e), secret)),
-            }
-        };
-        let status = response.status();
-        let bytes = match tokio::time::timeout(self.timeouts.idle, response.bytes()).await {
-            Ok(Ok(b)) => b,
-            Ok(Err(e)) => return Err(sanitize_message(&error_chain(&e), secret)),
-            Err(_) => return Err("the answer stalled beyond client.idle_timeout".to_string()),
-        };
-        if !status.is_success() {
-            let (_, message) = parse_error_body(&bytes);
-            return Err(sanitize_message(
-                &format!("HTTP {}: {}", status.as_u16(), message.unwrap_or_default()),
-                secret,
-            ));
-        }
-        serde_json::from_slice::<serde_json::Value>(&bytes)
-            .ok()
-            .and_then(|v| v.get("usage")?.get("prompt_tokens")?.as_u64())
-            .ok_or_else(|| "the answer carried no usage.prompt_tokens".to_string())
-    }
-
     async fn http_failure(&self, a: &Attempt<'_>, response: reqwest::Response) -> Outcome {
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64);
+        let retry_after = retry_after(response.headers());
         let mut body = Vec::new();
         let mut stream = response.bytes_stream();
-        let deadline = Instant::now() + self.timeouts.idle;
-        while let Ok(Some(Ok(bytes))) = timeout_at(deadline, stream.next()).await {
+        let until = deadline(Instant::now(), self.timeouts.idle).min(deadline(a.start, self.timeouts.request));
+        while let Ok(Some(Ok(bytes))) = timeout_at(until, stream.next()).await {
             body.extend_from_slice(&bytes[..bytes.len().min(ERROR_BODY_LIMIT - body.len())]);
             if body.len() >= ERROR_BODY_LIMIT {
                 break;
@@ -301,16 +373,9 @@ impl Client {
         } else {
             ErrorKind::Http(status)
         };
-        let mut outcome = a.fail(kind, Some(status), server_type, &message);
-        if let Outcome::Failed(f) = &mut outcome {
-            f.retry_after = retry_after;
-        }
-        outcome
+        a.fail_retry_after(kind, status, server_type, &message, retry_after)
     }
 }
-
-/// Longest wait before a retry, whatever `Retry-After` says.
-const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 
 /// Record the retries an outcome took (its timings are the final attempt's).
 fn with_retries(mut outcome: Outcome, retried: Vec<ErrorKind>) -> Outcome {
@@ -347,237 +412,5 @@ async fn wait<F: std::future::Future>(
             Ok(v) => Wait::Ready(v),
             Err(_) => Wait::TimedOut,
         },
-    }
-}
-
-/// Per-request bookkeeping shared by the success and failure paths.
-struct Attempt<'a> {
-    index: u64,
-    planned_context_tokens: u32,
-    intended_offset: Option<Duration>,
-    queue_wait: Option<Duration>,
-    start: Instant,
-    start_offset: Duration,
-    stale_connection_retries: u32,
-    secret: Option<&'a str>,
-}
-
-impl<'a> Attempt<'a> {
-    fn new(req: &PreparedRequest, dispatch: Dispatch, secret: Option<&'a str>) -> Self {
-        let start = Instant::now();
-        let level_start = dispatch.level_start;
-        Attempt {
-            index: req.index,
-            planned_context_tokens: req.planned_context_tokens,
-            intended_offset: dispatch.intended.map(|i| i.saturating_duration_since(level_start)),
-            queue_wait: dispatch.intended.map(|_| dispatch.queue_wait),
-            start,
-            start_offset: start.saturating_duration_since(level_start),
-            stale_connection_retries: 0,
-            secret,
-        }
-    }
-
-    fn failure(
-        &self,
-        kind: ErrorKind,
-        http_status: Option<u16>,
-        server_error_type: Option<String>,
-        message: &str,
-    ) -> Failed {
-        Failed {
-            index: self.index,
-            planned_context_tokens: self.planned_context_tokens,
-            start_offset: self.start_offset,
-            intended_offset: self.intended_offset,
-            queue_wait: self.queue_wait,
-            kind,
-            http_status,
-            server_error_type,
-            message: sanitize_message(message, self.secret),
-            elapsed: self.start.elapsed(),
-            first_output: None,
-            first_content: None,
-            content_chunks: 0,
-            reasoning_chunks: 0,
-            stale_connection_retries: self.stale_connection_retries,
-            retries: 0,
-            retried_errors: Vec::new(),
-            retry_after: None,
-        }
-    }
-
-    fn fail(
-        &self,
-        kind: ErrorKind,
-        http_status: Option<u16>,
-        server_error_type: Option<String>,
-        message: &str,
-    ) -> Outcome {
-        Outcome::Failed(self.failure(kind, http_status, server_error_type, message))
-    }
-
-    /// A failure after a 200 response started streaming, with the partial timings.
-    fn fail_with_state(
-        &self,
-        kind: ErrorKind,
-        state: &StreamState,
-        at: Duration,
-        server_error_type: Option<String>,
-        message: &str,
-    ) -> Outcome {
-        Outcome::Failed(Failed {
-            elapsed: at,
-            first_output: state.first_output,
-            first_content: state.first_content,
-            content_chunks: state.content_chunks,
-            reasoning_chunks: state.reasoning_chunks,
-            ..self.failure(kind, Some(200), server_error_type, message)
-        })
-    }
-
-    fn interrupted(&self, state: &StreamState) -> Outcome {
-        let at = self.start.elapsed();
-        let mut f = self.fail_with_state(
-            ErrorKind::Interrupted,
-            state,
-            at,
-            None,
-            "the run was stopped while this request was in flight",
-        );
-        if let Outcome::Failed(f) = &mut f {
-            f.http_status = None;
-        }
-        f
-    }
-
-    fn complete(&self, req: &PreparedRequest, state: StreamState) -> Outcome {
-        let Some(end) = state.done else {
-            let at = self.start.elapsed();
-            return self.fail_with_state(
-                ErrorKind::MissingDone,
-                &state,
-                at,
-                None,
-                "the stream ended without data: [DONE]",
-            );
-        };
-        let Some(first_output) = state.first_output else {
-            return self.fail_with_state(
-                ErrorKind::EmptyResponse,
-                &state,
-                end,
-                None,
-                "the response carried no reasoning or content text",
-            );
-        };
-        let truncated = state.visible_truncated();
-        let canary = match (&req.canary, &state.capture) {
-            (Some(marker), Some(capture)) => Some(check_canary(marker, capture, !truncated)),
-            _ => None,
-        };
-        let controlled_output = match (req.response_words, &state.capture) {
-            (Some(words), Some(capture)) => {
-                Some(check_controlled_output(words, capture, !truncated, state.finish_reason.as_deref()))
-            }
-            _ => None,
-        };
-        let (output_tokens, output_token_source) = state.output_tokens();
-        Outcome::Completed(Completed {
-            index: self.index,
-            planned_context_tokens: self.planned_context_tokens,
-            prompt_target_tokens: req.prompt_target_tokens,
-            start_offset: self.start_offset,
-            intended_offset: self.intended_offset,
-            queue_wait: self.queue_wait,
-            first_output,
-            first_content: state.first_content,
-            end,
-            content_chunks: state.content_chunks,
-            reasoning_chunks: state.reasoning_chunks,
-            prompt_tokens: state.usage.prompt_tokens,
-            cached_tokens: state.usage.cached_tokens,
-            output_tokens,
-            output_token_source,
-            finish_reason: state.finish_reason,
-            visible_content_truncated: truncated,
-            canary,
-            controlled_output,
-            retries: 0,
-            retried_errors: Vec::new(),
-            stale_connection_retries: self.stale_connection_retries,
-        })
-    }
-}
-
-/// A send that failed on an already-open connection that was closed under us.
-fn is_stale_connection(e: &reqwest::Error) -> bool {
-    if e.is_connect() || e.is_timeout() || e.is_builder() {
-        return false;
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind as K;
-            if matches!(io.kind(), K::ConnectionReset | K::BrokenPipe | K::ConnectionAborted | K::UnexpectedEof) {
-                return true;
-            }
-        }
-        if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            if h.is_incomplete_message() || h.is_canceled() {
-                return true;
-            }
-        }
-        source = err.source();
-    }
-    false
-}
-
-fn send_error_kind(e: &reqwest::Error) -> ErrorKind {
-    if e.is_connect() {
-        if e.is_timeout() { ErrorKind::ConnectTimeout } else { ErrorKind::ConnectFailed }
-    } else if e.is_timeout() {
-        ErrorKind::FirstByteTimeout
-    } else if e.is_request() {
-        ErrorKind::StreamBroken
-    } else {
-        ErrorKind::RequestFailed
-    }
-}
-
-/// The error and its causes on one line (reqwest's top-level message alone says little).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
-
-/// A 400 that says the prompt does not fit (OpenAI, vLLM, SGLang and llama.cpp wordings).
-fn is_context_overflow(server_type: Option<&str>, message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    matches!(server_type, Some("context_length_exceeded" | "exceed_context_size_error"))
-        || m.contains("maximum context length")
-        || m.contains("context length")
-        || m.contains("context size")
-        || m.contains("context window")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn context_overflow_wordings() {
-        assert!(is_context_overflow(Some("exceed_context_size_error"), "request exceeds the available context size"));
-        assert!(is_context_overflow(Some("BadRequestError"), "This model's maximum context length is 4096 tokens."));
-        assert!(!is_context_overflow(Some("invalid_request_error"), "temperature must be positive"));
     }
 }

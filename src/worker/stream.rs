@@ -2,16 +2,23 @@
 //!
 //! Fed one timestamp per read (`observe`), so every event decoded from the same read shares the
 //! instant its bytes became available. Nothing here allocates per chunk: visible text is copied
-//! into one growing capture, bounded at `CAPTURE_CHARS`.
+//! into one growing capture, bounded at `CAPTURE_CHARS` (kept only for the word-count check),
+//! and the canary is checked by a streaming scan that holds no text.
+//!
+//! The response ends at `data: [DONE]`: whatever follows it is not read as SSE at all (a proxy
+//! may append a footer). A response that has sent its finish reason and its usage is complete
+//! as well when a line that is no SSE field follows (a footer where `[DONE]` should be).
 
 use std::time::Duration;
 
 use crate::openai::{ChunkError, SseDecoder, SseError, StreamEvent, Usage, parse_event};
+use crate::record::{ErrorKind, TokenSource, usage_plausible};
+use crate::workload::CanaryScan;
 
-use crate::record::{ErrorKind, TokenSource};
-
-/// Visible content kept per response for canary checks (the reference contract's cap).
+/// Visible content kept per response for the word-count check (the reference contract's cap).
 pub const CAPTURE_CHARS: usize = 8192;
+/// Longest `finish_reason` kept from the wire (it is sanitized further when recorded).
+const FINISH_REASON_BYTES: usize = 256;
 
 /// Why a stream could not be read to its end.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,19 +44,54 @@ impl From<ChunkError> for StreamFault {
     }
 }
 
+/// Why decoding a read stopped early.
+enum Stop {
+    Fault(StreamFault),
+    /// `[DONE]` arrived: the rest of the read is not part of the response.
+    Done,
+}
+
+impl From<SseError> for Stop {
+    fn from(e: SseError) -> Self {
+        Stop::Fault(e.into())
+    }
+}
+
+impl From<StreamFault> for Stop {
+    fn from(f: StreamFault) -> Self {
+        Stop::Fault(f)
+    }
+}
+
+/// Output tokens, where the number came from, and the server's count when it was set aside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputTokens {
+    pub tokens: u64,
+    pub source: TokenSource,
+    /// `usage.completion_tokens` when it was implausible (see `record::usage_plausible`).
+    pub usage_set_aside: Option<u64>,
+}
+
 #[derive(Debug, Default)]
 pub struct StreamState {
     decoder: SseDecoder,
     pub first_output: Option<Duration>,
     pub first_content: Option<Duration>,
+    /// `[DONE]` arrived (or the response ended at a footer after its finish reason and usage).
     pub done: Option<Duration>,
+    /// The last event that carried progress: text, a finish reason, usage or `[DONE]`.
+    /// Comments, role-only chunks and chunks without choices are not progress.
+    pub last_progress: Option<Duration>,
     pub content_chunks: u32,
     pub reasoning_chunks: u32,
     pub usage: Usage,
+    /// Any usage object arrived.
+    usage_seen: bool,
     pub finish_reason: Option<String>,
     /// Visible content, up to `CAPTURE_CHARS` characters (kept only when asked for).
     pub capture: Option<String>,
     pub visible_chars: usize,
+    canary: Option<CanaryScan>,
 }
 
 impl StreamState {
@@ -57,51 +99,101 @@ impl StreamState {
         StreamState { capture: keep_capture.then(String::new), ..Default::default() }
     }
 
+    /// Also scan the whole visible response for canary markers, against `marker`.
+    pub fn with_canary(mut self, marker: &str) -> Self {
+        self.canary = Some(CanaryScan::new(marker));
+        self
+    }
+
     /// Bytes of one read, all stamped `at` (time since the request started).
     pub fn observe(&mut self, bytes: &[u8], at: Duration) -> Result<(), StreamFault> {
+        if self.done.is_some() {
+            return Ok(()); // anything after [DONE] is not part of the response
+        }
         let mut decoder = std::mem::take(&mut self.decoder);
         let result = decoder.feed(bytes, |data| self.on_event(data, at));
         self.decoder = decoder;
-        result
+        self.settle(result)
     }
 
     /// The body ended; an unterminated last event still counts.
     pub fn finish(&mut self, at: Duration) -> Result<(), StreamFault> {
+        if self.done.is_some() {
+            return Ok(());
+        }
         let mut decoder = std::mem::take(&mut self.decoder);
         let result = decoder.finish(|data| self.on_event(data, at));
         self.decoder = decoder;
-        result
+        self.settle(result)
     }
 
-    fn on_event(&mut self, data: &[u8], at: Duration) -> Result<(), StreamFault> {
-        if self.done.is_some() {
-            return Ok(()); // anything after [DONE] is not part of the response
+    fn settle(&mut self, result: Result<(), Stop>) -> Result<(), StreamFault> {
+        match result {
+            Ok(()) | Err(Stop::Done) => Ok(()),
+            // A footer where `[DONE]` should be, after a response that said everything else: the
+            // response ended at its last event.
+            Err(Stop::Fault(f)) if f.kind == ErrorKind::MalformedSse && self.finished_but_for_done() => {
+                self.done = self.last_progress;
+                Ok(())
+            }
+            Err(Stop::Fault(f)) => Err(f),
         }
-        match parse_event(data)? {
-            StreamEvent::Done => self.done = Some(at),
+    }
+
+    /// The finish reason and the usage both arrived.
+    fn finished_but_for_done(&self) -> bool {
+        self.finish_reason.is_some() && self.usage_seen && self.last_progress.is_some()
+    }
+
+    fn on_event(&mut self, data: &[u8], at: Duration) -> Result<(), Stop> {
+        match parse_event(data).map_err(StreamFault::from)? {
+            StreamEvent::Done => {
+                self.done = Some(at);
+                self.last_progress = Some(at);
+                return Err(Stop::Done);
+            }
             StreamEvent::Error { kind, message } => {
-                return Err(StreamFault { kind: ErrorKind::ServerErrorEvent, server_error_type: kind, message });
+                return Err(Stop::Fault(StreamFault {
+                    kind: ErrorKind::ServerErrorEvent,
+                    server_error_type: kind,
+                    message,
+                }));
             }
             StreamEvent::Chunk { delta, finish_reason, usage } => {
                 // Role-only and empty deltas are not output: they never start a clock.
+                let mut progress = false;
                 if delta.reasoning.as_deref().is_some_and(|r| !r.is_empty()) {
-                    self.reasoning_chunks += 1;
+                    self.reasoning_chunks = self.reasoning_chunks.saturating_add(1);
                     self.first_output.get_or_insert(at);
+                    progress = true;
                 }
                 if let Some(text) = delta.content.as_deref().filter(|c| !c.is_empty()) {
-                    self.content_chunks += 1;
+                    self.content_chunks = self.content_chunks.saturating_add(1);
                     self.first_output.get_or_insert(at);
                     self.first_content.get_or_insert(at);
                     self.capture_text(text);
+                    if let Some(scan) = &mut self.canary {
+                        scan.feed(text);
+                    }
+                    progress = true;
                 }
                 if let Some(reason) = finish_reason {
-                    self.finish_reason = Some(reason.into_owned());
+                    let reason = prefix_at_char(&reason, FINISH_REASON_BYTES);
+                    if self.finish_reason.as_deref() != Some(reason) {
+                        self.finish_reason = Some(reason.to_owned());
+                    }
+                    progress = true;
                 }
                 if let Some(u) = usage {
                     // Engines differ in which chunk carries usage; the last report wins field by field.
                     self.usage.prompt_tokens = u.prompt_tokens.or(self.usage.prompt_tokens);
                     self.usage.completion_tokens = u.completion_tokens.or(self.usage.completion_tokens);
                     self.usage.cached_tokens = u.cached_tokens.or(self.usage.cached_tokens);
+                    self.usage_seen = true;
+                    progress = true;
+                }
+                if progress {
+                    self.last_progress = Some(at);
                 }
             }
         }
@@ -119,24 +211,42 @@ impl StreamState {
                 capture.push_str(&text[..cut]);
             }
         }
-        self.visible_chars += chars;
+        self.visible_chars = self.visible_chars.saturating_add(chars);
     }
 
     pub fn visible_truncated(&self) -> bool {
         self.visible_chars > CAPTURE_CHARS
     }
 
-    /// Output tokens and where the number came from.
-    pub fn output_tokens(&self) -> (u64, TokenSource) {
+    /// The canary verdict over the whole visible response, when canaries are on.
+    pub fn canary_check(&mut self) -> Option<crate::record::CanaryCheck> {
+        let complete = self.done.is_some();
+        self.canary.take().map(|scan| scan.finish(complete))
+    }
+
+    /// Output tokens: the server's count unless it is missing or implausible, else the chunks.
+    pub fn output_tokens(&self) -> OutputTokens {
+        let chunks = u64::from(self.content_chunks) + u64::from(self.reasoning_chunks);
         match self.usage.completion_tokens {
-            Some(n) => (n, TokenSource::Usage),
-            None => (u64::from(self.content_chunks + self.reasoning_chunks), TokenSource::ChunkCount),
+            Some(n) if usage_plausible(n, chunks) => {
+                OutputTokens { tokens: n, source: TokenSource::Usage, usage_set_aside: None }
+            }
+            set_aside => OutputTokens { tokens: chunks, source: TokenSource::ChunkCount, usage_set_aside: set_aside },
         }
     }
 
     pub fn buffered(&self) -> usize {
         self.decoder.buffered()
     }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn prefix_at_char(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let cut = (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+    &s[..cut]
 }
 
 #[cfg(test)]
@@ -163,7 +273,7 @@ mod tests {
         assert!(s.done.is_some());
         assert_eq!(s.reasoning_chunks, 0);
         assert_eq!(s.content_chunks, 12);
-        assert_eq!(s.output_tokens(), (12, TokenSource::Usage));
+        assert_eq!((s.output_tokens().tokens, s.output_tokens().source), (12, TokenSource::Usage));
         assert_eq!(s.finish_reason.as_deref(), Some("length"));
         // The role-only first chunk (bytes 0..~250) must not start the clock.
         assert!(s.first_content.unwrap() > MS * 2);
@@ -176,7 +286,10 @@ mod tests {
         let s = feed_fixture("llamacpp-chat-nousage-stop.sse");
         assert_eq!(s.usage, Usage::default());
         assert_eq!(s.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(s.output_tokens(), (u64::from(s.content_chunks), TokenSource::ChunkCount));
+        assert_eq!(
+            (s.output_tokens().tokens, s.output_tokens().source),
+            (u64::from(s.content_chunks), TokenSource::ChunkCount)
+        );
         assert!(s.capture.as_deref().unwrap().starts_with("Hello there!"));
     }
 
@@ -184,7 +297,7 @@ mod tests {
     fn llamacpp_completions_usage_on_finish_chunk() {
         let s = feed_fixture("llamacpp-completions.sse");
         assert_eq!(s.content_chunks, 8);
-        assert_eq!(s.output_tokens(), (8, TokenSource::Usage));
+        assert_eq!((s.output_tokens().tokens, s.output_tokens().source), (8, TokenSource::Usage));
         assert_eq!((s.usage.prompt_tokens, s.usage.cached_tokens), (Some(5), Some(0)));
         assert_eq!(s.capture.as_deref(), Some(" Paris.\n\nThe United States has"));
     }
@@ -212,5 +325,89 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::InvalidJson);
         let e = StreamState::new(false).observe(b"garbage line\n\n", MS).unwrap_err();
         assert_eq!(e.kind, ErrorKind::MalformedSse);
+    }
+
+    const ROLE: &[u8] = b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n";
+    const WORD: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"w\"}}]}\n\n";
+    const FINISH: &[u8] = b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    const USAGE: &[u8] = b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n";
+
+    #[test]
+    fn only_events_with_progress_move_the_progress_clock() {
+        let mut s = StreamState::new(false);
+        s.observe(b": keep-alive\n\n", MS).unwrap();
+        s.observe(ROLE, MS * 2).unwrap();
+        s.observe(b"data: {\"choices\":[]}\n\n", MS * 3).unwrap();
+        assert_eq!((s.first_output, s.last_progress), (None, None), "no output yet, whatever bytes came");
+        s.observe(WORD, MS * 4).unwrap();
+        s.observe(b": ping\n\ndata: {\"choices\":[]}\n\n", MS * 5).unwrap();
+        assert_eq!((s.first_output, s.last_progress), (Some(MS * 4), Some(MS * 4)));
+        s.observe(FINISH, MS * 6).unwrap();
+        assert_eq!(s.last_progress, Some(MS * 6));
+        s.observe(USAGE, MS * 7).unwrap();
+        s.observe(b"data: [DONE]\n\n", MS * 8).unwrap();
+        assert_eq!((s.last_progress, s.done), (Some(MS * 8), Some(MS * 8)));
+    }
+
+    #[test]
+    fn nothing_after_done_is_read() {
+        let mut s = StreamState::new(false);
+        let mut bytes = [WORD, b"data: [DONE]\n\n<html>proxy footer</html>\n\ndata: {\"choices\":[\n\n"].concat();
+        s.observe(&bytes, MS).unwrap();
+        bytes.clear();
+        s.observe(b"more junk\n\n", MS * 2).unwrap();
+        s.finish(MS * 3).unwrap();
+        assert_eq!((s.done, s.content_chunks), (Some(MS), 1));
+    }
+
+    #[test]
+    fn a_footer_after_finish_and_usage_ends_the_response() {
+        let mut s = StreamState::new(false);
+        s.observe(&[ROLE, WORD, WORD, FINISH].concat(), MS).unwrap();
+        s.observe(USAGE, MS * 2).unwrap();
+        s.observe(b"X-Proxy: served by edge-7\n\n", MS * 3).unwrap();
+        assert_eq!(s.done, Some(MS * 2), "complete at its last event");
+        // Before the response said everything, the same line is corruption.
+        let mut s = StreamState::new(false);
+        s.observe(&[WORD, FINISH].concat(), MS).unwrap();
+        assert_eq!(s.observe(b"X-Proxy: served by edge-7\n\n", MS * 2).unwrap_err().kind, ErrorKind::MalformedSse);
+    }
+
+    #[test]
+    fn an_implausible_usage_count_is_set_aside_and_kept() {
+        let mut s = StreamState::new(false);
+        for _ in 0..16 {
+            s.observe(WORD, MS).unwrap();
+        }
+        s.observe(b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":0}}\n\n", MS).unwrap();
+        assert_eq!(
+            s.output_tokens(),
+            OutputTokens { tokens: 16, source: TokenSource::ChunkCount, usage_set_aside: Some(0) }
+        );
+        s.observe(b"data: {\"choices\":[],\"usage\":{\"completion_tokens\":17}}\n\n", MS).unwrap();
+        assert_eq!(s.output_tokens(), OutputTokens { tokens: 17, source: TokenSource::Usage, usage_set_aside: None });
+    }
+
+    #[test]
+    fn a_long_response_passes_its_canary_without_any_capture() {
+        let marker = "ANVIL_REQ_9_00003";
+        let mut s = StreamState::new(false).with_canary(marker);
+        s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"ANVIL_REQ\"}}]}\n\n", MS).unwrap();
+        s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"_9_00003\"}}]}\n\n", MS).unwrap();
+        let filler = b"data: {\"choices\":[{\"delta\":{\"content\":\" the river ran north\"}}]}\n\n".repeat(2000);
+        s.observe(&filler, MS * 2).unwrap();
+        s.observe(b"data: [DONE]\n\n", MS * 3).unwrap();
+        assert!(s.visible_truncated() && s.capture.is_none());
+        let c = s.canary_check().unwrap();
+        assert!(c.passed, "{c:?}");
+    }
+
+    #[test]
+    fn server_labels_are_bounded_on_arrival() {
+        let mut s = StreamState::new(false);
+        let huge =
+            format!("data: {{\"choices\":[{{\"delta\":{{}},\"finish_reason\":\"{}\"}}]}}\n\n", "é".repeat(10_000));
+        s.observe(huge.as_bytes(), MS).unwrap();
+        assert!(s.finish_reason.as_deref().unwrap().len() <= FINISH_REASON_BYTES);
     }
 }

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use rand::RngExt;
 use rand::seq::SliceRandom;
 
-pub use canary::{CANARY_PREFIX, canary_marker, check_canary, check_controlled_output};
+pub use canary::{CANARY_PREFIX, CanaryScan, canary_marker, check_canary, check_controlled_output};
 pub use sizing::Sizer;
 pub use text::{estimate_tokens, is_filler_word};
 

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub mod hostile;
+
 pub fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

@@ -1,0 +1,181 @@
+//! Per-attempt bookkeeping shared by the success and failure paths: the request's identity,
+//! its clock, and how a stream's state becomes an `Outcome`. Every server-supplied string is
+//! sanitized here, once, on its way into a record.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::StreamState;
+use super::sanitize::Secrets;
+use crate::record::{Completed, Dispatch, ErrorKind, Failed, Outcome};
+use crate::workload::{PreparedRequest, check_controlled_output};
+
+pub(super) struct Attempt<'a> {
+    index: u64,
+    planned_context_tokens: u32,
+    intended_offset: Option<Duration>,
+    queue_wait: Option<Duration>,
+    pub start: Instant,
+    pub start_offset: Duration,
+    pub stale_connection_retries: u32,
+    secrets: &'a Secrets,
+}
+
+impl<'a> Attempt<'a> {
+    pub fn new(req: &PreparedRequest, dispatch: Dispatch, secrets: &'a Secrets) -> Self {
+        let start = Instant::now();
+        let level_start = dispatch.level_start;
+        Attempt {
+            index: req.index,
+            planned_context_tokens: req.planned_context_tokens,
+            intended_offset: dispatch.intended.map(|i| i.saturating_duration_since(level_start)),
+            queue_wait: dispatch.intended.map(|_| dispatch.queue_wait),
+            start,
+            start_offset: start.saturating_duration_since(level_start),
+            stale_connection_retries: 0,
+            secrets,
+        }
+    }
+
+    fn failure(
+        &self,
+        kind: ErrorKind,
+        http_status: Option<u16>,
+        server_error_type: Option<String>,
+        message: &str,
+    ) -> Failed {
+        Failed {
+            index: self.index,
+            planned_context_tokens: self.planned_context_tokens,
+            start_offset: self.start_offset,
+            intended_offset: self.intended_offset,
+            queue_wait: self.queue_wait,
+            kind,
+            http_status,
+            server_error_type: server_error_type.map(|t| self.secrets.field(&t)),
+            message: self.secrets.message(message),
+            elapsed: self.start.elapsed(),
+            first_output: None,
+            first_content: None,
+            content_chunks: 0,
+            reasoning_chunks: 0,
+            stale_connection_retries: self.stale_connection_retries,
+            retries: 0,
+            retried_errors: Vec::new(),
+            retry_after: None,
+        }
+    }
+
+    pub fn fail(
+        &self,
+        kind: ErrorKind,
+        http_status: Option<u16>,
+        server_error_type: Option<String>,
+        message: &str,
+    ) -> Outcome {
+        Outcome::Failed(self.failure(kind, http_status, server_error_type, message))
+    }
+
+    /// A failure with the server's `Retry-After`, for the retry policy.
+    pub fn fail_retry_after(
+        &self,
+        kind: ErrorKind,
+        http_status: u16,
+        server_error_type: Option<String>,
+        message: &str,
+        retry_after: Option<Duration>,
+    ) -> Outcome {
+        Outcome::Failed(Failed { retry_after, ..self.failure(kind, Some(http_status), server_error_type, message) })
+    }
+
+    /// A failure after a 200 response started streaming, with the partial timings.
+    pub fn fail_with_state(
+        &self,
+        kind: ErrorKind,
+        state: &StreamState,
+        at: Duration,
+        server_error_type: Option<String>,
+        message: &str,
+    ) -> Outcome {
+        Outcome::Failed(Failed {
+            elapsed: at,
+            first_output: state.first_output,
+            first_content: state.first_content,
+            content_chunks: state.content_chunks,
+            reasoning_chunks: state.reasoning_chunks,
+            ..self.failure(kind, Some(200), server_error_type, message)
+        })
+    }
+
+    pub fn interrupted(&self, state: &StreamState) -> Outcome {
+        let at = self.start.elapsed();
+        let mut f = self.fail_with_state(
+            ErrorKind::Interrupted,
+            state,
+            at,
+            None,
+            "the run was stopped while this request was in flight",
+        );
+        if let Outcome::Failed(f) = &mut f {
+            f.http_status = None;
+        }
+        f
+    }
+
+    pub fn complete(&self, req: &PreparedRequest, mut state: StreamState) -> Outcome {
+        let Some(end) = state.done else {
+            let at = self.start.elapsed();
+            return self.fail_with_state(
+                ErrorKind::MissingDone,
+                &state,
+                at,
+                None,
+                "the stream ended without data: [DONE]",
+            );
+        };
+        let Some(first_output) = state.first_output else {
+            return self.fail_with_state(
+                ErrorKind::EmptyResponse,
+                &state,
+                end,
+                None,
+                "the response carried no reasoning or content text",
+            );
+        };
+        let truncated = state.visible_truncated();
+        let canary = state.canary_check();
+        let controlled_output = match (req.response_words, &state.capture) {
+            (Some(words), Some(capture)) => {
+                Some(check_controlled_output(words, capture, !truncated, state.finish_reason.as_deref()))
+            }
+            _ => None,
+        };
+        let output = state.output_tokens();
+        Outcome::Completed(Completed {
+            index: self.index,
+            planned_context_tokens: self.planned_context_tokens,
+            prompt_target_tokens: req.prompt_target_tokens,
+            start_offset: self.start_offset,
+            intended_offset: self.intended_offset,
+            queue_wait: self.queue_wait,
+            first_output,
+            first_content: state.first_content,
+            end,
+            content_chunks: state.content_chunks,
+            reasoning_chunks: state.reasoning_chunks,
+            prompt_tokens: state.usage.prompt_tokens,
+            cached_tokens: state.usage.cached_tokens,
+            output_tokens: output.tokens,
+            output_token_source: output.source,
+            usage_completion_tokens: output.usage_set_aside,
+            finish_reason: state.finish_reason.as_deref().map(|r| self.secrets.field(r)),
+            visible_content_truncated: truncated,
+            canary,
+            controlled_output,
+            retries: 0,
+            retried_errors: Vec::new(),
+            stale_connection_retries: self.stale_connection_retries,
+        })
+    }
+}

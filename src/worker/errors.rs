@@ -1,0 +1,152 @@
+//! Reading what went wrong: HTTP-client errors classified, error chains put on one line,
+//! context-overflow wordings, `Retry-After` and redirect answers read without trusting them.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, LOCATION, RETRY_AFTER};
+
+use crate::record::ErrorKind;
+use crate::record::redact::redact_url;
+
+/// Longest wait before a retry, whatever `Retry-After` or the backoff say.
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+
+/// A send that failed on an already-open connection that was closed under us.
+pub fn is_stale_connection(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() || e.is_builder() {
+        return false;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            if matches!(io.kind(), K::ConnectionReset | K::BrokenPipe | K::ConnectionAborted | K::UnexpectedEof) {
+                return true;
+            }
+        }
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_canceled() {
+                return true;
+            }
+        }
+        source = err.source();
+    }
+    false
+}
+
+pub fn send_error_kind(e: &reqwest::Error) -> ErrorKind {
+    if e.is_connect() {
+        if e.is_timeout() { ErrorKind::ConnectTimeout } else { ErrorKind::ConnectFailed }
+    } else if e.is_timeout() {
+        ErrorKind::FirstByteTimeout
+    } else if e.is_request() {
+        ErrorKind::StreamBroken
+    } else {
+        ErrorKind::RequestFailed
+    }
+}
+
+/// The error and its causes on one line (reqwest's top-level message alone says little),
+/// without the request's URL (it may carry query tokens; the target is known anyway).
+pub fn error_chain(e: reqwest::Error) -> String {
+    chain(&e.without_url())
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// A 400 that says the prompt does not fit (OpenAI, vLLM, SGLang and llama.cpp wordings).
+pub fn is_context_overflow(server_type: Option<&str>, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    matches!(server_type, Some("context_length_exceeded" | "exceed_context_size_error"))
+        || m.contains("maximum context length")
+        || m.contains("context length")
+        || m.contains("context size")
+        || m.contains("context window")
+}
+
+/// `Retry-After` in seconds, capped at `MAX_RETRY_WAIT`. Any value, however extreme or
+/// malformed (`1e20`, `inf`, `-1`, an HTTP date), yields a usable wait or `None` (the backoff
+/// applies), never a panic.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let secs: f64 = headers.get(RETRY_AFTER)?.to_str().ok()?.trim().parse().ok()?;
+    if !secs.is_finite() || secs < 0.0 {
+        return None;
+    }
+    Duration::try_from_secs_f64(secs.min(MAX_RETRY_WAIT.as_secs_f64())).ok()
+}
+
+/// The wait before retry number `n + 1`: `backoff × 2ⁿ`, saturating, at most `MAX_RETRY_WAIT`.
+pub fn backoff_wait(backoff: Duration, n: u32) -> Duration {
+    backoff.checked_mul(2u32.saturating_pow(n)).unwrap_or(MAX_RETRY_WAIT).min(MAX_RETRY_WAIT)
+}
+
+/// What a redirect answer says, naming where it pointed without credentials.
+pub fn redirect_message(status: u16, headers: &HeaderMap) -> String {
+    match headers.get(LOCATION) {
+        Some(location) => format!(
+            "HTTP {status} redirect to {} (not followed: set base_url to the address that serves the API)",
+            redact_url(&String::from_utf8_lossy(location.as_bytes()))
+        ),
+        None => format!("HTTP {status} redirect without a Location header (not followed)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn context_overflow_wordings() {
+        assert!(is_context_overflow(Some("exceed_context_size_error"), "request exceeds the available context size"));
+        assert!(is_context_overflow(Some("BadRequestError"), "This model's maximum context length is 4096 tokens."));
+        assert!(!is_context_overflow(Some("invalid_request_error"), "temperature must be positive"));
+    }
+
+    #[test]
+    fn retry_after_never_panics_and_is_capped() {
+        let read = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(RETRY_AFTER, HeaderValue::from_str(v).unwrap());
+            retry_after(&h)
+        };
+        assert_eq!(read("1e20"), Some(MAX_RETRY_WAIT));
+        assert_eq!(read("1.7e308"), Some(MAX_RETRY_WAIT));
+        assert_eq!(read("2"), Some(Duration::from_secs(2)));
+        assert_eq!(read(" 0.5 "), Some(Duration::from_millis(500)));
+        for bad in ["inf", "NaN", "-1", "-0.5e300", "Wed, 21 Oct 2015 07:28:00 GMT", "", "1e20s"] {
+            assert_eq!(read(bad), None, "{bad}");
+        }
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn backoff_saturates() {
+        assert_eq!(backoff_wait(Duration::from_millis(500), 0), Duration::from_millis(500));
+        assert_eq!(backoff_wait(Duration::from_millis(500), 2), Duration::from_secs(2));
+        assert_eq!(backoff_wait(Duration::from_millis(500), 40), MAX_RETRY_WAIT);
+        assert_eq!(backoff_wait(Duration::MAX, 1), MAX_RETRY_WAIT);
+    }
+
+    #[test]
+    fn redirects_name_the_location_without_credentials() {
+        let mut h = HeaderMap::new();
+        h.insert(LOCATION, HeaderValue::from_static("http://user:pw@other:9000/v1/chat/completions?token=abc"));
+        let m = redirect_message(307, &h);
+        assert!(m.contains("http://other:9000/v1/chat/completions?token=[redacted]"), "{m}");
+        assert!(!m.contains("pw") && !m.contains("abc"));
+        assert!(redirect_message(301, &HeaderMap::new()).contains("without a Location"));
+    }
+}

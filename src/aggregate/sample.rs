@@ -45,6 +45,7 @@ const CONTROLLED_OBSERVABLE: u16 = 1 << 4;
 const CONTROLLED_TRUNCATED: u16 = 1 << 5;
 const TOKENS_FROM_CHUNKS: u16 = 1 << 6;
 const CANARY_FOREIGN: u16 = 1 << 7;
+const USAGE_SET_ASIDE: u16 = 1 << 8;
 
 fn opt_u64(v: Option<u64>) -> u64 {
     // u64::MAX itself is not a count any server reports; it reads back as "not reported".
@@ -85,6 +86,9 @@ impl Sample {
         }
         if r.output_token_source == TokenSource::ChunkCount {
             flags |= TOKENS_FROM_CHUNKS;
+        }
+        if r.usage_completion_tokens.is_some() {
+            flags |= USAGE_SET_ASIDE;
         }
         Sample {
             index: r.request_index,
@@ -139,6 +143,10 @@ impl Sample {
     /// Off the requested length or truncated: what the strict policy excludes.
     pub fn controlled_miss(&self) -> bool {
         self.controlled().is_some_and(|(exact, _, truncated)| !exact || truncated)
+    }
+    /// The server reported usage, but a count far below what streamed, so chunks were counted.
+    pub fn usage_set_aside(&self) -> bool {
+        self.flags & USAGE_SET_ASIDE != 0
     }
     pub fn token_source(&self) -> TokenSource {
         if self.flags & TOKENS_FROM_CHUNKS != 0 { TokenSource::ChunkCount } else { TokenSource::Usage }

@@ -335,9 +335,14 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
             by_kind: s.error_counts.clone(),
         });
     }
-    let chunk_counted = samples.iter().filter(|r| r.token_source() == TokenSource::ChunkCount).count();
+    let set_aside = samples.iter().filter(|r| r.usage_set_aside()).count();
+    let chunk_counted =
+        samples.iter().filter(|r| r.token_source() == TokenSource::ChunkCount && !r.usage_set_aside()).count();
     if chunk_counted > 0 {
         w.push(Warning::NoUsageReported { responses: chunk_counted });
+    }
+    if set_aside > 0 {
+        w.push(Warning::UsageImplausible { responses: set_aside });
     }
     if let Some(reason) = &info.prompt_sizing.fallback_reason {
         w.push(Warning::SizingFallback { reason: reason.clone() });

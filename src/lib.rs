@@ -22,5 +22,6 @@ pub mod schedule;
 pub mod search;
 pub mod server_metrics;
 pub mod sys;
+pub mod trace;
 pub mod worker;
 pub mod workload;

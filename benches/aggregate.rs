@@ -57,11 +57,13 @@ fn completed(index: u64) -> Completed {
             foreign_marker_count: 0,
             capture_complete: true,
             passed: true,
+            cross_session_marker_count: None,
         }),
         controlled_output: None,
         retries: 0,
         retried_errors: Vec::new(),
         stale_connection_retries: 0,
+        replay: None,
     }
 }
 

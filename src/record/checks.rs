@@ -17,6 +17,10 @@ pub struct CanaryCheck {
     /// The whole visible response was captured (not cut by the capture cap or a broken stream).
     pub capture_complete: bool,
     pub passed: bool,
+    /// Conversations: foreign markers that belong to another session (cross-session
+    /// contamination); absent outside conversations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_session_marker_count: Option<u32>,
 }
 
 /// How a response measured up to `response_words`.

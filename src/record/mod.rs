@@ -11,6 +11,7 @@ pub mod checks;
 pub mod file;
 pub mod level;
 pub mod outcome;
+pub mod replay;
 pub mod run_info;
 pub mod timing;
 pub mod writer;
@@ -18,6 +19,7 @@ pub mod writer;
 pub use checks::{CanaryCheck, ControlledOutput};
 pub use level::{Dispatch, Issued, Level, LevelPacing};
 pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
+pub use replay::ReplayFacts;
 pub use run_info::{
     ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,
 };

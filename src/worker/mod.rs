@@ -129,6 +129,11 @@ impl Client {
             if let Some(auth) = &self.auth {
                 builder = builder.header(AUTHORIZATION, auth.clone());
             }
+            if let Some(exchange) = &req.exchange {
+                for (name, value) in &exchange.headers {
+                    builder = builder.header(name.as_str(), value.as_str());
+                }
+            }
             // The clock starts here, as the request is handed to the pool.
             a.start = Instant::now();
             a.start_offset = a.start.saturating_duration_since(level_start);
@@ -151,10 +156,16 @@ impl Client {
                 Wait::Ready(Err(e)) => return a.fail(send_error_kind(&e), None, None, &error_chain(&e)),
             }
         };
+        if let Some(exchange) = &req.exchange {
+            exchange.set_headers(read_headers(response.headers(), &exchange.read_headers));
+        }
         if !response.status().is_success() {
             return self.http_failure(&a, response).await;
         }
         let mut state = StreamState::new(req.canary.is_some() || req.response_words.is_some());
+        if req.exchange.as_ref().is_some_and(|e| e.keep_answer) {
+            state.keep_answer();
+        }
         let mut body = response.bytes_stream();
         // One timer per request, armed at the earliest deadline that can apply and otherwise left
         // alone: a read only moves `due`, and when the timer fires early it is re-armed from
@@ -309,6 +320,17 @@ impl Client {
     }
 }
 
+/// The named response headers that are present, as text.
+fn read_headers(headers: &reqwest::header::HeaderMap, names: &[String]) -> Vec<(String, String)> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(name.as_str())?.to_str().ok()?;
+            Some((name.clone(), value.to_string()))
+        })
+        .collect()
+}
+
 /// Longest wait before a retry, whatever `Retry-After` says.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 
@@ -360,10 +382,11 @@ struct Attempt<'a> {
     start_offset: Duration,
     stale_connection_retries: u32,
     secret: Option<&'a str>,
+    replay: Option<&'a crate::record::ReplayFacts>,
 }
 
 impl<'a> Attempt<'a> {
-    fn new(req: &PreparedRequest, dispatch: Dispatch, secret: Option<&'a str>) -> Self {
+    fn new(req: &'a PreparedRequest, dispatch: Dispatch, secret: Option<&'a str>) -> Self {
         let start = Instant::now();
         let level_start = dispatch.level_start;
         Attempt {
@@ -375,6 +398,7 @@ impl<'a> Attempt<'a> {
             start_offset: start.saturating_duration_since(level_start),
             stale_connection_retries: 0,
             secret,
+            replay: req.replay.as_deref(),
         }
     }
 
@@ -404,6 +428,7 @@ impl<'a> Attempt<'a> {
             retries: 0,
             retried_errors: Vec::new(),
             retry_after: None,
+            replay: self.replay.map(|r| Box::new(r.clone())),
         }
     }
 
@@ -451,7 +476,7 @@ impl<'a> Attempt<'a> {
         f
     }
 
-    fn complete(&self, req: &PreparedRequest, state: StreamState) -> Outcome {
+    fn complete(&self, req: &PreparedRequest, mut state: StreamState) -> Outcome {
         let Some(end) = state.done else {
             let at = self.start.elapsed();
             return self.fail_with_state(
@@ -482,6 +507,9 @@ impl<'a> Attempt<'a> {
             }
             _ => None,
         };
+        if let (Some(exchange), Some((content, reasoning))) = (&req.exchange, state.answer.take()) {
+            exchange.set_answer(content, reasoning);
+        }
         let (output_tokens, output_token_source) = state.output_tokens();
         Outcome::Completed(Completed {
             index: self.index,
@@ -506,6 +534,7 @@ impl<'a> Attempt<'a> {
             retries: 0,
             retried_errors: Vec::new(),
             stale_connection_retries: self.stale_connection_retries,
+            replay: self.replay.map(|r| Box::new(r.clone())),
         })
     }
 }

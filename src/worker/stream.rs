@@ -50,11 +50,18 @@ pub struct StreamState {
     /// Visible content, up to `CAPTURE_CHARS` characters (kept only when asked for).
     pub capture: Option<String>,
     pub visible_chars: usize,
+    /// Conversations: the whole visible answer and reasoning text (kept only when asked for).
+    pub answer: Option<(String, String)>,
 }
 
 impl StreamState {
     pub fn new(keep_capture: bool) -> Self {
         StreamState { capture: keep_capture.then(String::new), ..Default::default() }
+    }
+
+    /// Keep the whole answer (content and reasoning), for a conversation's history.
+    pub fn keep_answer(&mut self) {
+        self.answer = Some((String::new(), String::new()));
     }
 
     /// Bytes of one read, all stamped `at` (time since the request started).
@@ -84,15 +91,21 @@ impl StreamState {
             }
             StreamEvent::Chunk { delta, finish_reason, usage } => {
                 // Role-only and empty deltas are not output: they never start a clock.
-                if delta.reasoning.as_deref().is_some_and(|r| !r.is_empty()) {
+                if let Some(text) = delta.reasoning.as_deref().filter(|r| !r.is_empty()) {
                     self.reasoning_chunks += 1;
                     self.first_output.get_or_insert(at);
+                    if let Some((_, reasoning)) = &mut self.answer {
+                        reasoning.push_str(text);
+                    }
                 }
                 if let Some(text) = delta.content.as_deref().filter(|c| !c.is_empty()) {
                     self.content_chunks += 1;
                     self.first_output.get_or_insert(at);
                     self.first_content.get_or_insert(at);
                     self.capture_text(text);
+                    if let Some((content, _)) = &mut self.answer {
+                        content.push_str(text);
+                    }
                 }
                 if let Some(reason) = finish_reason {
                     self.finish_reason = Some(reason.into_owned());

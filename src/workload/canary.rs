@@ -43,6 +43,7 @@ pub fn check_canary(marker: &str, visible: &str, capture_complete: bool) -> Cana
         foreign_marker_count: foreign,
         capture_complete,
         passed: marker_at_start && own == 1 && foreign == 0 && capture_complete,
+        cross_session_marker_count: None,
     }
 }
 

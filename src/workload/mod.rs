@@ -11,6 +11,7 @@
 
 pub mod canary;
 pub mod dataset;
+pub mod exchange;
 pub mod sizing;
 pub mod text;
 
@@ -23,6 +24,7 @@ pub use sizing::Sizer;
 pub use text::{estimate_tokens, is_filler_word};
 
 use crate::openai::{self, PromptBody, RequestParams};
+use crate::record::ReplayFacts;
 use crate::scenario::{ChatMessage, ContextDistribution, Dataset, DatasetPrompt, PromptCache, PromptSource, Scenario};
 use text::Stream;
 
@@ -42,6 +44,10 @@ pub struct PreparedRequest {
     pub response_words: Option<u32>,
     /// Serialized JSON request body.
     pub body: Bytes,
+    /// Trace or conversation facts recorded with the request.
+    pub replay: Option<Box<ReplayFacts>>,
+    /// Conversation turns: extra headers, and what to bring back.
+    pub exchange: Option<std::sync::Arc<exchange::Exchange>>,
 }
 
 /// Builds requests for one run.
@@ -135,6 +141,8 @@ impl Workload {
             canary,
             response_words: self.response_words,
             body: Bytes::from(body),
+            replay: None,
+            exchange: None,
         }
     }
 

@@ -168,6 +168,7 @@ pub(super) async fn size_prompts(scenario: &Scenario, client: &Client, salt: u64
     let largest = match &w.prompts {
         PromptSource::Synthetic { context } => context.largest(),
         PromptSource::Dataset(_) => w.max_context_tokens.saturating_sub(w.max_tokens) / 2,
+        PromptSource::Trace(t) => t.stats.input_tokens.max,
     };
     let mut sizes = probe_sizes(largest);
     if mode == "tokenizer" {

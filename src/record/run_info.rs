@@ -79,10 +79,15 @@ impl RunInfo {
             context_seed: s.run.seed,
             max_context_tokens: s.workload.max_context_tokens,
             max_tokens: s.workload.max_tokens,
-            prompt_cache_mode: s.workload.prompt_cache.as_str().to_string(),
+            // A trace's prompts share the blocks its hash ids name: neither unique nor one prefix.
+            prompt_cache_mode: match &s.workload.prompts {
+                crate::scenario::PromptSource::Trace(_) => "trace".to_string(),
+                _ => s.workload.prompt_cache.as_str().to_string(),
+            },
             shared_prefix_tokens: s.workload.prompt_cache.shared_prefix_tokens(),
             shared_prefix_burst: s.workload.prompt_cache.burst(),
-            unique_prefixes: matches!(s.workload.prompt_cache, crate::scenario::PromptCache::Unique { .. }),
+            unique_prefixes: matches!(s.workload.prompt_cache, crate::scenario::PromptCache::Unique { .. })
+                && !matches!(s.workload.prompts, crate::scenario::PromptSource::Trace(_)),
             prompts_reproducible: s.workload.prompt_cache.reproducible(),
             prompt_salt: format!("{prompt_salt:016x}"),
             prompt_sizing: sizing,

@@ -28,6 +28,13 @@ pub fn describe(s: &Scenario) -> String {
             levels.join(", "),
             max_rate.map(|r| format!(", at most {r} starts/s")).unwrap_or_default()
         ),
+        Pacing::Open { arrival: super::Arrival::Trace { time_scale }, max_in_flight, overload, .. } => format!(
+            "trace replay: each row at start + {time_scale} × its offset (mean {:.3} req/s){}",
+            s.load.pacing.levels().first().map_or(0.0, |l| l.value()),
+            max_in_flight
+                .map(|m| format!(", at most {m} in flight ({overload:?} beyond)").to_lowercase())
+                .unwrap_or_default()
+        ),
         Pacing::Open { arrival, ramp, max_in_flight, overload, .. } => format!(
             "open loop, {} arrivals at {} req/s{}{}",
             arrival.name(),
@@ -56,7 +63,10 @@ pub fn describe(s: &Scenario) -> String {
         (Some(n), Some(d)) => format!("{n} requests or {}, whichever comes first", humantime::format_duration(d)),
         (Some(n), None) => format!("{n} requests"),
         (None, Some(d)) => format!("{} of issuing", humantime::format_duration(d)),
-        (None, None) => "unbounded".to_string(),
+        (None, None) => match &s.workload.prompts {
+            super::PromptSource::Trace(t) => format!("every replayed row ({})", t.rows.len()),
+            _ => "unbounded".to_string(),
+        },
     };
     let _ = writeln!(out, "per level: {limit}; seed {}", s.run.seed);
     let _ = writeln!(
@@ -66,6 +76,9 @@ pub fn describe(s: &Scenario) -> String {
         s.workload.max_context_tokens,
         s.workload.max_tokens
     );
+    if let super::PromptSource::Trace(t) = &s.workload.prompts {
+        let _ = write!(out, "{}", trace_text(t, s));
+    }
     let sizing = match &s.workload.sizing {
         SizingMode::Tokenizer { path, .. } => {
             format!("exact counts with {} (one probe measures the template)", path.display())
@@ -128,6 +141,39 @@ pub fn describe(s: &Scenario) -> String {
         first.prompt_target_tokens,
         first.body.len(),
         first.canary.map(|m| format!(", canary {m}")).unwrap_or_default()
+    );
+    out
+}
+
+/// A trace's statistics and what was left out of it.
+fn trace_text(t: &crate::trace::Trace, s: &Scenario) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "trace: {} ({}), {} rows in the file{}",
+        t.file.display(),
+        t.format.name(),
+        t.rows_in_file,
+        if t.block_size > 0 { format!(", hash ids of {} tokens", t.block_size) } else { String::new() }
+    );
+    let k = t.skipped;
+    let _ = writeln!(
+        out,
+        "  not replayed: {} with no output (failed requests), {} outside the window, {} sampled out, {} too large for max_context_tokens or max_tokens",
+        k.no_output, k.outside_window, k.sampled_out, k.oversized
+    );
+    if let Some(gap) = t.max_gap {
+        let _ = writeln!(out, "  {} idle gaps capped at {}", t.gaps_capped, humantime::format_duration(gap));
+    }
+    let _ = write!(out, "{}", t.stats);
+    let _ = writeln!(
+        out,
+        "  output: each row's output length as max_tokens{}",
+        if s.output.ignore_eos {
+            " with ignore_eos"
+        } else {
+            "; the openai dialect cannot force a length, so these are ceilings"
+        }
     );
     out
 }

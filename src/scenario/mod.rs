@@ -8,6 +8,7 @@ mod describe;
 mod load_rules;
 mod metrics_rules;
 mod raw;
+mod trace_rules;
 mod validate;
 mod workload_rules;
 
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use describe::describe;
 pub use load_rules::SLO_STATS;
 pub use raw::RawScenario;
+pub use trace_rules::RawTrace;
 pub use validate::ScenarioError;
 pub use workload_rules::MIN_CONTEXT_TOKENS;
 
@@ -248,6 +250,8 @@ pub enum Arrival {
     Poisson,
     /// Gamma gaps of shape `burstiness` (coefficient of variation 1/√burstiness).
     Gamma { burstiness: f64 },
+    /// A trace's own times, multiplied by `time_scale` (`[workload.trace]`).
+    Trace { time_scale: f64 },
 }
 
 impl Arrival {
@@ -256,6 +260,7 @@ impl Arrival {
             Arrival::Constant => "constant",
             Arrival::Poisson => "poisson",
             Arrival::Gamma { .. } => "gamma",
+            Arrival::Trace { .. } => "trace",
         }
     }
 }
@@ -346,6 +351,8 @@ pub enum PromptSource {
     Synthetic { context: ContextDistribution },
     /// Prompts read from a file, used as they are.
     Dataset(Arc<Dataset>),
+    /// A production trace replayed row by row: sizes, shared blocks, output lengths, times.
+    Trace(Arc<crate::trace::Trace>),
 }
 
 /// Prompts loaded from a JSON Lines or ShareGPT file.
@@ -462,7 +469,7 @@ impl PromptSource {
     pub fn context_json(&self) -> serde_json::Value {
         match self {
             PromptSource::Synthetic { context } => context.as_json(),
-            PromptSource::Dataset(_) => serde_json::Value::Null,
+            PromptSource::Dataset(_) | PromptSource::Trace(_) => serde_json::Value::Null,
         }
     }
 
@@ -470,6 +477,9 @@ impl PromptSource {
         match self {
             PromptSource::Synthetic { context } => format!("{} tokens", context.describe()),
             PromptSource::Dataset(d) => format!("{} prompts from {} ({:?})", d.count, d.path.display(), d.format),
+            PromptSource::Trace(t) => {
+                format!("{} rows of the {} trace {}", t.rows.len(), t.format.name(), t.file.display())
+            }
         }
     }
 }

@@ -244,6 +244,9 @@ pub struct RawWorkload {
     /// Ask each response to begin with a per-request marker and check it (default `true`).
     /// Set `false` for models that cannot follow the instruction.
     pub canaries: Option<bool>,
+    /// `[workload.trace]`: replay a production trace (prompt sizes, shared blocks, output
+    /// lengths and times) instead of drawn prompts.
+    pub trace: Option<super::RawTrace>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]

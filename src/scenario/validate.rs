@@ -99,11 +99,23 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     apply_overrides(&mut raw, overrides, &mut c.overridden);
 
     let mut target = target(&c, &raw.target)?;
-    let run = run(&c, &raw.run)?;
+    // A trace bounds a level by itself: requests and duration become optional.
+    let run = run(&c, &raw.run, raw.workload.trace.is_some())?;
     target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run)?;
-    let load = super::load_rules::load(&c, &raw.load)?;
-    let workload = super::workload_rules::workload(&c, &raw.workload, path)?;
-    let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
+    let load = match raw.workload.trace {
+        Some(_) => None,
+        None => Some(super::load_rules::load(&c, &raw.load)?),
+    };
+    let workload = super::workload_rules::workload(&c, &raw.workload, path, run.seed)?;
+    let mut output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
+    let load = match (load, super::trace_rules::is_trace(&workload)) {
+        (Some(load), _) => load,
+        (None, Some(trace)) => {
+            output = super::trace_rules::output(&c, &output, target.dialect)?;
+            super::trace_rules::load(&c, &raw.load, trace)?
+        }
+        (None, None) => super::load_rules::load(&c, &raw.load)?,
+    };
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;
     let client = ClientSettings {
@@ -314,7 +326,7 @@ fn normalize_base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
     Ok(if path.is_empty() { format!("{url}/v1") } else { url.to_string() })
 }
 
-fn run(c: &Checker, r: &raw::RawRun) -> Result<RunLimits, ScenarioError> {
+fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, ScenarioError> {
     if r.requests == Some(0) {
         return Err(c.err(
             "run.requests",
@@ -326,7 +338,7 @@ fn run(c: &Checker, r: &raw::RawRun) -> Result<RunLimits, ScenarioError> {
         None => None,
         Some(text) => Some(c.duration("run.duration", Some(text), Duration::ZERO)?),
     };
-    if r.requests.is_none() && duration.is_none() {
+    if r.requests.is_none() && duration.is_none() && !self_bounded {
         return Err(c.err(
             "run.requests",
             "neither run.requests nor run.duration is set",

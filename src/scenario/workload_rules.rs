@@ -14,7 +14,12 @@ use super::{
 /// Smallest context a synthetic prompt can be sized to (instructions and markers need room).
 pub const MIN_CONTEXT_TOKENS: u32 = 64;
 
-pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, scenario_path: &Path) -> Result<Workload, ScenarioError> {
+pub(super) fn workload(
+    c: &Checker,
+    w: &raw::RawWorkload,
+    scenario_path: &Path,
+    seed: u64,
+) -> Result<Workload, ScenarioError> {
     let max_context = w.max_context_tokens;
     if !(1..=CONTEXT_SANITY_LIMIT).contains(&max_context) {
         return Err(c.err(
@@ -35,6 +40,16 @@ pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, scenario_path: &Path) 
     let prompt_cache = prompt_cache(c, w)?;
     let shared = prompt_cache.shared_prefix_tokens();
 
+    if let Some(trace) = &w.trace {
+        return Ok(Workload {
+            prompts: super::trace_rules::source(c, trace, w, (max_context, max_tokens), seed, scenario_path)?,
+            max_context_tokens: max_context,
+            max_tokens,
+            sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
+            prompt_cache,
+            canaries: w.canaries.unwrap_or(true),
+        });
+    }
     let prompts = match (&w.prompts, &w.context_tokens) {
         (Some(_), Some(_)) => {
             return Err(c.err(

@@ -79,8 +79,11 @@ pub(super) fn read_own(text: &str, block_size: Option<u32>, out: &mut Selection)
     Ok(())
 }
 
+/// A line's object with its row and line numbers.
+type Numbered = (u64, u64, Map<String, Value>);
+
 /// Every non-blank line as a JSON object, with its row and line numbers.
-fn objects(text: &str) -> Result<Vec<(u64, u64, Map<String, Value>)>, TraceError> {
+fn objects(text: &str) -> Result<Vec<Numbered>, TraceError> {
     let mut out = Vec::new();
     let mut row = 0;
     for (n, line) in text.lines().enumerate() {

@@ -56,6 +56,16 @@ impl TraceFormat {
         })
     }
 
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceFormat::Mooncake => "mooncake",
+            TraceFormat::Azure => "azure",
+            TraceFormat::Burstgpt => "burstgpt",
+            TraceFormat::Bailian => "bailian",
+            TraceFormat::Jsonl => "jsonl",
+        }
+    }
+
     /// Tokens per hash id, as the format defines it (`None`: the format has no hash ids, or, for
     /// this tool's own JSONL, the scenario must say).
     pub fn default_block_size(self) -> Option<u32> {

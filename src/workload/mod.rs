@@ -9,11 +9,13 @@
 //! `max_tokens` is reserved on top, and validation keeps `planned + max_tokens` within the
 //! context window. The server's own count is recorded beside both.
 
+mod blocks;
 pub mod canary;
 pub mod dataset;
 pub mod exchange;
 pub mod sizing;
 pub mod text;
+mod trace_prompt;
 
 use bytes::Bytes;
 use rand::RngExt;
@@ -66,6 +68,8 @@ pub struct Workload {
     shared_prefix: String,
     /// Dataset order: request `i` uses prompt `order[i % len]`.
     order: Vec<usize>,
+    /// A trace replay: the trace and what is known about its rows.
+    trace: Option<trace_prompt::TracePlan>,
 }
 
 impl Workload {
@@ -84,9 +88,9 @@ impl Workload {
                 order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
                 order
             }
-            PromptSource::Synthetic { .. } => Vec::new(),
+            PromptSource::Synthetic { .. } | PromptSource::Trace(_) => Vec::new(),
         };
-        Workload {
+        let mut workload = Workload {
             seed,
             salt,
             source: w.prompts.clone(),
@@ -96,7 +100,12 @@ impl Workload {
             sizer,
             shared_prefix,
             order,
+            trace: None,
+        };
+        if let PromptSource::Trace(trace) = &w.prompts {
+            workload.trace = Some(workload.trace_plan(trace.clone()));
         }
+        workload
     }
 
     pub fn salt(&self) -> u64 {
@@ -108,7 +117,31 @@ impl Workload {
         match &self.source {
             PromptSource::Synthetic { context } => Some(draw_context(context, self.seed, index)),
             PromptSource::Dataset(_) => None,
+            PromptSource::Trace(t) => t.rows.get(index as usize).map(|r| r.input_tokens),
         }
+    }
+
+    /// A trace replay: rows to send, at most `requests` and those due within `duration`.
+    pub fn trace_rows(&self, requests: Option<u64>, duration: Option<std::time::Duration>) -> Option<u64> {
+        let trace = &self.trace.as_ref()?.trace;
+        let mut n = trace.rows.len() as u64;
+        if let Some(d) = duration {
+            n = n.min(trace.rows_within(d));
+        }
+        Some(requests.map_or(n, |r| r.min(n)))
+    }
+
+    /// A trace replay: when row `index` is meant to be sent, from the level's start.
+    pub fn trace_offset(&self, index: u64) -> Option<std::time::Duration> {
+        self.trace.as_ref()?.trace.scaled_offset(index as usize)
+    }
+
+    /// `Request <index>-<salt> reference text:`: the header that makes a prompt unique.
+    fn header(&self, index: u64) -> String {
+        // The index comes first so that prompts diverge within their first few tokens.
+        let tag =
+            if self.salt == 0 { format!("{index}-{}", self.seed) } else { format!("{index}-{:08x}", self.salt as u32) };
+        format!("Request {tag} reference text:")
     }
 
     /// Whether preparing request `index` is heavy enough to keep off the async runtime.
@@ -117,12 +150,12 @@ impl Workload {
     }
 
     pub fn prepare(&self, index: u64) -> PreparedRequest {
+        if let Some(plan) = &self.trace {
+            return self.trace_request(plan, index);
+        }
         let canary = self.canaries.then(|| canary_marker(self.seed, index));
         let task = task_text(canary.as_deref(), self.response_words);
-        // The index comes first so that prompts diverge within their first few tokens.
-        let tag =
-            if self.salt == 0 { format!("{index}-{}", self.seed) } else { format!("{index}-{:08x}", self.salt as u32) };
-        let header = format!("Request {tag} reference text:");
+        let header = self.header(index);
         let (body, target, planned) = match &self.source {
             PromptSource::Synthetic { context } => {
                 let planned = draw_context(context, self.seed, index);
@@ -133,6 +166,8 @@ impl Workload {
                 let (body, target) = self.dataset_prompt(d, index, &header, &task);
                 (body, target, target)
             }
+            // Handled above: a trace replay has its plan.
+            PromptSource::Trace(_) => (Vec::new(), 0, 0),
         };
         PreparedRequest {
             index,

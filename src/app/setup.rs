@@ -169,6 +169,7 @@ pub(super) async fn size_prompts(scenario: &Scenario, client: &Client, salt: u64
         PromptSource::Synthetic { context } => context.largest(),
         PromptSource::Dataset(_) => w.max_context_tokens.saturating_sub(w.max_tokens) / 2,
         PromptSource::Trace(t) => t.stats.input_tokens.max,
+        PromptSource::Sessions(s) => s.first_tokens.max().max(1024.0) as u32,
     };
     let mut sizes = probe_sizes(largest);
     if mode == "tokenizer" {

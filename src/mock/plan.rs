@@ -110,6 +110,7 @@ pub(crate) fn plan_output(
 
 /// Produces the words of one response in order: reasoning tokens, then content tokens (the
 /// first of which is the canary marker when there is one).
+#[derive(Clone)]
 pub(crate) struct TextSource {
     /// Separate streams, so the answer's words do not depend on how much reasoning came
     /// before them (thinking on or off, reasoning cut by `max_tokens`).

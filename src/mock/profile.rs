@@ -109,6 +109,12 @@ pub struct Profile {
     /// Whose names `GET /metrics` uses (default vLLM's; the `llamacpp` preset uses llama.cpp's).
     #[serde(default)]
     pub metrics_names: MetricsNames,
+    /// Pretend to be a router in front of this many backends (0: none): every answer names
+    /// one in `x-anvil-backend: backend-<k>`. A request naming a backend in that header (echoed
+    /// from an earlier answer) is served by it; one with `X-Session-ID` by the backend its id
+    /// hashes to; any other in turn (round robin).
+    #[serde(default)]
+    pub backends: u32,
 }
 
 impl Profile {
@@ -132,6 +138,7 @@ impl Profile {
             record_ground_truth: false,
             tokenizer: None,
             metrics_names: MetricsNames::Vllm,
+            backends: 0,
         };
         match name {
             // Measures the client's own cost per chunk: nothing on the server side may sleep,

@@ -82,12 +82,16 @@ impl RunInfo {
             // A trace's prompts share the blocks its hash ids name: neither unique nor one prefix.
             prompt_cache_mode: match &s.workload.prompts {
                 crate::scenario::PromptSource::Trace(_) => "trace".to_string(),
+                crate::scenario::PromptSource::Sessions(_) => "sessions".to_string(),
                 _ => s.workload.prompt_cache.as_str().to_string(),
             },
             shared_prefix_tokens: s.workload.prompt_cache.shared_prefix_tokens(),
             shared_prefix_burst: s.workload.prompt_cache.burst(),
             unique_prefixes: matches!(s.workload.prompt_cache, crate::scenario::PromptCache::Unique { .. })
-                && !matches!(s.workload.prompts, crate::scenario::PromptSource::Trace(_)),
+                && !matches!(
+                    s.workload.prompts,
+                    crate::scenario::PromptSource::Trace(_) | crate::scenario::PromptSource::Sessions(_)
+                ),
             prompts_reproducible: s.workload.prompt_cache.reproducible(),
             prompt_salt: format!("{prompt_salt:016x}"),
             prompt_sizing: sizing,

@@ -8,6 +8,7 @@ mod describe;
 mod load_rules;
 mod metrics_rules;
 mod raw;
+mod session_rules;
 mod trace_rules;
 mod validate;
 mod workload_rules;
@@ -22,6 +23,7 @@ use serde::{Deserialize, Serialize};
 pub use describe::describe;
 pub use load_rules::SLO_STATS;
 pub use raw::RawScenario;
+pub use session_rules::RawSessions;
 pub use trace_rules::RawTrace;
 pub use validate::ScenarioError;
 pub use workload_rules::MIN_CONTEXT_TOKENS;
@@ -353,6 +355,8 @@ pub enum PromptSource {
     Dataset(Arc<Dataset>),
     /// A production trace replayed row by row: sizes, shared blocks, output lengths, times.
     Trace(Arc<crate::trace::Trace>),
+    /// Multi-turn conversations.
+    Sessions(Arc<crate::session::SessionSpec>),
 }
 
 /// Prompts loaded from a JSON Lines or ShareGPT file.
@@ -469,7 +473,7 @@ impl PromptSource {
     pub fn context_json(&self) -> serde_json::Value {
         match self {
             PromptSource::Synthetic { context } => context.as_json(),
-            PromptSource::Dataset(_) | PromptSource::Trace(_) => serde_json::Value::Null,
+            PromptSource::Dataset(_) | PromptSource::Trace(_) | PromptSource::Sessions(_) => serde_json::Value::Null,
         }
     }
 
@@ -480,6 +484,17 @@ impl PromptSource {
             PromptSource::Trace(t) => {
                 format!("{} rows of the {} trace {}", t.rows.len(), t.format.name(), t.file.display())
             }
+            PromptSource::Sessions(s) => match &s.dataset {
+                Some(d) => {
+                    format!("conversations of {} ({} conversations, {} turns)", d.path.display(), d.count, d.turns)
+                }
+                None => format!(
+                    "conversations of {} turns, first prompt {} tokens, {} new user tokens a turn",
+                    s.turns.describe(""),
+                    s.first_tokens.describe(""),
+                    s.user_tokens.describe("")
+                ),
+            },
         }
     }
 }

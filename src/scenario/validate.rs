@@ -99,22 +99,36 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     apply_overrides(&mut raw, overrides, &mut c.overridden);
 
     let mut target = target(&c, &raw.target)?;
-    // A trace bounds a level by itself: requests and duration become optional.
-    let run = run(&c, &raw.run, raw.workload.trace.is_some())?;
+    // A trace, or a number of conversations, bounds a level by itself: requests and duration
+    // become optional.
+    let conversations = raw.workload.sessions.as_ref().is_some_and(|s| s.conversations.is_some());
+    let run = run(&c, &raw.run, raw.workload.trace.is_some() || conversations)?;
     target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run)?;
-    let load = match raw.workload.trace {
-        Some(_) => None,
-        None => Some(super::load_rules::load(&c, &raw.load)?),
+    // Traces and conversations pace themselves: their `[load]` is read once they are known.
+    let load = if raw.workload.trace.is_some() || raw.workload.sessions.is_some() {
+        None
+    } else {
+        super::session_rules::reject_load_keys(&c, &raw.load)?;
+        Some(super::load_rules::load(&c, &raw.load)?)
     };
-    let workload = super::workload_rules::workload(&c, &raw.workload, path, run.seed)?;
+    let mut workload = super::workload_rules::workload(&c, &raw.workload, path, run.seed)?;
     let mut output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
-    let load = match (load, super::trace_rules::is_trace(&workload)) {
-        (Some(load), _) => load,
-        (None, Some(trace)) => {
-            output = super::trace_rules::output(&c, &output, target.dialect)?;
-            super::trace_rules::load(&c, &raw.load, trace)?
-        }
-        (None, None) => super::load_rules::load(&c, &raw.load)?,
+    let load = match load {
+        Some(load) => load,
+        None => match super::trace_rules::is_trace(&workload) {
+            Some(trace) => {
+                super::session_rules::reject_load_keys(&c, &raw.load)?;
+                output = super::trace_rules::output(&c, &output, target.dialect)?;
+                super::trace_rules::load(&c, &raw.load, trace)?
+            }
+            None => match super::session_rules::spec_of(&mut workload) {
+                Some(spec) => {
+                    output = super::session_rules::output(&c, &output, target.dialect)?;
+                    super::session_rules::load(&c, &raw.load, spec)?
+                }
+                None => super::load_rules::load(&c, &raw.load)?,
+            },
+        },
     };
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;

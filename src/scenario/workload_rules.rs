@@ -40,6 +40,16 @@ pub(super) fn workload(
     let prompt_cache = prompt_cache(c, w)?;
     let shared = prompt_cache.shared_prefix_tokens();
 
+    if let Some(sessions) = &w.sessions {
+        return Ok(Workload {
+            prompts: super::session_rules::source(c, sessions, w, (max_context, max_tokens), scenario_path)?,
+            max_context_tokens: max_context,
+            max_tokens,
+            sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
+            prompt_cache,
+            canaries: w.canaries.unwrap_or(true),
+        });
+    }
     if let Some(trace) = &w.trace {
         return Ok(Workload {
             prompts: super::trace_rules::source(c, trace, w, (max_context, max_tokens), seed, scenario_path)?,
@@ -93,7 +103,7 @@ pub(super) fn workload(
 }
 
 /// Paths in a scenario are relative to the scenario file.
-fn resolve(scenario_path: &Path, file: &str) -> PathBuf {
+pub(super) fn resolve(scenario_path: &Path, file: &str) -> PathBuf {
     let p = PathBuf::from(file);
     if p.is_absolute() { p } else { scenario_path.parent().unwrap_or(Path::new(".")).join(p) }
 }

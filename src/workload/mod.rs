@@ -11,6 +11,8 @@
 
 mod blocks;
 pub mod canary;
+mod conversation;
+pub mod conversations;
 pub mod dataset;
 pub mod exchange;
 pub mod sizing;
@@ -22,6 +24,7 @@ use rand::RngExt;
 use rand::seq::SliceRandom;
 
 pub use canary::{CANARY_PREFIX, canary_marker, check_canary, check_controlled_output};
+pub use conversation::Conversation;
 pub use sizing::Sizer;
 pub use text::{estimate_tokens, is_filler_word};
 
@@ -70,6 +73,8 @@ pub struct Workload {
     order: Vec<usize>,
     /// A trace replay: the trace and what is known about its rows.
     trace: Option<trace_prompt::TracePlan>,
+    /// Conversations: their spec and what they share.
+    sessions: Option<(std::sync::Arc<crate::session::SessionSpec>, std::sync::Arc<conversation::SessionsState>)>,
 }
 
 impl Workload {
@@ -88,7 +93,7 @@ impl Workload {
                 order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
                 order
             }
-            PromptSource::Synthetic { .. } | PromptSource::Trace(_) => Vec::new(),
+            PromptSource::Synthetic { .. } | PromptSource::Trace(_) | PromptSource::Sessions(_) => Vec::new(),
         };
         let mut workload = Workload {
             seed,
@@ -101,7 +106,15 @@ impl Workload {
             shared_prefix,
             order,
             trace: None,
+            sessions: None,
         };
+        if let PromptSource::Sessions(spec) = &w.prompts {
+            let mut order: Vec<usize> = (0..spec.dataset.as_ref().map_or(0, |d| d.count)).collect();
+            order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
+            let state =
+                conversation::SessionsState { order, max_context_tokens: w.max_context_tokens, ..Default::default() };
+            workload.sessions = Some((spec.clone(), std::sync::Arc::new(state)));
+        }
         if let PromptSource::Trace(trace) = &w.prompts {
             workload.trace = Some(workload.trace_plan(trace.clone()));
         }
@@ -118,6 +131,7 @@ impl Workload {
             PromptSource::Synthetic { context } => Some(draw_context(context, self.seed, index)),
             PromptSource::Dataset(_) => None,
             PromptSource::Trace(t) => t.rows.get(index as usize).map(|r| r.input_tokens),
+            PromptSource::Sessions(_) => None,
         }
     }
 
@@ -153,6 +167,11 @@ impl Workload {
         if let Some(plan) = &self.trace {
             return self.trace_request(plan, index);
         }
+        // Conversations are built turn by turn by their runner; on its own, request `index` is
+        // the first turn of conversation `index` (what `validate` shows).
+        if let Some(request) = self.conversation(index).and_then(|mut c| self.turn_request(&mut c, 0, index)) {
+            return request;
+        }
         let canary = self.canaries.then(|| canary_marker(self.seed, index));
         let task = task_text(canary.as_deref(), self.response_words);
         let header = self.header(index);
@@ -166,8 +185,8 @@ impl Workload {
                 let (body, target) = self.dataset_prompt(d, index, &header, &task);
                 (body, target, target)
             }
-            // Handled above: a trace replay has its plan.
-            PromptSource::Trace(_) => (Vec::new(), 0, 0),
+            // Handled above: a trace replay has its plan, conversations their turns.
+            PromptSource::Trace(_) | PromptSource::Sessions(_) => (Vec::new(), 0, 0),
         };
         PreparedRequest {
             index,

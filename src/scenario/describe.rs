@@ -45,6 +45,20 @@ pub fn describe(s: &Scenario) -> String {
                 .unwrap_or_default()
         ),
     };
+    let load = match (&s.workload.prompts, &s.load.pacing) {
+        (super::PromptSource::Sessions(spec), Pacing::Closed { .. }) => format!(
+            "conversations: {} held at once, each through its think time{}",
+            levels.join(", "),
+            spec.in_flight.map(|m| format!(", at most {m} requests in flight across them")).unwrap_or_default()
+        ),
+        (super::PromptSource::Sessions(_), Pacing::Open { arrival, max_in_flight, .. }) => format!(
+            "conversations arriving open loop ({}) at {} per second, turns closed loop inside each{}",
+            arrival.name(),
+            levels.join(", "),
+            max_in_flight.map(|m| format!(", at most {m} requests in flight")).unwrap_or_default()
+        ),
+        _ => load,
+    };
     let _ = writeln!(out, "load: {load}");
     if let Some(search) = s.load.search {
         let criteria: Vec<String> =
@@ -65,6 +79,10 @@ pub fn describe(s: &Scenario) -> String {
         (None, Some(d)) => format!("{} of issuing", humantime::format_duration(d)),
         (None, None) => match &s.workload.prompts {
             super::PromptSource::Trace(t) => format!("every replayed row ({})", t.rows.len()),
+            super::PromptSource::Sessions(spec) => match spec.conversations {
+                Some(n) => format!("{n} conversations"),
+                None => "unbounded".to_string(),
+            },
             _ => "unbounded".to_string(),
         },
     };
@@ -79,6 +97,9 @@ pub fn describe(s: &Scenario) -> String {
     if let super::PromptSource::Trace(t) = &s.workload.prompts {
         let _ = write!(out, "{}", trace_text(t, s));
     }
+    if let super::PromptSource::Sessions(spec) = &s.workload.prompts {
+        let _ = write!(out, "{}", sessions_text(spec, s));
+    }
     let sizing = match &s.workload.sizing {
         SizingMode::Tokenizer { path, .. } => {
             format!("exact counts with {} (one probe measures the template)", path.display())
@@ -87,9 +108,15 @@ pub fn describe(s: &Scenario) -> String {
         SizingMode::Estimate => "built-in estimate, no probe".to_string(),
     };
     let _ = writeln!(out, "prompt sizing: {sizing}");
-    let cache = match s.workload.prompt_cache {
-        PromptCache::Unique { .. } => "unique prefix per request".to_string(),
-        PromptCache::SharedPrefix { tokens, burst, .. } => {
+    let cache = match (&s.workload.prompts, s.workload.prompt_cache) {
+        (super::PromptSource::Trace(_), _) => {
+            "blocks shared as the trace's hash ids say, a unique tail per request".to_string()
+        }
+        (super::PromptSource::Sessions(_), _) => {
+            "a conversation's turns share its history, a group's conversations their system prompt".to_string()
+        }
+        (_, PromptCache::Unique { .. }) => "unique prefix per request".to_string(),
+        (_, PromptCache::SharedPrefix { tokens, burst, .. }) => {
             format!("{tokens} shared prefix tokens{}", if burst { ", one warm-up request then a burst" } else { "" })
         }
     };
@@ -176,4 +203,39 @@ fn trace_text(t: &crate::trace::Trace, s: &Scenario) -> String {
         }
     );
     out
+}
+
+/// A conversation workload's shape and policies.
+fn sessions_text(spec: &crate::session::SessionSpec, s: &Scenario) -> String {
+    let mut out = String::new();
+    let output = spec.output_tokens.map_or_else(|| "the recorded answer's length".to_string(), |d| d.describe(""));
+    let _ = writeln!(
+        out,
+        "conversations: output {output} tokens a turn (max_tokens{}), think time {}",
+        if s.output.ignore_eos { " with ignore_eos" } else { ", a ceiling with the openai dialect" },
+        spec.think_time_s.describe(" s")
+    );
+    if spec.system_prompt_tokens > 0 {
+        let _ = writeln!(
+            out,
+            "  system prompt: {} tokens, {} groups chosen {}",
+            spec.system_prompt_tokens,
+            spec.system_prompt_groups,
+            spec.system_prompt_zipf
+                .map_or_else(|| "uniformly".to_string(), |a| format!("with Zipf weights (exponent {a})"))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  history: {:?} answers, reasoning {:?}; oldest turns dropped to fit max_context_tokens {}",
+        spec.history, spec.history_reasoning, s.workload.max_context_tokens
+    );
+    let _ = writeln!(
+        out,
+        "  headers: session id in [{}]{}{}",
+        spec.affinity_headers.join(", "),
+        spec.echo_header.as_ref().map(|h| format!("; {h} echoed back")).unwrap_or_default(),
+        spec.backend_header.as_ref().map(|h| format!("; backend recorded from {h}")).unwrap_or_default()
+    );
+    out.to_lowercase()
 }

@@ -196,7 +196,7 @@ async fn cross_session_contamination_is_caught_on_every_affected_turn() {
     for r in &flagged {
         let c = r.request_canary.as_ref().unwrap();
         assert!(!c.passed && c.foreign_marker_count >= 1);
-        assert_eq!(r.performance_eligible, false);
+        assert!(!r.performance_eligible);
     }
     let failed_canaries = rs.iter().filter(|r| r.request_canary.as_ref().is_some_and(|c| !c.passed)).count();
     assert_eq!(failed_canaries as u64, injected);

@@ -244,8 +244,10 @@ fn check_replay(name: &str, format: &str, a: &Value, expect_skipped_failed: u64)
         assert_eq!(r["request_canary"]["passed"], true);
     }
 
-    // Cached tokens: exactly the shared blocks (one simulator cache block of 16 tokens, and the
-    // chat template's 3-token opening, are the server's own granularity).
+    // Cached tokens: exactly the shared blocks, to the server's granularity: the simulator
+    // caches at 16-token block boundaries and adds the chat template's 3-token opening, and a
+    // run of blocks counts within 2 tokens of its size on the simulator's tokenizer (the
+    // calibrated sizer's own error, tested in `workload::blocks`).
     let mut by_start: Vec<&Value> = records.iter().collect();
     by_start.sort_by(|x, y| x["start_offset_ms"].as_f64().unwrap().total_cmp(&y["start_offset_ms"].as_f64().unwrap()));
     let mut earlier: Vec<&Row> = Vec::new();
@@ -263,7 +265,7 @@ fn check_replay(name: &str, format: &str, a: &Value, expect_skipped_failed: u64)
             "{name}: expected {expected}, shared {shared}"
         );
         assert!(
-            cached + 16 >= expected && cached <= expected + 3,
+            cached + 16 + 2 >= expected && cached <= expected + 3 + 2,
             "{name}: row {} cached {cached}, expected {expected} (shared blocks: {shared} tokens)",
             r["trace_row"]
         );

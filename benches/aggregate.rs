@@ -59,11 +59,13 @@ fn completed(index: u64) -> Completed {
             capture_complete: true,
             passed: true,
             failure_reason: None,
+            cross_session_marker_count: None,
         }),
         controlled_output: None,
         retries: 0,
         retried_errors: Vec::new(),
         stale_connection_retries: 0,
+        replay: None,
     }
 }
 

@@ -21,6 +21,8 @@ pub mod scenario;
 pub mod schedule;
 pub mod search;
 pub mod server_metrics;
+pub mod session;
 pub mod sys;
+pub mod trace;
 pub mod worker;
 pub mod workload;

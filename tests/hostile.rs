@@ -755,6 +755,8 @@ async fn the_stale_connection_retry_never_takes_another_pooled_connection() {
         canary: None,
         response_words: None,
         body: bytes::Bytes::from_static(b"{\"stream\":true}"),
+        exchange: None,
+        replay: None,
     };
     let cancel = tokio_util::sync::CancellationToken::new();
     let outcome = client.execute(&req, Dispatch::closed(tokio::time::Instant::now()), &cancel).await;

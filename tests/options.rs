@@ -14,13 +14,32 @@ fn shipped_scenarios() -> Vec<std::path::PathBuf> {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
-    assert_eq!(files.len(), 9, "the shipped scenarios: {files:?}");
+    assert!(files.len() >= 9, "the shipped scenarios: {files:?}");
     files
+}
+
+fn is_trace(file: &std::path::Path) -> bool {
+    std::fs::read_to_string(file).unwrap().contains("[workload.trace]")
+}
+
+fn is_sessions(file: &std::path::Path) -> bool {
+    std::fs::read_to_string(file).unwrap().contains("[workload.sessions]")
 }
 
 #[test]
 fn rate_and_concurrency_choose_the_mode_for_every_shipped_scenario() {
     for file in shipped_scenarios() {
+        if is_trace(&file) {
+            // A trace sets when each request goes: both options are refused, naming themselves.
+            for o in [
+                Overrides { rate: Some(vec![5.0]), ..Overrides::default() },
+                Overrides { concurrency: Some(vec![3]), ..Overrides::default() },
+            ] {
+                let e = Scenario::load(&file, &o).expect_err("a trace replay has its own schedule").to_string();
+                assert!(e.contains("--rate") || e.contains("--concurrency"), "{e}");
+            }
+            continue;
+        }
         let open = Scenario::load(&file, &Overrides { rate: Some(vec![5.0, 10.0]), ..Overrides::default() })
             .unwrap_or_else(|e| panic!("--rate on {}: {e}", file.display()));
         assert!(matches!(&open.load.pacing, Pacing::Open { rates, .. } if rates == &[5.0, 10.0]), "{}", file.display());
@@ -38,8 +57,18 @@ async fn validate_with_rate_accepts_every_shipped_scenario_and_says_what_it_repl
         cmd.arg("validate").arg(&file).args(["--rate", "5"]);
         let result = run(cmd).await;
         let stdout = text(&result.stdout);
+        if is_trace(&file) {
+            assert_eq!(result.status.code(), Some(2), "{}", file.display());
+            assert!(text(&result.stderr).contains("(value set by --rate)"), "{}", text(&result.stderr));
+            continue;
+        }
         assert!(result.status.success(), "{}: {}", file.display(), text(&result.stderr));
-        assert!(stdout.contains("open loop, poisson arrivals at 5 req/s"), "{}: {stdout}", file.display());
+        let wanted = if is_sessions(&file) {
+            "conversations arriving open loop (poisson) at 5 per second"
+        } else {
+            "open loop, poisson arrivals at 5 req/s"
+        };
+        assert!(stdout.contains(wanted), "{}: {stdout}", file.display());
         let closed_file = std::fs::read_to_string(&file).unwrap().contains("concurrency");
         if closed_file {
             assert!(stdout.contains("note: --rate runs an open loop; it replaces"), "{stdout}");

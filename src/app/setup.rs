@@ -240,6 +240,8 @@ pub(super) async fn size_prompts(
     let largest = match &w.prompts {
         PromptSource::Synthetic { context } => context.largest(),
         PromptSource::Dataset(_) => w.max_context_tokens.saturating_sub(w.max_tokens) / 2,
+        PromptSource::Trace(t) => t.stats.input_tokens.max,
+        PromptSource::Sessions(s) => s.first_tokens.max().max(1024.0) as u32,
     };
     let mut sizes = probe_sizes(largest, w.max_context_tokens);
     if mode == "tokenizer" {

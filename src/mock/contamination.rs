@@ -58,6 +58,31 @@ impl MarkerRegistry {
     }
 }
 
+impl MarkerRegistry {
+    /// A marker of another session than `own`'s (see `session_of`): the newest in flight, else
+    /// the most recently ended, else a made-up one. Answers one conversation's turn with another
+    /// conversation's marker, never with its own earlier turn's.
+    pub fn foreign_session(&self, own: Option<&str>) -> String {
+        let inner = self.lock();
+        let mine = own.map(session_of);
+        let other = |marker: &&Arc<str>| Some(session_of(marker)) != mine;
+        let in_flight = inner.in_flight.iter().rev().map(|(_, marker)| marker).find(other);
+        match in_flight.or_else(|| inner.recent.iter().find(other)) {
+            Some(marker) => marker.to_string(),
+            None => FALLBACK_MARKER.to_owned(),
+        }
+    }
+}
+
+/// The session a marker names: a conversation turn's marker (`…_S<conversation>_T<turn>`) up
+/// to its turn; any other marker is a session of its own.
+fn session_of(marker: &str) -> &str {
+    match (marker.find("_S"), marker.rfind("_T")) {
+        (Some(s), Some(t)) if t > s => &marker[..t],
+        _ => marker,
+    }
+}
+
 /// Keeps a request's marker in the in-flight set; on drop it moves to the recent ones.
 #[derive(Debug)]
 pub(crate) struct InFlightMarker {
@@ -100,5 +125,19 @@ mod tests {
         }
         assert_eq!(registry.lock().recent.len(), RECENT);
         assert!(registry.lock().in_flight.is_empty());
+    }
+
+    #[test]
+    fn cross_session_takes_another_conversation() {
+        let registry = Arc::new(MarkerRegistry::new());
+        let _t1 = registry.enter("ANVIL_REQ_1_S00001_T1");
+        let t2 = registry.enter("ANVIL_REQ_1_S00001_T2");
+        let other = registry.enter("ANVIL_REQ_1_S00002_T1");
+        assert_eq!(registry.foreign_session(Some("ANVIL_REQ_1_S00001_T3")), "ANVIL_REQ_1_S00002_T1");
+        drop(other);
+        drop(t2);
+        // The same conversation's turns are never chosen, in flight or ended.
+        assert_eq!(registry.foreign_session(Some("ANVIL_REQ_1_S00001_T3")), "ANVIL_REQ_1_S00002_T1");
+        assert_eq!(registry.foreign_session(Some("ANVIL_REQ_1_S00002_T2")), "ANVIL_REQ_1_S00001_T1");
     }
 }

@@ -120,6 +120,9 @@ pub struct FaultProfile {
     pub restart_after_requests: Option<u64>,
     /// How long the port stays closed during a restart.
     pub restart_downtime_ms: u64,
+    /// Contamination takes a marker of another conversation (`…_S<n>_T<turn>` markers name
+    /// theirs), never an earlier turn of the answer's own: cross-session contamination.
+    pub cross_session: bool,
 }
 
 impl Default for FaultProfile {
@@ -143,6 +146,7 @@ impl Default for FaultProfile {
             fault_seed: 0,
             restart_after_requests: None,
             restart_downtime_ms: 500,
+            cross_session: false,
         }
     }
 }

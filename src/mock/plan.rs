@@ -10,14 +10,16 @@ use super::request::GenRequest;
 use super::tokenize::PromptKind;
 
 /// Vocabulary of the simulated model; every token is one of these with a leading space.
-/// Plain ASCII letters keep chunks cheap to build (nothing to escape) and easy to read.
+/// Plain ASCII letters keep chunks cheap to build (nothing to escape) and easy to read. Every
+/// word has at most five letters, so a generated token read back in a later prompt (a
+/// conversation's history) counts exactly one prompt token, as a real tokenizer's would.
 const WORDS: &[&str] = &[
     " the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on", " this", " by", " from",
-    " at", " model", " token", " time", " load", " request", " server", " answer", " first", " second", " then",
-    " because", " which", " each", " more", " less", " fast", " slow", " queue", " batch", " cache", " prompt",
-    " stream", " chunk", " latency", " result", " value", " number", " system", " check", " simple", " clear", " step",
-    " next", " think", " count", " reply", " word", " line", " test", " data", " point", " rate", " peak", " steady",
-    " window", " engine", " output", " input",
+    " at", " model", " token", " time", " load", " query", " serve", " reply", " first", " stage", " then", " trace",
+    " which", " each", " more", " less", " fast", " slow", " queue", " batch", " cache", " block", " fetch", " chunk",
+    " store", " split", " value", " merge", " order", " check", " frame", " clear", " step", " next", " think",
+    " count", " shard", " word", " line", " test", " data", " point", " rate", " peak", " path", " unit", " node",
+    " flow", " input",
 ];
 
 /// Why generation ended.
@@ -110,6 +112,7 @@ pub(crate) fn plan_output(
 
 /// Produces the words of one response in order: reasoning tokens, then content tokens (the
 /// first of which is the canary marker when there is one).
+#[derive(Clone)]
 pub(crate) struct TextSource {
     /// Separate streams, so the answer's words do not depend on how much reasoning came
     /// before them (thinking on or off, reasoning cut by `max_tokens`).
@@ -191,6 +194,16 @@ mod tests {
 
     fn profile() -> Profile {
         Profile { reasoning_tokens: (30, 30), content_tokens: (20, 20), ..Profile::named("fast").expect("fast") }
+    }
+
+    #[test]
+    fn every_generated_word_reads_back_as_one_prompt_token() {
+        let mut seen = std::collections::HashSet::new();
+        for word in WORDS {
+            assert!(seen.insert(word), "{word} twice");
+            assert_eq!(crate::mock::count_text_tokens(word), 1, "{word}");
+        }
+        assert_eq!(WORDS.len(), 64);
     }
 
     #[test]

@@ -70,14 +70,38 @@ impl PrefixCache {
     /// Returns how many leading tokens of `prompt` earlier prompts already computed (at most
     /// `prompt_tokens - 1`: engines always recompute the last prompt token), then records
     /// this prompt's block-boundary prefixes and its full length.
+    #[cfg(test)]
     pub fn lookup_and_insert(&self, prompt: &Prompt<'_>, prompt_tokens: u32) -> u32 {
-        let positions = positions(prompt);
+        self.lookup_and_insert_answered(prompt, prompt_tokens, "")
+    }
+
+    /// As `lookup_and_insert`, and the generated `answer` (its words, in the order generated)
+    /// is recorded as a continuation of the prompt: an engine holds the KV of the tokens it
+    /// generated, so the next turn of a conversation, whose prompt repeats this prompt and then
+    /// this answer as the assistant message, finds both.
+    pub fn lookup_and_insert_answered(&self, prompt: &Prompt<'_>, prompt_tokens: u32, answer: &str) -> u32 {
+        let mut positions = positions(prompt);
+        let prompt_steps = positions.len();
+        if let Some(last) = positions.last() {
+            let (mut hash, mut tokens) = (Fnv(last.hash), last.tokens);
+            for word in answer.split_whitespace() {
+                let step = Step { header: false, bytes: word.as_bytes(), tokens: prompt.word_tokens(word) };
+                hash.feed_step(&step);
+                let before = tokens;
+                tokens = tokens.saturating_add(step.tokens);
+                positions.push(Position {
+                    hash: hash.0,
+                    tokens,
+                    boundary: tokens / BLOCK_TOKENS > before / BLOCK_TOKENS,
+                });
+            }
+        }
         // The end of the prompt is recorded too, so that the next turn of a conversation
         // (which repeats this prompt) hits it exactly, as a real engine's cache would.
         let inserts: Vec<u64> = positions
             .iter()
             .enumerate()
-            .filter(|(i, p)| p.boundary || *i + 1 == positions.len())
+            .filter(|(i, p)| p.boundary || *i + 1 == positions.len() || *i + 1 == prompt_steps)
             .map(|(_, p)| p.hash)
             .collect();
 
@@ -85,7 +109,7 @@ impl PrefixCache {
             // Poisoning only means another request panicked mid-update of a plain set of
             // hashes; the set is still usable.
             let mut recorded = self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let hit = longest_hit(&positions, &recorded);
+            let hit = longest_hit(&positions[..prompt_steps], &recorded);
             if recorded.len() + inserts.len() > MAX_ENTRIES {
                 recorded.clear();
             }
@@ -194,6 +218,37 @@ mod tests {
         let (cached, _) = run(&cache, &turn2);
         assert_ne!(tokens1 % BLOCK_TOKENS, 0);
         assert_eq!(cached, tokens1);
+    }
+
+    #[test]
+    fn an_answer_recorded_with_its_prompt_is_found_by_the_next_turn() {
+        let cache = PrefixCache::new();
+        let turn1 = json!({"messages": [{"role": "user", "content": words("u", 40)}]});
+        let prompt = Prompt::from_chat(&turn1).expect("valid");
+        let tokens1 = prompt.token_count();
+        let answer = "ANVIL_REQ_1_S00001_T1 the model answer is here";
+        assert_eq!(cache.lookup_and_insert_answered(&prompt, tokens1, answer), 0);
+        let turn2 = json!({"messages": [
+            {"role": "user", "content": words("u", 40)},
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": "and then"},
+        ]});
+        let (cached, _) = run(&cache, &turn2);
+        let answer_tokens: u32 = answer.split_whitespace().map(piece).sum();
+        // The previous prompt (its assistant opening included) and the whole answer.
+        assert_eq!(cached, tokens1 + answer_tokens);
+        // A different answer in the history (a recorded one) finds only the prompt.
+        let turn2b = json!({"messages": [
+            {"role": "user", "content": words("u", 40)},
+            {"role": "assistant", "content": "something else entirely"},
+            {"role": "user", "content": "and then"},
+        ]});
+        let (cached, _) = run(&cache, &turn2b);
+        assert_eq!(cached, tokens1);
+    }
+
+    fn piece(word: &str) -> u32 {
+        crate::mock::count_text_tokens(word)
     }
 
     #[test]

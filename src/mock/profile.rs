@@ -114,6 +114,12 @@ pub struct Profile {
     /// replaces it. Zero (the default) adds nothing.
     #[serde(default)]
     pub default_system_prompt_tokens: u32,
+    /// Pretend to be a router in front of this many backends (0: none): every answer names
+    /// one in `x-anvil-backend: backend-<k>`. A request naming a backend in that header (echoed
+    /// from an earlier answer) is served by it; one with `X-Session-ID` by the backend its id
+    /// hashes to; any other in turn (round robin).
+    #[serde(default)]
+    pub backends: u32,
 }
 
 impl Profile {
@@ -138,6 +144,7 @@ impl Profile {
             tokenizer: None,
             metrics_names: MetricsNames::Vllm,
             default_system_prompt_tokens: 0,
+            backends: 0,
         };
         match name {
             // Measures the client's own cost per chunk: nothing on the server side may sleep,

@@ -9,7 +9,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rand::SeedableRng;
@@ -42,6 +42,8 @@ pub(crate) struct AppState {
     pub cache: PrefixCache,
     /// Generation requests received so far; numbers each one for its fault draw and the restart.
     pub requests: AtomicU64,
+    /// Answers routed round robin (`profile.backends`, requests without a session).
+    pub routed: AtomicU64,
     pub restart: Arc<RestartState>,
     /// Present only when answers can be contaminated.
     pub markers: Option<Arc<MarkerRegistry>>,
@@ -66,6 +68,7 @@ impl AppState {
             stats,
             cache: PrefixCache::new(),
             requests: AtomicU64::new(0),
+            routed: AtomicU64::new(0),
             ground_truth,
         }
     }
@@ -84,12 +87,42 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn chat_completions(State(state): State<Arc<AppState>>, body: Body) -> Response {
-    generate(&state, PromptKind::Chat, body).await
+async fn chat_completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    routed(&state, &headers, generate(&state, PromptKind::Chat, body).await)
 }
 
-async fn completions(State(state): State<Arc<AppState>>, body: Body) -> Response {
-    generate(&state, PromptKind::Completion, body).await
+async fn completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    routed(&state, &headers, generate(&state, PromptKind::Completion, body).await)
+}
+
+/// The response header naming the (simulated) backend behind a router.
+const BACKEND_HEADER: &str = "x-anvil-backend";
+
+/// With `profile.backends`, name the backend that served a successful answer: the one the
+/// request asks for (echoed), else the one its session hashes to, else the next in turn.
+fn routed(state: &AppState, headers: &HeaderMap, mut response: Response) -> Response {
+    let n = state.profile.backends;
+    if n == 0 || !response.status().is_success() {
+        return response;
+    }
+    let asked = headers
+        .get(BACKEND_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("backend-")?.parse::<u32>().ok())
+        .filter(|k| *k < n);
+    let by_session = headers.get("x-session-id").map(|v| {
+        let h = v
+            .as_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        (h % u64::from(n)) as u32
+    });
+    let k =
+        asked.or(by_session).unwrap_or_else(|| (state.routed.fetch_add(1, Ordering::Relaxed) % u64::from(n)) as u32);
+    if let Ok(value) = HeaderValue::from_str(&format!("backend-{k}")) {
+        response.headers_mut().insert(BACKEND_HEADER, value);
+    }
+    response
 }
 
 async fn models() -> Response {
@@ -210,11 +243,6 @@ fn accept(
         let body = wire::context_error_body(prompt_tokens, profile.context_limit);
         return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
     }
-    let cached_tokens =
-        if profile.prefix_cache { state.cache.lookup_and_insert(&req.prompt, prompt_tokens) } else { 0 };
-    MockStats::add(&state.stats.prompt_tokens, u64::from(prompt_tokens));
-    MockStats::add(&state.stats.cached_tokens, u64::from(cached_tokens));
-
     let seed = prompt_seed(&req.prompt);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let plan = plan_output(profile, &req, prompt_tokens, &mut rng);
@@ -228,9 +256,28 @@ fn accept(
         // A merged marker needs a second content token to replace; without one nothing is
         // injected (and nothing counted).
         if index < plan.content {
-            text.contaminate(index, markers.foreign(req.canary));
+            let foreign = if profile.faults.cross_session {
+                markers.foreign_session(req.canary)
+            } else {
+                markers.foreign(req.canary)
+            };
+            text.contaminate(index, foreign);
         }
     }
+    let cached_tokens = if profile.prefix_cache {
+        // The answer is known now (it is drawn from the prompt): the cache keeps its tokens as
+        // a continuation of the prompt, so a conversation's next turn finds them.
+        let mut answer = String::new();
+        let mut words = text.clone();
+        words.push_reasoning(&mut answer, plan.reasoning);
+        answer.push(' ');
+        words.push_content(&mut answer, plan.content);
+        state.cache.lookup_and_insert_answered(&req.prompt, prompt_tokens, &answer)
+    } else {
+        0
+    };
+    MockStats::add(&state.stats.prompt_tokens, u64::from(prompt_tokens));
+    MockStats::add(&state.stats.cached_tokens, u64::from(cached_tokens));
     let mut guard = ActiveGuard::new(Arc::clone(&state.stats));
     guard.restart = restart;
     if let (Some(markers), Some(canary)) = (&state.markers, req.canary) {

@@ -149,13 +149,7 @@ impl<'a> Prompt<'a> {
             }
             for part in &message.parts {
                 for word in part.split_whitespace() {
-                    let tokens = match self.tokenizer {
-                        // Word by word keeps every step's count additive, so prefix positions and
-                        // the total agree; for whitespace pre-tokenizers it equals whole-text counting.
-                        Some(t) => t.encode_fast(word, false).map_or_else(|_| piece_tokens(word), |e| e.len() as u32),
-                        None => piece_tokens(word),
-                    };
-                    visit(Step { header: false, bytes: word.as_bytes(), tokens });
+                    visit(Step { header: false, bytes: word.as_bytes(), tokens: self.word_tokens(word) });
                 }
             }
         }
@@ -163,6 +157,16 @@ impl<'a> Prompt<'a> {
             // Shaped like the header of an assistant message, so the next turn of the same
             // conversation (which contains this assistant message) shares this prefix.
             visit(header(b"assistant", ASSISTANT_TURN));
+        }
+    }
+
+    /// Tokens of one whitespace-separated word, as the walk counts it.
+    pub fn word_tokens(&self, word: &str) -> u32 {
+        match self.tokenizer {
+            // Word by word keeps every step's count additive, so prefix positions and the total
+            // agree; for whitespace pre-tokenizers it equals whole-text counting.
+            Some(t) => t.encode_fast(word, false).map_or_else(|_| piece_tokens(word), |e| e.len() as u32),
+            None => piece_tokens(word),
         }
     }
 

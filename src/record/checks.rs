@@ -24,6 +24,10 @@ pub struct CanaryCheck {
     /// Why the check failed (absent when it passed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<CanaryFailure>,
+    /// Conversations: foreign markers that belong to another session (cross-session
+    /// contamination); absent outside conversations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_session_marker_count: Option<u32>,
 }
 
 impl CanaryCheck {
@@ -51,6 +55,7 @@ impl CanaryCheck {
             capture_complete: complete,
             passed: failure_reason.is_none(),
             failure_reason,
+            cross_session_marker_count: None,
         }
     }
 }

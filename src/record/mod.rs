@@ -12,6 +12,7 @@ pub mod file;
 pub mod level;
 pub mod outcome;
 pub mod redact;
+pub mod replay;
 pub mod run_info;
 pub mod timing;
 pub mod writer;
@@ -19,6 +20,7 @@ pub mod writer;
 pub use checks::{CanaryCheck, CanaryFailure, ControlledOutput, UsageSetAside, canary_failure_counts, usage_plausible};
 pub use level::{Dispatch, Issued, Level, LevelPacing};
 pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
+pub use replay::ReplayFacts;
 pub use run_info::{
     ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,
 };

@@ -64,6 +64,8 @@ pub struct Completed {
     pub retried_errors: Vec<ErrorKind>,
     /// Sends repeated because a pooled connection turned out to be closed (not timed).
     pub stale_connection_retries: u32,
+    /// Trace or conversation facts, for those runs.
+    pub replay: Option<Box<super::ReplayFacts>>,
 }
 
 /// Where `output_tokens` came from.
@@ -111,6 +113,8 @@ pub struct Failed {
     pub retried_errors: Vec<ErrorKind>,
     /// The server's `Retry-After`, for the retry policy (not recorded).
     pub retry_after: Option<Duration>,
+    /// Trace or conversation facts, for those runs.
+    pub replay: Option<Box<super::ReplayFacts>>,
 }
 
 /// Stable failure classes; their string forms are part of the artifact contract.

@@ -97,10 +97,19 @@ impl RunInfo {
             context_seed: s.run.seed,
             max_context_tokens: s.workload.max_context_tokens,
             max_tokens: s.workload.max_tokens,
-            prompt_cache_mode: s.workload.prompt_cache.as_str().to_string(),
+            // A trace's prompts share the blocks its hash ids name: neither unique nor one prefix.
+            prompt_cache_mode: match &s.workload.prompts {
+                crate::scenario::PromptSource::Trace(_) => "trace".to_string(),
+                crate::scenario::PromptSource::Sessions(_) => "sessions".to_string(),
+                _ => s.workload.prompt_cache.as_str().to_string(),
+            },
             shared_prefix_tokens: s.workload.prompt_cache.shared_prefix_tokens(),
             shared_prefix_burst: s.workload.prompt_cache.burst(),
-            unique_prefixes: matches!(s.workload.prompt_cache, crate::scenario::PromptCache::Unique { .. }),
+            unique_prefixes: matches!(s.workload.prompt_cache, crate::scenario::PromptCache::Unique { .. })
+                && !matches!(
+                    s.workload.prompts,
+                    crate::scenario::PromptSource::Trace(_) | crate::scenario::PromptSource::Sessions(_)
+                ),
             prompts_reproducible: s.workload.prompt_cache.reproducible(),
             levels_share_prompts: s.workload.prompt_cache.reproducible()
                 && (s.load.search.is_some() || s.load.pacing.levels().len() > 1),

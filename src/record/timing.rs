@@ -111,6 +111,27 @@ pub struct RequestTiming {
     /// Attempts repeated under the `[client]` retry policy, and why.
     pub retries: u32,
     pub retried_errors: Vec<ErrorKind>,
+    /// Trace replay: the trace's data row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_row: Option<u64>,
+    /// Trace replay and conversations: the output length asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_output_tokens: Option<u32>,
+    /// Trace replay and conversations: leading prompt tokens an earlier request already sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_cached_tokens: Option<u32>,
+    /// Conversations (and session traces): the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Conversations: the turn, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// Conversations: prompt tokens of earlier turns in this prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_tokens: Option<u32>,
+    /// The backend that served the request, from the configured response header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
 }
 
 /// Where a request falls in its level.
@@ -243,6 +264,7 @@ impl RequestTiming {
         let generation = derive::generation_ms(ttfo, e2e);
         let tpot = derive::tpot_ms(generation, c.output_tokens);
         let lag = derive::schedule_lag_ms(start, intended);
+        let x = c.replay.as_deref().cloned().unwrap_or_default();
         let mut r = RequestTiming {
             request_index: c.index,
             planned_context_tokens: c.planned_context_tokens,
@@ -281,6 +303,13 @@ impl RequestTiming {
             stale_connection_retries: c.stale_connection_retries,
             retries: c.retries,
             retried_errors: c.retried_errors.clone(),
+            trace_row: x.trace_row,
+            planned_output_tokens: x.planned_output_tokens,
+            expected_cached_tokens: x.expected_cached_tokens,
+            session: x.session,
+            turn: x.turn,
+            history_tokens: x.history_tokens,
+            backend: x.backend,
         };
         rules.apply(&mut r);
         r
@@ -310,12 +339,34 @@ pub struct FailureRecord {
     pub stale_connection_retries: u32,
     pub retries: u32,
     pub retried_errors: Vec<ErrorKind>,
+    /// Trace replay: the trace's data row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_row: Option<u64>,
+    /// Trace replay and conversations: the output length asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_output_tokens: Option<u32>,
+    /// Trace replay and conversations: leading prompt tokens an earlier request already sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_cached_tokens: Option<u32>,
+    /// Conversations (and session traces): the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Conversations: the turn, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// Conversations: prompt tokens of earlier turns in this prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_tokens: Option<u32>,
+    /// The backend that served the request, from the configured response header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
 }
 
 impl FailureRecord {
     pub fn from_failed(f: &Failed, rules: &Exclusions) -> Self {
         let start = ms(f.start_offset);
         let intended = f.intended_offset.map(ms);
+        let x = f.replay.as_deref().cloned().unwrap_or_default();
         FailureRecord {
             request_index: f.index,
             error_kind: f.kind,
@@ -336,6 +387,13 @@ impl FailureRecord {
             stale_connection_retries: f.stale_connection_retries,
             retries: f.retries,
             retried_errors: f.retried_errors.clone(),
+            trace_row: x.trace_row,
+            planned_output_tokens: x.planned_output_tokens,
+            expected_cached_tokens: x.expected_cached_tokens,
+            session: x.session,
+            turn: x.turn,
+            history_tokens: x.history_tokens,
+            backend: x.backend,
         }
     }
 }

@@ -66,6 +66,13 @@ pub fn describe(s: &Scenario) -> String {
             levels.join(", "),
             max_rate.map(|r| format!(", at most {} starts/s", fmt_number(r))).unwrap_or_default()
         ),
+        Pacing::Open { arrival: super::Arrival::Trace { time_scale }, max_in_flight, overload, .. } => format!(
+            "trace replay: each row at start + {time_scale} × its offset (mean {:.3} req/s){}",
+            s.load.pacing.levels().first().map_or(0.0, |l| l.value()),
+            max_in_flight
+                .map(|m| format!(", at most {m} in flight ({overload:?} beyond)").to_lowercase())
+                .unwrap_or_default()
+        ),
         Pacing::Open { arrival, ramp, max_in_flight, overload, .. } => format!(
             "open loop, {} arrivals{} at {} req/s{}{}",
             arrival.name(),
@@ -79,6 +86,20 @@ pub fn describe(s: &Scenario) -> String {
                 .map(|m| format!(", at most {m} in flight ({overload:?} beyond)").to_lowercase())
                 .unwrap_or_else(|| ", in flight uncapped".to_string())
         ),
+    };
+    let load = match (&s.workload.prompts, &s.load.pacing) {
+        (super::PromptSource::Sessions(spec), Pacing::Closed { .. }) => format!(
+            "conversations: {} held at once, each through its think time{}",
+            levels.join(", "),
+            spec.in_flight.map(|m| format!(", at most {m} requests in flight across them")).unwrap_or_default()
+        ),
+        (super::PromptSource::Sessions(_), Pacing::Open { arrival, max_in_flight, .. }) => format!(
+            "conversations arriving open loop ({}) at {} per second, turns closed loop inside each{}",
+            arrival.name(),
+            levels.join(", "),
+            max_in_flight.map(|m| format!(", at most {m} requests in flight")).unwrap_or_default()
+        ),
+        _ => load,
     };
     let _ =
         writeln!(out, "load: {load}; invalid above a dispatch lag p99 of {}", fmt_duration(s.load.max_dispatch_lag));
@@ -110,7 +131,14 @@ pub fn describe(s: &Scenario) -> String {
         (Some(n), Some(d)) => format!("{n} requests or {}, whichever comes first", fmt_duration(d)),
         (Some(n), None) => format!("{n} requests"),
         (None, Some(d)) => format!("{} of issuing", fmt_duration(d)),
-        (None, None) => "unbounded".to_string(),
+        (None, None) => match &s.workload.prompts {
+            super::PromptSource::Trace(t) => format!("every replayed row ({})", t.rows.len()),
+            super::PromptSource::Sessions(spec) => match spec.conversations {
+                Some(n) => format!("{n} conversations"),
+                None => "unbounded".to_string(),
+            },
+            _ => "unbounded".to_string(),
+        },
     };
     let _ = writeln!(out, "per level: {limit}; seed {}; grace {}", r.seed, fmt_duration(r.grace));
     let _ = writeln!(out, "excluded from the distributions: warm-up {}, cool-down {}", phase(r.warmup), {
@@ -142,6 +170,12 @@ pub fn describe(s: &Scenario) -> String {
         w.max_context_tokens,
         w.max_tokens
     );
+    if let super::PromptSource::Trace(t) = &s.workload.prompts {
+        let _ = write!(out, "{}", trace_text(t, s));
+    }
+    if let super::PromptSource::Sessions(spec) = &s.workload.prompts {
+        let _ = write!(out, "{}", sessions_text(spec, s));
+    }
     let sizing = match &w.sizing {
         SizingMode::Tokenizer { path, .. } => {
             format!("exact counts with {} (probes measure the template)", path.display())
@@ -150,9 +184,15 @@ pub fn describe(s: &Scenario) -> String {
         SizingMode::Estimate => "built-in estimate, no probe".to_string(),
     };
     let _ = writeln!(out, "prompt sizing: {sizing}");
-    let cache = match w.prompt_cache {
-        PromptCache::Unique { .. } => "unique prefix per request".to_string(),
-        PromptCache::SharedPrefix { tokens, burst, .. } => {
+    let cache = match (&w.prompts, w.prompt_cache) {
+        (super::PromptSource::Trace(_), _) => {
+            "blocks shared as the trace's hash ids say, a unique tail per request".to_string()
+        }
+        (super::PromptSource::Sessions(_), _) => {
+            "a conversation's turns share its history, a group's conversations their system prompt".to_string()
+        }
+        (_, PromptCache::Unique { .. }) => "unique prefix per request".to_string(),
+        (_, PromptCache::SharedPrefix { tokens, burst, .. }) => {
             format!("{tokens} shared prefix tokens{}", if burst { ", one warm-up request then a burst" } else { "" })
         }
     };
@@ -226,4 +266,72 @@ pub fn describe(s: &Scenario) -> String {
         first.canary.map(|m| format!(", canary {m}")).unwrap_or_default()
     );
     out
+}
+
+/// A trace's statistics and what was left out of it.
+fn trace_text(t: &crate::trace::Trace, s: &Scenario) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "trace: {} ({}), {} rows in the file{}",
+        t.file.display(),
+        t.format.name(),
+        t.rows_in_file,
+        if t.block_size > 0 { format!(", hash ids of {} tokens", t.block_size) } else { String::new() }
+    );
+    let k = t.skipped;
+    let _ = writeln!(
+        out,
+        "  not replayed: {} with no output (failed requests), {} outside the window, {} sampled out, {} too large for max_context_tokens or max_tokens",
+        k.no_output, k.outside_window, k.sampled_out, k.oversized
+    );
+    if let Some(gap) = t.max_gap {
+        let _ = writeln!(out, "  {} idle gaps capped at {}", t.gaps_capped, humantime::format_duration(gap));
+    }
+    let _ = write!(out, "{}", t.stats);
+    let _ = writeln!(
+        out,
+        "  output: each row's output length as max_tokens{}",
+        if s.output.ignore_eos {
+            " with ignore_eos"
+        } else {
+            "; the openai dialect cannot force a length, so these are ceilings"
+        }
+    );
+    out
+}
+
+/// A conversation workload's shape and policies.
+fn sessions_text(spec: &crate::session::SessionSpec, s: &Scenario) -> String {
+    let mut out = String::new();
+    let output = spec.output_tokens.map_or_else(|| "the recorded answer's length".to_string(), |d| d.describe(""));
+    let _ = writeln!(
+        out,
+        "conversations: output {output} tokens a turn (max_tokens{}), think time {}",
+        if s.output.ignore_eos { " with ignore_eos" } else { ", a ceiling with the openai dialect" },
+        spec.think_time_s.describe(" s")
+    );
+    if spec.system_prompt_tokens > 0 {
+        let _ = writeln!(
+            out,
+            "  system prompt: {} tokens, {} groups chosen {}",
+            spec.system_prompt_tokens,
+            spec.system_prompt_groups,
+            spec.system_prompt_zipf
+                .map_or_else(|| "uniformly".to_string(), |a| format!("with Zipf weights (exponent {a})"))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  history: {:?} answers, reasoning {:?}; oldest turns dropped to fit max_context_tokens {}",
+        spec.history, spec.history_reasoning, s.workload.max_context_tokens
+    );
+    let _ = writeln!(
+        out,
+        "  headers: session id in [{}]{}{}",
+        spec.affinity_headers.join(", "),
+        spec.echo_header.as_ref().map(|h| format!("; {h} echoed back")).unwrap_or_default(),
+        spec.backend_header.as_ref().map(|h| format!("; backend recorded from {h}")).unwrap_or_default()
+    );
+    out.to_lowercase()
 }

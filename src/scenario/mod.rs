@@ -9,6 +9,8 @@ mod describe;
 mod load_rules;
 mod metrics_rules;
 mod raw;
+mod session_rules;
+mod trace_rules;
 mod validate;
 mod wording;
 mod workload_rules;
@@ -23,6 +25,8 @@ use serde::{Deserialize, Serialize};
 pub use describe::describe;
 pub use load_rules::SLO_STATS;
 pub use raw::RawScenario;
+pub use session_rules::RawSessions;
+pub use trace_rules::RawTrace;
 pub use validate::ScenarioError;
 pub use workload_rules::MIN_CONTEXT_TOKENS;
 
@@ -254,6 +258,8 @@ pub enum Arrival {
     Poisson,
     /// Gamma gaps of shape `burstiness` (coefficient of variation 1/√burstiness).
     Gamma { burstiness: f64 },
+    /// A trace's own times, multiplied by `time_scale` (`[workload.trace]`).
+    Trace { time_scale: f64 },
 }
 
 impl Arrival {
@@ -262,6 +268,7 @@ impl Arrival {
             Arrival::Constant => "constant",
             Arrival::Poisson => "poisson",
             Arrival::Gamma { .. } => "gamma",
+            Arrival::Trace { .. } => "trace",
         }
     }
 }
@@ -352,6 +359,10 @@ pub enum PromptSource {
     Synthetic { context: ContextDistribution },
     /// Prompts read from a file, used as they are.
     Dataset(Arc<Dataset>),
+    /// A production trace replayed row by row: sizes, shared blocks, output lengths, times.
+    Trace(Arc<crate::trace::Trace>),
+    /// Multi-turn conversations.
+    Sessions(Arc<crate::session::SessionSpec>),
 }
 
 /// Prompts loaded from a JSON Lines or ShareGPT file.
@@ -468,7 +479,7 @@ impl PromptSource {
     pub fn context_json(&self) -> serde_json::Value {
         match self {
             PromptSource::Synthetic { context } => context.as_json(),
-            PromptSource::Dataset(_) => serde_json::Value::Null,
+            PromptSource::Dataset(_) | PromptSource::Trace(_) | PromptSource::Sessions(_) => serde_json::Value::Null,
         }
     }
 
@@ -476,6 +487,20 @@ impl PromptSource {
         match self {
             PromptSource::Synthetic { context } => format!("{} tokens", context.describe()),
             PromptSource::Dataset(d) => format!("{} prompts from {} ({:?})", d.count, d.path.display(), d.format),
+            PromptSource::Trace(t) => {
+                format!("{} rows of the {} trace {}", t.rows.len(), t.format.name(), t.file.display())
+            }
+            PromptSource::Sessions(s) => match &s.dataset {
+                Some(d) => {
+                    format!("conversations of {} ({} conversations, {} turns)", d.path.display(), d.count, d.turns)
+                }
+                None => format!(
+                    "conversations of {} turns, first prompt {} tokens, {} new user tokens a turn",
+                    s.turns.describe(""),
+                    s.first_tokens.describe(""),
+                    s.user_tokens.describe("")
+                ),
+            },
         }
     }
 }

@@ -164,6 +164,11 @@ pub struct RawLoad {
     pub overload: Option<RawOverload>,
     /// A run whose dispatch lag p99 exceeds this is marked invalid (default `"5ms"`).
     pub max_dispatch_lag: Option<String>,
+    /// Conversations (`[workload.sessions]`): conversations held at once, through their think
+    /// time; a list is a sweep.
+    pub sessions: Option<Levels>,
+    /// Conversations: at most this many requests in flight across them.
+    pub in_flight: Option<i64>,
     /// Capacity search: `"concurrency"` (closed loop) or `"rate"` (open loop): find the highest
     /// level that meets every `[slo]`.
     pub search: Option<RawSearch>,
@@ -244,6 +249,11 @@ pub struct RawWorkload {
     /// Ask each response to begin with a per-request marker and check it (default `true`).
     /// Set `false` for models that cannot follow the instruction.
     pub canaries: Option<bool>,
+    /// `[workload.trace]`: replay a production trace (prompt sizes, shared blocks, output
+    /// lengths and times) instead of drawn prompts.
+    pub trace: Option<super::RawTrace>,
+    /// `[workload.sessions]`: multi-turn conversations instead of single prompts.
+    pub sessions: Option<super::RawSessions>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]

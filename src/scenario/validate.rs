@@ -120,11 +120,37 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let notes = apply_overrides(&mut raw, overrides, &mut c)?;
 
     let mut target = target(&c, &raw.target)?;
-    let run = run(&c, &raw.run)?;
+    // A trace, or a number of conversations, bounds a level by itself: requests and duration
+    // become optional.
+    let conversations = raw.workload.sessions.as_ref().is_some_and(|s| s.conversations.is_some());
+    let run = run(&c, &raw.run, raw.workload.trace.is_some() || conversations)?;
     target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run)?;
-    let load = super::load_rules::load(&c, &raw.load)?;
-    let workload = super::workload_rules::workload(&c, &raw.workload, path)?;
-    let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
+    // Traces and conversations pace themselves: their `[load]` is read once they are known.
+    let load = if raw.workload.trace.is_some() || raw.workload.sessions.is_some() {
+        None
+    } else {
+        super::session_rules::reject_load_keys(&c, &raw.load)?;
+        Some(super::load_rules::load(&c, &raw.load)?)
+    };
+    let mut workload = super::workload_rules::workload(&c, &raw.workload, path, run.seed)?;
+    let mut output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
+    let load = match load {
+        Some(load) => load,
+        None => match super::trace_rules::is_trace(&workload) {
+            Some(trace) => {
+                super::session_rules::reject_load_keys(&c, &raw.load)?;
+                output = super::trace_rules::output(&c, &output, target.dialect)?;
+                super::trace_rules::load(&c, &raw.load, trace)?
+            }
+            None => match super::session_rules::spec_of(&mut workload) {
+                Some(spec) => {
+                    output = super::session_rules::output(&c, &output, target.dialect)?;
+                    super::session_rules::load(&c, &raw.load, spec)?
+                }
+                None => super::load_rules::load(&c, &raw.load)?,
+            },
+        },
+    };
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;
     check_thinking_api(&c, &target, &raw.serve)?;
@@ -235,8 +261,15 @@ fn apply_overrides<'a>(
     }
     if let Some(levels) = &o.concurrency {
         let replaced = switch_mode(&mut raw.load, raw::RawLoadMode::Closed);
-        raw.load.concurrency = Some(raw::Levels::Many(levels.iter().map(|&l| f64::from(l)).collect()));
-        overridden.push(("load.concurrency", "--concurrency"));
+        let levels = Some(raw::Levels::Many(levels.iter().map(|&l| f64::from(l)).collect()));
+        // For conversations, the closed-loop concurrency is the conversations held at once.
+        if raw.workload.sessions.is_some() {
+            raw.load.sessions = levels;
+            overridden.push(("load.sessions", "--concurrency"));
+        } else {
+            raw.load.concurrency = levels;
+            overridden.push(("load.concurrency", "--concurrency"));
+        }
         overridden.push(("load.mode", "--concurrency"));
         if !replaced.is_empty() {
             notes.push(format!("--concurrency runs a closed loop; it replaces the scenario's {}", replaced.join(", ")));
@@ -290,6 +323,8 @@ fn switch_mode(l: &mut raw::RawLoad, mode: raw::RawLoadMode) -> Vec<&'static str
             take("load.mode = \"closed\"", l.mode == Some(raw::RawLoadMode::Closed));
             take("load.concurrency", l.concurrency.take().is_some());
             take("load.max_rate", l.max_rate.take().is_some());
+            take("load.sessions", l.sessions.take().is_some());
+            take("load.in_flight", l.in_flight.take().is_some());
         }
         raw::RawLoadMode::Closed => {
             take("load.mode = \"open\"", was_open && l.mode.is_some());
@@ -436,7 +471,7 @@ fn normalize_base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
     Ok(normalized)
 }
 
-fn run(c: &Checker, r: &raw::RawRun) -> Result<RunLimits, ScenarioError> {
+fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, ScenarioError> {
     if r.requests == Some(0) {
         return Err(c.err(
             "run.requests",
@@ -448,7 +483,7 @@ fn run(c: &Checker, r: &raw::RawRun) -> Result<RunLimits, ScenarioError> {
         None => None,
         Some(text) => Some(c.duration("run.duration", Some(text), Duration::ZERO)?),
     };
-    if r.requests.is_none() && duration.is_none() {
+    if r.requests.is_none() && duration.is_none() && !self_bounded {
         return Err(c.err(
             "run.requests",
             "neither run.requests nor run.duration is set",

@@ -15,7 +15,12 @@ use super::{
 /// Smallest context a synthetic prompt can be sized to (instructions and markers need room).
 pub const MIN_CONTEXT_TOKENS: u32 = 64;
 
-pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, scenario_path: &Path) -> Result<Workload, ScenarioError> {
+pub(super) fn workload(
+    c: &Checker,
+    w: &raw::RawWorkload,
+    scenario_path: &Path,
+    seed: u64,
+) -> Result<Workload, ScenarioError> {
     let max_context = w.max_context_tokens;
     if !(1..=CONTEXT_SANITY_LIMIT).contains(&max_context) {
         return Err(c.err(
@@ -36,6 +41,26 @@ pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, scenario_path: &Path) 
     let prompt_cache = prompt_cache(c, w)?;
     let shared = prompt_cache.shared_prefix_tokens();
 
+    if let Some(sessions) = &w.sessions {
+        return Ok(Workload {
+            prompts: super::session_rules::source(c, sessions, w, (max_context, max_tokens), scenario_path)?,
+            max_context_tokens: max_context,
+            max_tokens,
+            sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
+            prompt_cache,
+            canaries: w.canaries.unwrap_or(true),
+        });
+    }
+    if let Some(trace) = &w.trace {
+        return Ok(Workload {
+            prompts: super::trace_rules::source(c, trace, w, (max_context, max_tokens), seed, scenario_path)?,
+            max_context_tokens: max_context,
+            max_tokens,
+            sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
+            prompt_cache,
+            canaries: w.canaries.unwrap_or(true),
+        });
+    }
     let prompts = match (&w.prompts, &w.context_tokens) {
         (Some(_), Some(_)) => {
             return Err(c.err(
@@ -80,7 +105,7 @@ pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, scenario_path: &Path) 
 }
 
 /// Paths in a scenario are relative to the scenario file.
-fn resolve(scenario_path: &Path, file: &str) -> PathBuf {
+pub(super) fn resolve(scenario_path: &Path, file: &str) -> PathBuf {
     let p = PathBuf::from(file);
     if p.is_absolute() { p } else { scenario_path.parent().unwrap_or(Path::new(".")).join(p) }
 }

@@ -67,7 +67,8 @@ impl Arrivals {
         let left = (self.n - self.k).min(BLOCK as u64) as usize;
         self.gaps.clear();
         match self.arrival {
-            Arrival::Constant => self.gaps.resize(left, 1.0),
+            // A trace's times come from the trace (`Workload::trace_offset`), never from here.
+            Arrival::Constant | Arrival::Trace { .. } => self.gaps.resize(left, 1.0),
             Arrival::Poisson => self.gaps.extend((0..left).map(|_| -> f64 { Exp1.sample(&mut self.rng) })),
             Arrival::Gamma { burstiness } => match Gamma::new(burstiness, 1.0 / burstiness) {
                 Ok(g) => self.gaps.extend((0..left).map(|_| g.sample(&mut self.rng))),

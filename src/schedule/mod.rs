@@ -1,7 +1,7 @@
 //! Pacing: who sends which request when, for one load level.
 //!
 //! Closed loop (`closed`): a fixed number of workers, each sending its next request when its last
-//! one ends. Open loop (`open`): one dispatcher walks an arrival schedule (`arrivals`) with
+//! one ends. Conversations (`sessions`) run their turns in order, with think time, in either mode. Open loop (`open`): one dispatcher walks an arrival schedule (`arrivals`) with
 //! absolute deadlines, keeps each request's intended time, and applies the in-flight cap. Both
 //! stop issuing when the level's request count or duration is reached or the run is stopped;
 //! requests still in flight get the grace period, then are cut and recorded as interrupted.
@@ -10,6 +10,7 @@ pub mod arrivals;
 mod closed;
 mod open;
 pub mod pacer;
+mod sessions;
 #[cfg(test)]
 mod test_support;
 
@@ -27,6 +28,7 @@ use crate::workload::{PreparedRequest, Workload};
 
 pub use closed::run_closed;
 pub use open::run_open;
+pub use sessions::run_sessions;
 
 /// The two ways a run stops: no new requests (the level's end, or Ctrl-C), and in-flight
 /// requests cut (after the grace period).
@@ -77,6 +79,11 @@ pub async fn run_level(
         async move { client.execute(&request, dispatch, &cut).await }
     };
     let issued = match plan.pacing {
+        // Conversations pace their own turns, closed or open.
+        _ if workload.session_spec().is_some() => match pacer::PrecisePacer::new() {
+            Ok(pacer) => run_sessions(plan, workload, issue, &pacer, tx, &level, level_start).await,
+            Err(_) => run_sessions(plan, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await,
+        },
         LevelPacing::Closed { .. } => run_closed(plan, workload, issue, tx, &level, level_start).await,
         LevelPacing::Open { .. } => match pacer::PrecisePacer::new() {
             Ok(pacer) => run_open(plan, workload, issue, &pacer, tx, &level, level_start).await,

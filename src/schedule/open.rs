@@ -39,18 +39,27 @@ where
     let LevelPacing::Open { rate, arrival, ramp, max_in_flight, overload } = plan.pacing else {
         return Issued::default();
     };
-    let n = match (plan.requests, plan.duration) {
-        (Some(r), Some(d)) => r.min(Arrivals::count_within(rate, ramp, d)),
-        (Some(r), None) => r,
-        (None, Some(d)) => Arrivals::count_within(rate, ramp, d),
-        (None, None) => 0,
+    let trace_rows = workload.trace_rows(plan.requests, plan.duration);
+    let n = match (trace_rows, plan.requests, plan.duration) {
+        (Some(rows), ..) => rows,
+        (None, Some(r), Some(d)) => r.min(Arrivals::count_within(rate, ramp, d)),
+        (None, Some(r), None) => r,
+        (None, None, Some(d)) => Arrivals::count_within(rate, ramp, d),
+        (None, None, None) => 0,
     };
+    // A trace's rows keep their own times; every other schedule is drawn.
+    let mut process = Arrivals::new(arrival, rate, ramp, plan.seed, n);
+    let offsets = (0..n).map_while(|i| match trace_rows {
+        Some(_) => workload.trace_offset(i),
+        None => process.next(),
+    });
     let slots = max_in_flight.map(|m| Arc::new(Semaphore::new(m as usize)));
     let tasks = TaskTracker::new();
     let stop = &control.stop_issuing;
-    let mut arrivals = Arrivals::new(arrival, rate, ramp, plan.seed, n);
-    for (index, offset) in arrivals.by_ref().enumerate() {
+    let mut last_offset = None;
+    for (index, offset) in offsets.enumerate() {
         let index = index as u64;
+        last_offset = Some(offset);
         // Built before the deadline: prompt building never makes an arrival late.
         let request = prepare(&workload, index).await;
         let intended = level_start + offset;
@@ -103,7 +112,11 @@ where
     drop(tx);
     tasks.close();
     tasks.wait().await;
-    let planned_window = (n > 0).then(|| arrivals.horizon());
+    let planned_window = match trace_rows {
+        // A trace's window ends one mean gap after its last row, like a drawn schedule's.
+        Some(_) => last_offset.map(|last| last + std::time::Duration::from_secs_f64(1.0 / rate)),
+        None => (n > 0).then(|| process.horizon()),
+    };
     Issued { planned_arrivals: Some(n), planned_window }
 }
 

@@ -38,5 +38,6 @@ pub fn outcome(index: u64) -> Outcome {
         retries: 0,
         retried_errors: Vec::new(),
         stale_connection_retries: 0,
+        replay: None,
     })
 }

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::StreamState;
 use super::sanitize::Secrets;
-use crate::record::{Completed, Dispatch, ErrorKind, Failed, Outcome};
+use crate::record::{Completed, Dispatch, ErrorKind, Failed, Outcome, ReplayFacts};
 use crate::workload::{PreparedRequest, check_controlled_output};
 
 pub(super) struct Attempt<'a> {
@@ -20,10 +20,12 @@ pub(super) struct Attempt<'a> {
     pub start_offset: Duration,
     pub stale_connection_retries: u32,
     secrets: &'a Secrets,
+    /// Trace or conversation facts the records carry.
+    replay: Option<&'a ReplayFacts>,
 }
 
 impl<'a> Attempt<'a> {
-    pub fn new(req: &PreparedRequest, dispatch: Dispatch, secrets: &'a Secrets) -> Self {
+    pub fn new(req: &'a PreparedRequest, dispatch: Dispatch, secrets: &'a Secrets) -> Self {
         let start = Instant::now();
         let level_start = dispatch.level_start;
         Attempt {
@@ -35,6 +37,7 @@ impl<'a> Attempt<'a> {
             start_offset: start.saturating_duration_since(level_start),
             stale_connection_retries: 0,
             secrets,
+            replay: req.replay.as_deref(),
         }
     }
 
@@ -64,6 +67,7 @@ impl<'a> Attempt<'a> {
             retries: 0,
             retried_errors: Vec::new(),
             retry_after: None,
+            replay: self.replay.map(|r| Box::new(r.clone())),
         }
     }
 
@@ -151,6 +155,9 @@ impl<'a> Attempt<'a> {
             }
             _ => None,
         };
+        if let (Some(exchange), Some((content, reasoning))) = (&req.exchange, state.answer.take()) {
+            exchange.set_answer(content, reasoning);
+        }
         let output = state.output_tokens();
         Outcome::Completed(Completed {
             index: self.index,
@@ -176,6 +183,7 @@ impl<'a> Attempt<'a> {
             retries: 0,
             retried_errors: Vec::new(),
             stale_connection_retries: self.stale_connection_retries,
+            replay: self.replay.map(|r| Box::new(r.clone())),
         })
     }
 }

@@ -228,7 +228,12 @@ impl Client {
         tokio::pin!(cancelled);
         let response = loop {
             let http = if a.stale_connection_retries == 0 { &self.http } else { self.fresh() };
-            let builder = self.post(http, req.body.clone());
+            let mut builder = self.post(http, req.body.clone());
+            if let Some(exchange) = &req.exchange {
+                for (name, value) in &exchange.headers {
+                    builder = builder.header(name.as_str(), value.as_str());
+                }
+            }
             // The clock starts here, as the request is handed to the pool.
             a.start = Instant::now();
             a.start_offset = a.start.saturating_duration_since(level_start);
@@ -254,6 +259,9 @@ impl Client {
                 Wait::Ready(Err(e)) => return a.fail(send_error_kind(&e), None, None, &error_chain(e)),
             }
         };
+        if let Some(exchange) = &req.exchange {
+            exchange.set_headers(read_headers(response.headers(), &exchange.read_headers));
+        }
         let status = response.status();
         if status.is_redirection() {
             return a.fail(
@@ -269,6 +277,9 @@ impl Client {
         let mut state = StreamState::new(req.response_words.is_some());
         if let Some(marker) = &req.canary {
             state = state.with_canary(marker);
+        }
+        if req.exchange.as_ref().is_some_and(|e| e.keep_answer) {
+            state.keep_answer();
         }
         let mut body = response.bytes_stream();
         // One timer per request, armed at the earliest deadline that can apply and otherwise left
@@ -413,4 +424,15 @@ async fn wait<F: std::future::Future>(
             Err(_) => Wait::TimedOut,
         },
     }
+}
+
+/// The named response headers that are present, as text.
+fn read_headers(headers: &reqwest::header::HeaderMap, names: &[String]) -> Vec<(String, String)> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(name.as_str())?.to_str().ok()?;
+            Some((name.clone(), value.to_string()))
+        })
+        .collect()
 }

@@ -92,6 +92,8 @@ pub struct StreamState {
     pub capture: Option<String>,
     pub visible_chars: usize,
     canary: Option<CanaryScan>,
+    /// Conversations: the whole visible answer and reasoning text (kept only when asked for).
+    pub answer: Option<(String, String)>,
 }
 
 impl StreamState {
@@ -103,6 +105,11 @@ impl StreamState {
     pub fn with_canary(mut self, marker: &str) -> Self {
         self.canary = Some(CanaryScan::new(marker));
         self
+    }
+
+    /// Keep the whole answer (content and reasoning), for a conversation's history.
+    pub fn keep_answer(&mut self) {
+        self.answer = Some((String::new(), String::new()));
     }
 
     /// Bytes of one read, all stamped `at` (time since the request started).
@@ -162,9 +169,12 @@ impl StreamState {
             StreamEvent::Chunk { delta, finish_reason, usage } => {
                 // Role-only and empty deltas are not output: they never start a clock.
                 let mut progress = false;
-                if delta.reasoning.as_deref().is_some_and(|r| !r.is_empty()) {
+                if let Some(text) = delta.reasoning.as_deref().filter(|r| !r.is_empty()) {
                     self.reasoning_chunks = self.reasoning_chunks.saturating_add(1);
                     self.first_output.get_or_insert(at);
+                    if let Some((_, reasoning)) = &mut self.answer {
+                        reasoning.push_str(text);
+                    }
                     progress = true;
                 }
                 if let Some(text) = delta.content.as_deref().filter(|c| !c.is_empty()) {
@@ -174,6 +184,9 @@ impl StreamState {
                     self.capture_text(text);
                     if let Some(scan) = &mut self.canary {
                         scan.feed(text);
+                    }
+                    if let Some((content, _)) = &mut self.answer {
+                        content.push_str(text);
                     }
                     progress = true;
                 }

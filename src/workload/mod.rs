@@ -9,20 +9,27 @@
 //! `max_tokens` is reserved on top, and validation keeps `planned + max_tokens` within the
 //! context window. The server's own count is recorded beside both.
 
+mod blocks;
 pub mod canary;
+mod conversation;
+pub mod conversations;
 pub mod dataset;
+pub mod exchange;
 pub mod sizing;
 pub mod text;
+mod trace_prompt;
 
 use bytes::Bytes;
 use rand::RngExt;
 use rand::seq::SliceRandom;
 
 pub use canary::{CANARY_PREFIX, CanaryScan, canary_marker, check_canary, check_controlled_output};
+pub use conversation::Conversation;
 pub use sizing::Sizer;
 pub use text::{estimate_tokens, is_filler_word};
 
 use crate::openai::{self, PromptBody, RequestParams};
+use crate::record::ReplayFacts;
 use crate::scenario::{ChatMessage, ContextDistribution, Dataset, DatasetPrompt, PromptCache, PromptSource, Scenario};
 use text::Stream;
 
@@ -51,6 +58,10 @@ pub struct PreparedRequest {
     pub response_words: Option<u32>,
     /// Serialized JSON request body.
     pub body: Bytes,
+    /// Trace or conversation facts recorded with the request.
+    pub replay: Option<Box<ReplayFacts>>,
+    /// Conversation turns: extra headers, and what to bring back.
+    pub exchange: Option<std::sync::Arc<exchange::Exchange>>,
 }
 
 /// Builds requests for one run.
@@ -77,6 +88,10 @@ pub struct Workload {
     system_overhead: Option<f64>,
     /// Dataset order: request `i` uses prompt `order[i % len]`.
     order: Vec<usize>,
+    /// A trace replay: the trace and what is known about its rows.
+    trace: Option<trace_prompt::TracePlan>,
+    /// Conversations: their spec and what they share.
+    sessions: Option<(std::sync::Arc<crate::session::SessionSpec>, std::sync::Arc<conversation::SessionsState>)>,
 }
 
 impl Workload {
@@ -96,9 +111,9 @@ impl Workload {
                 order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
                 order
             }
-            PromptSource::Synthetic { .. } => Vec::new(),
+            PromptSource::Synthetic { .. } | PromptSource::Trace(_) | PromptSource::Sessions(_) => Vec::new(),
         };
-        Workload {
+        let mut workload = Workload {
             seed,
             salt,
             source: w.prompts.clone(),
@@ -111,7 +126,20 @@ impl Workload {
             reproducible: w.prompt_cache.reproducible(),
             system_overhead: None,
             order,
+            trace: None,
+            sessions: None,
+        };
+        if let PromptSource::Sessions(spec) = &w.prompts {
+            let mut order: Vec<usize> = (0..spec.dataset.as_ref().map_or(0, |d| d.count)).collect();
+            order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
+            let state =
+                conversation::SessionsState { order, max_context_tokens: w.max_context_tokens, ..Default::default() };
+            workload.sessions = Some((spec.clone(), std::sync::Arc::new(state)));
         }
+        if let PromptSource::Trace(trace) = &w.prompts {
+            workload.trace = Some(workload.trace_plan(trace.clone()));
+        }
+        workload
     }
 
     /// Size conversations that carry their own system message with the measured overhead.
@@ -169,7 +197,24 @@ impl Workload {
         match &self.source {
             PromptSource::Synthetic { context } => Some(draw_context(context, self.seed, index)),
             PromptSource::Dataset(_) => None,
+            PromptSource::Trace(t) => t.rows.get(index as usize).map(|r| r.input_tokens),
+            PromptSource::Sessions(_) => None,
         }
+    }
+
+    /// A trace replay: rows to send, at most `requests` and those due within `duration`.
+    pub fn trace_rows(&self, requests: Option<u64>, duration: Option<std::time::Duration>) -> Option<u64> {
+        let trace = &self.trace.as_ref()?.trace;
+        let mut n = trace.rows.len() as u64;
+        if let Some(d) = duration {
+            n = n.min(trace.rows_within(d));
+        }
+        Some(requests.map_or(n, |r| r.min(n)))
+    }
+
+    /// A trace replay: when row `index` is meant to be sent, from the level's start.
+    pub fn trace_offset(&self, index: u64) -> Option<std::time::Duration> {
+        self.trace.as_ref()?.trace.scaled_offset(index as usize)
     }
 
     /// Whether preparing request `index` is heavy enough to keep off the async runtime.
@@ -178,6 +223,14 @@ impl Workload {
     }
 
     pub fn prepare(&self, index: u64) -> PreparedRequest {
+        if let Some(plan) = &self.trace {
+            return self.trace_request(plan, index);
+        }
+        // Conversations are built turn by turn by their runner; on its own, request `index` is
+        // the first turn of conversation `index` (what `validate` shows).
+        if let Some(request) = self.conversation(index).and_then(|mut c| self.turn_request(&mut c, 0, index)) {
+            return request;
+        }
         let canary = self.canaries.then(|| canary_marker(self.seed, index));
         let task = task_text(canary.as_deref(), self.response_words);
         // The tag comes first so that prompts diverge within their first few tokens.
@@ -192,6 +245,8 @@ impl Workload {
                 let (body, target) = self.dataset_prompt(d, index, &header, &task);
                 (body, target, target)
             }
+            // Handled above: a trace replay has its plan, conversations their turns.
+            PromptSource::Trace(_) | PromptSource::Sessions(_) => (Vec::new(), 0, 0),
         };
         PreparedRequest {
             index,
@@ -200,6 +255,8 @@ impl Workload {
             canary,
             response_words: self.response_words,
             body: Bytes::from(body),
+            replay: None,
+            exchange: None,
         }
     }
 

@@ -17,6 +17,8 @@ pub enum Stream {
     Text = 2,
     SharedPrefix = 3,
     Dataset = 4,
+    /// Prompt blocks (`blocks`).
+    Block = 5,
 }
 
 /// A generator for one `(seed, salt, index, stream)`: the same inputs give the same draws.

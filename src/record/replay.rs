@@ -1,0 +1,26 @@
+//! What a request of a replayed trace or of a conversation carries beyond a plain request: where
+//! it came from (trace row, session, turn), what was planned for it (output length, reusable
+//! prefix), and which backend served it. Absent from the records of other runs.
+
+use serde::{Deserialize, Serialize};
+
+/// Per-request facts of a trace replay or a conversation turn; every field is optional and
+/// written only when set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayFacts {
+    /// The trace's data row (1-based) this request replays.
+    pub trace_row: Option<u64>,
+    /// Output tokens the trace (or the conversation plan) asked for.
+    pub planned_output_tokens: Option<u32>,
+    /// Leading prompt tokens an earlier request already sent (trace: shared hash-id blocks;
+    /// conversation: the history): what a prefix cache could reuse.
+    pub expected_cached_tokens: Option<u32>,
+    /// The conversation (trace session or generated session).
+    pub session: Option<String>,
+    /// 1-based turn within the conversation.
+    pub turn: Option<u32>,
+    /// Prompt tokens of earlier turns (and the system prompt) in this turn's prompt.
+    pub history_tokens: Option<u32>,
+    /// The response header naming the backend that served the request (behind a router).
+    pub backend: Option<String>,
+}

@@ -1,0 +1,232 @@
+//! Validation of `[workload.trace]`: a production trace replayed row by row. The trace file is
+//! read and checked here, once, so a bad row stops the run before anything is sent; the trace
+//! then decides the prompts (sizes and shared blocks), the output lengths and the arrivals.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::raw::{self, RawLoad};
+use super::validate::Checker;
+use super::{Arrival, Dialect, Load, OutputControl, Pacing, PromptSource, ScenarioError, Workload};
+use crate::trace::{Trace, TraceFormat, TraceOptions};
+
+/// `[workload.trace]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrace {
+    /// The trace file, relative to the scenario file.
+    pub file: String,
+    /// `"mooncake"`, `"azure"`, `"burstgpt"`, `"bailian"` or `"jsonl"`.
+    pub format: String,
+    /// Tokens per hash id (default: 512 for Mooncake, 16 for Bailian; required for `jsonl`
+    /// rows with hash ids).
+    pub block_size: Option<i64>,
+    /// Intended send time = start + `time_scale` × the row's offset (default 1; 0.1 replays ten
+    /// times faster).
+    pub time_scale: Option<f64>,
+    /// Idle gaps longer than this on the trace's clock are shortened to it (e.g. `"5s"`).
+    pub max_gap: Option<String>,
+    /// Only rows whose offset from the trace's first row lies in `[start, end)`, e.g.
+    /// `["10m", "20m"]`.
+    pub window: Option<Vec<String>>,
+    /// Replay this fraction of sessions (whole sessions; rows without one count as sessions of
+    /// their own), chosen by `run.seed`.
+    pub sample: Option<f64>,
+    /// Session traces: `"open"` (each row at its own time; the only mode so far).
+    pub replay: Option<String>,
+}
+
+/// Read and check the trace; the prompt source it becomes.
+pub(super) fn source(
+    c: &Checker,
+    t: &RawTrace,
+    w: &raw::RawWorkload,
+    limits: (u32, u32),
+    seed: u64,
+    scenario_path: &Path,
+) -> Result<PromptSource, ScenarioError> {
+    for (key, set) in
+        [("workload.context_tokens", w.context_tokens.is_some()), ("workload.prompts", w.prompts.is_some())]
+    {
+        if set {
+            return Err(c.err(
+                key,
+                "does not apply to a trace replay: the trace sets every prompt's length",
+                "remove it, or remove [workload.trace]",
+            ));
+        }
+    }
+    if w.prompt_cache != raw::RawPromptCache::Unique {
+        return Err(c.err(
+            "workload.prompt_cache",
+            "\"shared-prefix\" does not apply to a trace replay: the trace's hash ids say which prompts share blocks",
+            "remove prompt_cache, or remove [workload.trace]",
+        ));
+    }
+    let format = TraceFormat::parse(t.format.trim()).ok_or_else(|| {
+        c.err(
+            "workload.trace.format",
+            format!("{:?} is not a trace format", t.format),
+            format!("use one of: {}", TraceFormat::NAMES.join(", ")),
+        )
+    })?;
+    let block_size = match t.block_size {
+        None => None,
+        Some(n) if (1..=1_048_576).contains(&n) => Some(n as u32),
+        Some(n) => {
+            return Err(c.err(
+                "workload.trace.block_size",
+                format!("{n} is not a block size"),
+                "tokens per hash id, e.g. 512",
+            ));
+        }
+    };
+    let time_scale = match t.time_scale {
+        None => 1.0,
+        Some(s) if s > 0.0 && s.is_finite() && s <= 1000.0 => s,
+        Some(s) => {
+            return Err(c.err(
+                "workload.trace.time_scale",
+                format!("{s} is not a usable time scale"),
+                "give a positive factor: 1 replays in real time, 0.1 ten times faster",
+            ));
+        }
+    };
+    let max_gap = match &t.max_gap {
+        None => None,
+        Some(text) => Some(c.duration("workload.trace.max_gap", Some(text), Duration::ZERO)?),
+    };
+    let window = match t.window.as_deref() {
+        None => None,
+        Some([start, end]) => {
+            let parse = |text: &str| {
+                humantime::parse_duration(text.trim()).map_err(|e| {
+                    c.err(
+                        "workload.trace.window",
+                        format!("{text:?} is not a duration ({e})"),
+                        "write [\"10m\", \"20m\"]",
+                    )
+                })
+            };
+            let (start, end) = (parse(start)?, parse(end)?);
+            if start >= end {
+                return Err(c.err(
+                    "workload.trace.window",
+                    "its start is not before its end",
+                    "write [start, end] on the trace's clock, e.g. [\"10m\", \"20m\"]",
+                ));
+            }
+            Some((start, end))
+        }
+        Some(_) => {
+            return Err(c.err("workload.trace.window", "must hold two durations", "write [\"10m\", \"20m\"]"));
+        }
+    };
+    let sample = match t.sample {
+        None => None,
+        Some(f) if f > 0.0 && f <= 1.0 => Some(f),
+        Some(f) => {
+            return Err(c.err(
+                "workload.trace.sample",
+                format!("{f} is not a fraction in (0, 1]"),
+                "e.g. sample = 0.25 replays a quarter of the sessions",
+            ));
+        }
+    };
+    match t.replay.as_deref().map(str::trim) {
+        None | Some("open") => {}
+        Some(other) => {
+            return Err(c.err(
+                "workload.trace.replay",
+                format!("{other:?} is not a replay mode this version has"),
+                "use \"open\": each row at its own time",
+            ));
+        }
+    }
+    let (max_context_tokens, max_output_tokens) = limits;
+    let options = TraceOptions {
+        format,
+        block_size,
+        time_scale,
+        max_gap,
+        window,
+        sample,
+        seed,
+        max_context_tokens,
+        max_output_tokens,
+    };
+    let path = resolve(scenario_path, &t.file);
+    let trace = Trace::load(&path, &options)
+        .map_err(|e| c.err("workload.trace.file", format!("{}: {}", path.display(), e.located()), e.fix.clone()))?;
+    Ok(PromptSource::Trace(Arc::new(trace)))
+}
+
+fn resolve(scenario_path: &Path, file: &str) -> PathBuf {
+    let p = PathBuf::from(file);
+    if p.is_absolute() { p } else { scenario_path.parent().unwrap_or(Path::new(".")).join(p) }
+}
+
+/// `[load]` of a trace replay: the trace sets the arrivals; an in-flight cap, its overload
+/// policy and the dispatch-lag threshold still apply.
+pub(super) fn load(c: &Checker, l: &RawLoad, trace: &Trace) -> Result<Load, ScenarioError> {
+    let misplaced = [
+        ("load.concurrency", l.concurrency.is_some()),
+        ("load.max_rate", l.max_rate.is_some()),
+        ("load.rate", l.rate.is_some()),
+        ("load.arrival", l.arrival.is_some()),
+        ("load.burstiness", l.burstiness.is_some()),
+        ("load.ramp", l.ramp.is_some()),
+        ("load.search", l.search.is_some()),
+        ("load.mode", l.mode == Some(raw::RawLoadMode::Closed)),
+    ];
+    if let Some((key, _)) = misplaced.iter().find(|(_, set)| *set) {
+        return Err(c.err(
+            key,
+            "does not apply to a trace replay: the trace sets when each request is sent",
+            "remove it; workload.trace.time_scale speeds the replay up or slows it down",
+        ));
+    }
+    // The open loop's own rules check the in-flight cap, the overload policy and the threshold.
+    let open = RawLoad {
+        mode: Some(raw::RawLoadMode::Open),
+        rate: Some(raw::Levels::One(1.0)),
+        max_in_flight: l.max_in_flight,
+        overload: l.overload,
+        max_dispatch_lag: l.max_dispatch_lag.clone(),
+        ..RawLoad::default()
+    };
+    let mut load = super::load_rules::load(c, &open)?;
+    if let Pacing::Open { rates, arrival, .. } = &mut load.pacing {
+        *rates = vec![trace.planned_rate()];
+        *arrival = Arrival::Trace { time_scale: trace.time_scale };
+    }
+    Ok(load)
+}
+
+/// `[output]` of a trace replay: each row's output length is sent as `max_tokens`, with
+/// `ignore_eos` where the dialect has it.
+pub(super) fn output(c: &Checker, o: &OutputControl, dialect: Dialect) -> Result<OutputControl, ScenarioError> {
+    for (key, set) in
+        [("output.min_tokens", o.min_tokens.is_some()), ("output.response_words", o.response_words.is_some())]
+    {
+        if set {
+            return Err(c.err(
+                key,
+                "does not apply to a trace replay: the trace sets every request's output length",
+                "remove it",
+            ));
+        }
+    }
+    Ok(OutputControl { ignore_eos: dialect != Dialect::Openai, ..*o })
+}
+
+/// Whether the workload replays a trace.
+pub(super) fn is_trace(w: &Workload) -> Option<&Trace> {
+    match &w.prompts {
+        PromptSource::Trace(t) => Some(t),
+        _ => None,
+    }
+}

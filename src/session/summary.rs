@@ -1,0 +1,287 @@
+//! What a level's records say about its conversations, computed from the per-request records
+//! alone (so `summarize` can recompute it from a records file): latency by turn index (turn 1
+//! cold, later turns warm), the expected reusable prefix against the server's cached tokens (a
+//! cache-effectiveness ratio, per turn and overall), per-session duration and turns, session
+//! goodput (the share of sessions whose every turn met the `[slo]`), per-backend latency and
+//! whether sessions stayed on one backend, and cross-session contamination.
+//!
+//! Records without a `session` are ignored; percentiles are nearest-rank over exact values, over
+//! performance-eligible records, like the level's own summaries.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::aggregate::sample::Sample;
+use crate::aggregate::slo::meets_request_slos;
+use crate::aggregate::stats::nearest_rank;
+use crate::record::{FailureRecord, RequestTiming};
+use crate::scenario::Slo;
+
+/// Nearest-rank statistics of one quantity.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Stats {
+    pub samples: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    pub fn of(mut values: Vec<f64>) -> Option<Stats> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        Some(Stats {
+            samples: values.len() as u64,
+            mean: values.iter().sum::<f64>() / values.len() as f64,
+            p50: nearest_rank(&values, 50),
+            p90: nearest_rank(&values, 90),
+            p99: nearest_rank(&values, 99),
+            max: values[values.len() - 1],
+        })
+    }
+}
+
+/// One turn index across every conversation of the level.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnSummary {
+    pub turn: u32,
+    /// Completed requests of this turn index (eligible or not), and failed ones.
+    pub completed: u64,
+    pub failed: u64,
+    pub ttft_ms: Option<Stats>,
+    pub tpot_ms: Option<Stats>,
+    pub e2e_ms: Option<Stats>,
+    pub prompt_tokens: Option<Stats>,
+    pub cache: CacheEffectiveness,
+}
+
+/// The prefix the client expected a cache to hold, against what the server reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CacheEffectiveness {
+    /// Records with both an expectation and a server count.
+    pub samples: u64,
+    pub expected_cached_tokens: u64,
+    pub cached_tokens: u64,
+    /// `cached_tokens / expected_cached_tokens`; `None` when nothing was expected.
+    pub ratio: Option<f64>,
+}
+
+impl CacheEffectiveness {
+    fn add(&mut self, r: &RequestTiming) {
+        if let (Some(expected), Some(cached)) = (r.expected_cached_tokens, r.cached_tokens) {
+            self.samples += 1;
+            self.expected_cached_tokens += u64::from(expected);
+            self.cached_tokens += cached;
+        }
+    }
+
+    fn finish(mut self) -> Self {
+        self.ratio =
+            (self.expected_cached_tokens > 0).then(|| self.cached_tokens as f64 / self.expected_cached_tokens as f64);
+        self
+    }
+}
+
+/// Conversations as wholes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionTotals {
+    pub sessions: u64,
+    /// Sessions none of whose requests failed.
+    pub without_failures: u64,
+    /// From the first turn's start to the last turn's end, per session.
+    pub duration_ms: Option<Stats>,
+    /// Requests (turns) per session, completed or failed.
+    pub turns: Option<Stats>,
+}
+
+/// Sessions whose every turn completed, passed its checks and met every per-request objective.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SessionGoodput {
+    pub sessions: u64,
+    pub good_sessions: u64,
+    pub ratio: f64,
+}
+
+/// Requests served by one backend (from the configured backend header).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BackendSummary {
+    pub backend: String,
+    pub completed: u64,
+    pub failed: u64,
+    pub ttft_ms: Option<Stats>,
+    pub e2e_ms: Option<Stats>,
+}
+
+/// Everything about a level's conversations.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionSummary {
+    pub by_turn: Vec<TurnSummary>,
+    pub cache: CacheEffectiveness,
+    pub totals: SessionTotals,
+    /// `None` without `[slo]` objectives.
+    pub goodput: Option<SessionGoodput>,
+    pub backends: Vec<BackendSummary>,
+    /// Sessions whose requests all named one backend, of those with any backend recorded.
+    pub sessions_on_one_backend: Option<(u64, u64)>,
+    /// Responses holding a marker of another session.
+    pub cross_session_contaminated: u64,
+}
+
+/// The summary of a level's conversations; `None` when no record belongs to one.
+pub fn summarize(records: &[RequestTiming], failures: &[FailureRecord], slo: &Slo) -> Option<SessionSummary> {
+    let records: Vec<&RequestTiming> = records.iter().filter(|r| r.session.is_some()).collect();
+    let failures: Vec<&FailureRecord> = failures.iter().filter(|f| f.session.is_some()).collect();
+    if records.is_empty() && failures.is_empty() {
+        return None;
+    }
+    let cache = records.iter().fold(CacheEffectiveness::default(), |mut c, r| {
+        c.add(r);
+        c
+    });
+    Some(SessionSummary {
+        by_turn: by_turn(&records, &failures),
+        cache: cache.finish(),
+        totals: totals(&records, &failures),
+        goodput: goodput(&records, &failures, slo),
+        backends: backends(&records, &failures),
+        sessions_on_one_backend: one_backend(&records, &failures),
+        cross_session_contaminated: records
+            .iter()
+            .filter(|r| r.request_canary.as_ref().and_then(|c| c.cross_session_marker_count).is_some_and(|n| n > 0))
+            .count() as u64,
+    })
+}
+
+fn eligible<'a>(records: &'a [&'a RequestTiming]) -> impl Iterator<Item = &'a RequestTiming> + 'a {
+    records.iter().copied().filter(|r| r.performance_eligible)
+}
+
+fn by_turn(records: &[&RequestTiming], failures: &[&FailureRecord]) -> Vec<TurnSummary> {
+    let mut turns: BTreeMap<u32, (Vec<&RequestTiming>, u64)> = BTreeMap::new();
+    for r in records {
+        turns.entry(r.turn.unwrap_or(0)).or_default().0.push(r);
+    }
+    for f in failures {
+        turns.entry(f.turn.unwrap_or(0)).or_default().1 += 1;
+    }
+    turns
+        .into_iter()
+        .map(|(turn, (rs, failed))| {
+            let ok: Vec<&RequestTiming> = eligible(&rs).collect();
+            let mut cache = CacheEffectiveness::default();
+            rs.iter().for_each(|r| cache.add(r));
+            TurnSummary {
+                turn,
+                completed: rs.len() as u64,
+                failed,
+                ttft_ms: Stats::of(ok.iter().filter_map(|r| r.ttft_ms).collect()),
+                tpot_ms: Stats::of(ok.iter().filter_map(|r| r.tpot_ms).collect()),
+                e2e_ms: Stats::of(ok.iter().map(|r| r.e2e_ms).collect()),
+                prompt_tokens: Stats::of(ok.iter().filter_map(|r| r.prompt_tokens.map(|p| p as f64)).collect()),
+                cache: cache.finish(),
+            }
+        })
+        .collect()
+}
+
+/// Per session: (first start, last end, requests, failures).
+fn spans(records: &[&RequestTiming], failures: &[&FailureRecord]) -> BTreeMap<String, (f64, f64, u64, u64)> {
+    let mut out: BTreeMap<String, (f64, f64, u64, u64)> = BTreeMap::new();
+    let mut add = |session: &str, start: f64, end: f64, failed: bool| {
+        let e = out.entry(session.to_string()).or_insert((f64::MAX, f64::MIN, 0, 0));
+        e.0 = e.0.min(start);
+        e.1 = e.1.max(end);
+        e.2 += 1;
+        e.3 += u64::from(failed);
+    };
+    for r in records {
+        add(r.session.as_deref().unwrap_or_default(), r.start_offset_ms, r.start_offset_ms + r.e2e_ms, false);
+    }
+    for f in failures {
+        add(f.session.as_deref().unwrap_or_default(), f.start_offset_ms, f.start_offset_ms + f.elapsed_ms, true);
+    }
+    out
+}
+
+fn totals(records: &[&RequestTiming], failures: &[&FailureRecord]) -> SessionTotals {
+    let spans = spans(records, failures);
+    SessionTotals {
+        sessions: spans.len() as u64,
+        without_failures: spans.values().filter(|s| s.3 == 0).count() as u64,
+        duration_ms: Stats::of(spans.values().map(|s| s.1 - s.0).collect()),
+        turns: Stats::of(spans.values().map(|s| s.2 as f64).collect()),
+    }
+}
+
+fn goodput(records: &[&RequestTiming], failures: &[&FailureRecord], slo: &Slo) -> Option<SessionGoodput> {
+    if slo.criteria.is_empty() {
+        return None;
+    }
+    let mut good: BTreeMap<&str, bool> = BTreeMap::new();
+    for r in records {
+        let ok = r.performance_eligible && meets_request_slos(&Sample::from_record(r), slo);
+        let e = good.entry(r.session.as_deref().unwrap_or_default()).or_insert(true);
+        *e &= ok;
+    }
+    for f in failures {
+        good.insert(f.session.as_deref().unwrap_or_default(), false);
+    }
+    let sessions = good.len() as u64;
+    let good_sessions = good.values().filter(|g| **g).count() as u64;
+    Some(SessionGoodput {
+        sessions,
+        good_sessions,
+        ratio: if sessions > 0 { good_sessions as f64 / sessions as f64 } else { 0.0 },
+    })
+}
+
+fn backends(records: &[&RequestTiming], failures: &[&FailureRecord]) -> Vec<BackendSummary> {
+    let mut by: BTreeMap<&str, (Vec<&RequestTiming>, u64)> = BTreeMap::new();
+    for r in records {
+        if let Some(b) = r.backend.as_deref() {
+            by.entry(b).or_default().0.push(r);
+        }
+    }
+    for f in failures {
+        if let Some(b) = f.backend.as_deref() {
+            by.entry(b).or_default().1 += 1;
+        }
+    }
+    by.into_iter()
+        .map(|(backend, (rs, failed))| {
+            let ok: Vec<&RequestTiming> = eligible(&rs).collect();
+            BackendSummary {
+                backend: backend.to_string(),
+                completed: rs.len() as u64,
+                failed,
+                ttft_ms: Stats::of(ok.iter().filter_map(|r| r.ttft_ms).collect()),
+                e2e_ms: Stats::of(ok.iter().map(|r| r.e2e_ms).collect()),
+            }
+        })
+        .collect()
+}
+
+fn one_backend(records: &[&RequestTiming], failures: &[&FailureRecord]) -> Option<(u64, u64)> {
+    let mut seen: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let pairs = records
+        .iter()
+        .map(|r| (r.session.as_deref(), r.backend.as_deref()))
+        .chain(failures.iter().map(|f| (f.session.as_deref(), f.backend.as_deref())));
+    for (session, backend) in pairs {
+        if let (Some(s), Some(b)) = (session, backend) {
+            let list = seen.entry(s).or_default();
+            if !list.contains(&b) {
+                list.push(b);
+            }
+        }
+    }
+    (!seen.is_empty()).then(|| (seen.values().filter(|b| b.len() == 1).count() as u64, seen.len() as u64))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,176 @@
+//! JSON Lines traces: Mooncake, Qwen Bailian, and this tool's own format. One object per line;
+//! blank lines are skipped and not counted as rows.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use super::TraceError;
+use super::select::{RawRow, Selection};
+
+/// Mooncake: `timestamp` in milliseconds since the first request, `input_length`,
+/// `output_length`, `hash_ids`.
+pub(super) fn read_mooncake(text: &str, out: &mut Selection) -> Result<(), TraceError> {
+    for (row, line, obj) in objects(text)? {
+        let f = Fields { obj: &obj, row, line };
+        out.push(RawRow {
+            row,
+            line,
+            time_ns: f.time("timestamp", 1e6)?,
+            input_tokens: f.tokens("input_length")?,
+            output_tokens: f.tokens_or_zero("output_length")?,
+            hash_ids: f.hash_ids("hash_ids", true)?,
+            session: None,
+            turn: None,
+        })?;
+    }
+    Ok(())
+}
+
+/// Qwen Bailian: `chat_id`, `parent_chat_id` (−1 for a first request), `timestamp` in seconds,
+/// `input_length` (the retained history included), `output_length`, `turn`, `hash_ids`. A row's
+/// session is the `chat_id` of its conversation's first request.
+pub(super) fn read_bailian(text: &str, out: &mut Selection) -> Result<(), TraceError> {
+    let mut roots: HashMap<String, String> = HashMap::new();
+    for (row, line, obj) in objects(text)? {
+        let f = Fields { obj: &obj, row, line };
+        let chat = f.id("chat_id")?.ok_or_else(|| f.err("has no chat_id", "every Bailian row has a chat_id"))?;
+        let root = match f.id("parent_chat_id")? {
+            None => chat.clone(),
+            Some(parent) if parent == "-1" => chat.clone(),
+            // A parent cut off by the file's start: its conversation is still one session.
+            Some(parent) => roots.get(&parent).cloned().unwrap_or(parent),
+        };
+        roots.insert(chat, root.clone());
+        out.push(RawRow {
+            row,
+            line,
+            time_ns: f.time("timestamp", 1e9)?,
+            input_tokens: f.tokens("input_length")?,
+            output_tokens: f.tokens_or_zero("output_length")?,
+            hash_ids: f.hash_ids("hash_ids", true)?,
+            session: Some(root),
+            turn: f.turn("turn")?,
+        })?;
+    }
+    Ok(())
+}
+
+/// This tool's own: `offset_ms`, `input_tokens`, `output_tokens`, optional `hash_ids`,
+/// `session` (string or integer) and `turn`.
+pub(super) fn read_own(text: &str, block_size: Option<u32>, out: &mut Selection) -> Result<(), TraceError> {
+    for (row, line, obj) in objects(text)? {
+        let f = Fields { obj: &obj, row, line };
+        let hash_ids = f.hash_ids("hash_ids", false)?;
+        if !hash_ids.is_empty() && block_size.is_none() {
+            return Err(f.err("has hash_ids, but the scenario gives no block size", "set workload.trace.block_size"));
+        }
+        out.push(RawRow {
+            row,
+            line,
+            time_ns: f.time("offset_ms", 1e6)?,
+            input_tokens: f.tokens("input_tokens")?,
+            output_tokens: f.tokens_or_zero("output_tokens")?,
+            hash_ids,
+            session: f.id("session")?,
+            turn: f.turn("turn")?,
+        })?;
+    }
+    Ok(())
+}
+
+/// A line's object with its row and line numbers.
+type Numbered = (u64, u64, Map<String, Value>);
+
+/// Every non-blank line as a JSON object, with its row and line numbers.
+fn objects(text: &str) -> Result<Vec<Numbered>, TraceError> {
+    let mut out = Vec::new();
+    let mut row = 0;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        row += 1;
+        let line_no = n as u64 + 1;
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(obj)) => out.push((row, line_no, obj)),
+            Ok(_) => return Err(TraceError::at(row, line_no, "is not a JSON object", "one object per line")),
+            Err(e) => return Err(TraceError::at(row, line_no, format!("is not JSON ({e})"), "one object per line")),
+        }
+    }
+    Ok(out)
+}
+
+struct Fields<'a> {
+    obj: &'a Map<String, Value>,
+    row: u64,
+    line: u64,
+}
+
+impl Fields<'_> {
+    fn err(&self, problem: impl Into<String>, fix: impl Into<String>) -> TraceError {
+        TraceError::at(self.row, self.line, problem, fix)
+    }
+
+    /// A time in the format's unit, as nanoseconds (`ns_per_unit`); never negative.
+    fn time(&self, key: &str, ns_per_unit: f64) -> Result<i128, TraceError> {
+        let v = self.obj.get(key).ok_or_else(|| self.err(format!("has no {key}"), format!("add {key}")))?;
+        match v.as_f64() {
+            Some(t) if t.is_finite() && t >= 0.0 => Ok((t * ns_per_unit).round() as i128),
+            Some(t) => Err(self.err(format!("{key} {t} is negative"), "times count from the trace's start")),
+            None => Err(self.err(format!("{key} {v} is not a number"), format!("{key} is a number"))),
+        }
+    }
+
+    /// A positive token count.
+    fn tokens(&self, key: &str) -> Result<u32, TraceError> {
+        match self.tokens_or_zero(key)? {
+            0 => Err(self.err(format!("{key} is 0"), "every request has at least one prompt token")),
+            n => Ok(n),
+        }
+    }
+
+    fn tokens_or_zero(&self, key: &str) -> Result<u32, TraceError> {
+        let v = self.obj.get(key).ok_or_else(|| self.err(format!("has no {key}"), format!("add {key}")))?;
+        v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
+            self.err(format!("{key} {v} is not a token count"), format!("{key} is a whole number of tokens"))
+        })
+    }
+
+    fn hash_ids(&self, key: &str, required: bool) -> Result<Vec<u64>, TraceError> {
+        let Some(v) = self.obj.get(key) else {
+            return if required {
+                Err(self.err(format!("has no {key}"), format!("add {key}")))
+            } else {
+                Ok(Vec::new())
+            };
+        };
+        let list = v.as_array().ok_or_else(|| self.err(format!("{key} is not a list"), "a list of integers"))?;
+        list.iter()
+            .map(|id| {
+                id.as_u64()
+                    .ok_or_else(|| self.err(format!("{key} holds {id}; hash ids are integers ≥ 0"), "fix the row"))
+            })
+            .collect()
+    }
+
+    /// An identifier given as a string or an integer.
+    fn id(&self, key: &str) -> Result<Option<String>, TraceError> {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(n.to_string())),
+            Some(v) => Err(self.err(format!("{key} {v} is not an identifier"), "a string or an integer")),
+        }
+    }
+
+    fn turn(&self, key: &str) -> Result<Option<u32>, TraceError> {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                Some(n) => Ok(Some(n)),
+                None => Err(self.err(format!("{key} {v} is not a turn number"), "a whole number")),
+            },
+        }
+    }
+}

@@ -106,6 +106,8 @@ pub struct RunArgs {
     /// value; capacity-search probes are exempt from the objectives).
     #[arg(long)]
     pub strict: bool,
+    #[command(flatten)]
+    pub shard: crate::shard::ShardArgs,
 }
 
 impl RunArgs {

@@ -4,7 +4,8 @@
 //! (prompts, canaries) → `schedule` (pacing) → `worker` (one streamed request, timed) →
 //! `aggregate` (one task owning every sample) → `artifact` (the JSON contract) → `report`
 //! (console). `openai` holds the wire format; `mock` is the embedded simulated server; `app`
-//! is `run()`, the whole program; `cli` parses arguments.
+//! is `run()`, the whole program; `cli` parses arguments; `shard` splits one run over several
+//! processes or hosts.
 
 #![deny(unsafe_code)]
 
@@ -21,6 +22,7 @@ pub mod scenario;
 pub mod schedule;
 pub mod search;
 pub mod server_metrics;
+pub mod shard;
 pub mod sys;
 pub mod worker;
 pub mod workload;

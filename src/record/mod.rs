@@ -4,7 +4,7 @@
 //! `timing` turns it into the per-request records of the artifact (`request_timings[]`,
 //! `failures[]`, `dropped[]`) and decides phases and exclusions, once, from plain facts; `file`
 //! keeps them in the append-only records file; `run_info` is the run's fixed description (the
-//! file's first line); `level` is what a level's pacing knew; `checks` holds the canary and
+//! file's first line); `level` is what a level's pacing knew; `shard` says which shard of a split run it was; `checks` holds the canary and
 //! controlled-output results. Nothing here computes a summary.
 
 pub mod checks;
@@ -12,6 +12,7 @@ pub mod file;
 pub mod level;
 pub mod outcome;
 pub mod run_info;
+pub mod shard;
 pub mod timing;
 pub mod writer;
 
@@ -21,4 +22,5 @@ pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
 pub use run_info::{
     ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,
 };
+pub use shard::ShardInfo;
 pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};

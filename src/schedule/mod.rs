@@ -5,11 +5,13 @@
 //! absolute deadlines, keeps each request's intended time, and applies the in-flight cap. Both
 //! stop issuing when the level's request count or duration is reached or the run is stopped;
 //! requests still in flight get the grace period, then are cut and recorded as interrupted.
+//! A sharded run sends only its `part` of the same global plan (see `part`).
 
 pub mod arrivals;
 mod closed;
 mod open;
 pub mod pacer;
+pub mod part;
 #[cfg(test)]
 mod test_support;
 
@@ -27,6 +29,7 @@ use crate::workload::{PreparedRequest, Workload};
 
 pub use closed::run_closed;
 pub use open::run_open;
+pub use part::{LevelShard, Part, WarmUpSync};
 
 /// The two ways a run stops: no new requests (the level's end, or Ctrl-C), and in-flight
 /// requests cut (after the grace period).
@@ -48,10 +51,12 @@ pub struct LevelPlan {
     pub warm_up_first: bool,
 }
 
-/// Run one level; every outcome goes to `tx`. Returns when every request has ended (the
-/// senders are dropped with the tasks, which is how the aggregator learns it is done).
+/// Run one level, or this shard's part of it; every outcome goes to `tx`. Returns when every
+/// request has ended (the senders are dropped with the tasks, which is how the aggregator learns
+/// it is done).
 pub async fn run_level(
     plan: LevelPlan,
+    shard: LevelShard,
     workload: Arc<Workload>,
     client: Client,
     tx: mpsc::Sender<Outcome>,
@@ -77,12 +82,12 @@ pub async fn run_level(
         async move { client.execute(&request, dispatch, &cut).await }
     };
     let issued = match plan.pacing {
-        LevelPacing::Closed { .. } => run_closed(plan, workload, issue, tx, &level, level_start).await,
+        LevelPacing::Closed { .. } => run_closed(plan, shard, workload, issue, tx, &level, level_start).await,
         LevelPacing::Open { .. } => match pacer::PrecisePacer::new() {
-            Ok(pacer) => run_open(plan, workload, issue, &pacer, tx, &level, level_start).await,
+            Ok(pacer) => run_open(plan, shard.part, workload, issue, &pacer, tx, &level, level_start).await,
             Err(e) => {
                 tracing::warn!("no precise timer thread ({e}); arrivals use tokio's millisecond timer");
-                run_open(plan, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await
+                run_open(plan, shard.part, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await
             }
         },
     };

@@ -426,7 +426,7 @@ impl Session<'_> {
                 print!("{}", report::sweep_table(&rows));
             }
             let summary = serde_json::json!({ "schema": "anvil-load.sweep/v1", "run_id": self.run_id, "levels": rows });
-            let name = self.shard.file_name(&format!("{}-sweep", self.run_id), "json");
+            let name = format!("{}-sweep.json", self.shard.stem(&self.run_id));
             written.push(write(&self.args.out, &name, &summary)?);
         }
         Ok(())

@@ -277,13 +277,18 @@ impl Shard {
         self.part().share(n as u64) as usize
     }
 
-    /// `{stem}.{ext}`, with the shard in the name when sharded, so that shards writing into
-    /// one directory never overwrite each other.
-    pub fn file_name(&self, stem: &str, ext: &str) -> String {
+    /// `stem`, with the shard appended when sharded (`{stem}.shard{i}of{N}`), so that shards
+    /// writing into one directory never overwrite each other.
+    pub fn stem(&self, stem: &str) -> String {
         match self.part() {
-            Part::WHOLE if !self.is_sharded() => format!("{stem}.{ext}"),
-            p => format!("{stem}.shard{}of{}.{ext}", p.index, p.count),
+            Part::WHOLE if !self.is_sharded() => stem.to_string(),
+            p => format!("{stem}.shard{}of{}", p.index, p.count),
         }
+    }
+
+    /// `{stem}.{ext}`, with the shard in the stem.
+    pub fn file_name(&self, stem: &str, ext: &str) -> String {
+        format!("{}.{ext}", self.stem(stem))
     }
 
     /// Mark the run's description with this shard, and fix the plan every shard must share.

@@ -5,7 +5,7 @@
 //! `aggregate` (one task owning every sample) → `artifact` (the JSON contract) → `report`
 //! (console). `openai` holds the wire format; `mock` is the embedded simulated server; `app`
 //! is `run()`, the whole program; `cli` parses arguments; `shard` splits one run over several
-//! processes or hosts.
+//! processes or hosts, and `deploy` prints what runs them on a cluster.
 
 #![deny(unsafe_code)]
 
@@ -14,6 +14,7 @@ pub mod app;
 pub mod artifact;
 pub mod cli;
 pub mod compare;
+pub mod deploy;
 pub mod mock;
 pub mod openai;
 pub mod record;

@@ -77,6 +77,10 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
         Some(Command::Validate(args)) => validate(&args),
         Some(Command::Mock(args)) => serve_mock(&args).await,
         Some(Command::Summarize(args)) => summarize::summarize(&args),
+        Some(Command::Deploy(args)) => {
+            print!("{}", crate::deploy::render(&args).map_err(AppError::BadInput)?);
+            Ok(exit::OK)
+        }
         None => benchmark(&cli.run).await,
     }
 }

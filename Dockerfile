@@ -3,7 +3,8 @@
 # Not built in CI (the CI machine has no container runtime); the manifests it runs in are
 # validated there against the Kubernetes schemas.
 
-FROM rust:1.85-bookworm AS build
+# The current stable toolchain: dependencies may need a newer compiler than rust-version says.
+FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked --bin anvil-load

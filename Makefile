@@ -25,8 +25,9 @@ test: lint
 test-slurm:
 	bash .ci/slurm-test.sh
 
-# Criterion micro-benches (parse, aggregate) and the end-to-end benchmark (e2e: a table on stdout,
-# JSON in target/bench/e2e.json). Not part of `make test`; nothing here asserts a speed.
+# Criterion micro-benches (parse, aggregate), the end-to-end benchmark (e2e: a table on stdout,
+# JSON in target/bench/e2e.json) and the start skew of four local shards (shards). Not part of
+# `make test`; nothing here asserts a speed.
 bench:
 	$(CARGO) bench --locked
 

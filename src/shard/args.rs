@@ -248,12 +248,21 @@ fn check_host_port(text: &str) -> Result<(), String> {
 }
 
 /// Shard 0 given only `--coordinator HOST:PORT` serves on that port on every interface, so every
-/// shard can run the same command line (srun, an Indexed Job's pod template).
+/// shard can run the same command line (srun, an Indexed Job's pod template); a loopback address
+/// (all shards on this host) is served on loopback only.
 fn listen_on_port_of(connect: &str) -> Result<SocketAddr, String> {
-    let port = connect.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).unwrap_or(0);
-    format!("0.0.0.0:{port}").parse().map_err(|e| {
-        format!("--coordinator {connect}: cannot listen on its port ({e}); give --coordinator-listen ADDR")
-    })
+    let (host, port) = connect.rsplit_once(':').unwrap_or((connect, ""));
+    let port: u16 = port.parse().unwrap_or(0);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ip = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_loopback() => ip,
+        _ if host == "localhost" => std::net::IpAddr::from([127, 0, 0, 1]),
+        _ => std::net::IpAddr::from([0, 0, 0, 0]),
+    };
+    if port == 0 {
+        return Err(format!("--coordinator {connect}: give a fixed port (every shard must know it)"));
+    }
+    Ok(SocketAddr::new(ip, port))
 }
 
 /// What a sharded run cannot do, refused before anything is sent.
@@ -343,9 +352,11 @@ mod tests {
         let spec = args("2/4", Some("h:7311")).resolve(&s, &vars(&[])).unwrap().unwrap();
         assert_eq!(spec.part, Part { index: 2, count: 4 });
         assert!(matches!(spec.sync, Sync::Coordinator { listen: None, .. }));
-        // Shard 0 serves on the coordinator's port, every interface.
+        // Shard 0 serves on the coordinator's port, every interface (loopback only for loopback).
         let spec = args("0/4", Some("h:7311")).resolve(&s, &vars(&[])).unwrap().unwrap();
-        assert!(matches!(spec.sync, Sync::Coordinator { listen: Some(a), .. } if a.port() == 7311));
+        assert!(matches!(spec.sync, Sync::Coordinator { listen: Some(a), .. } if a.to_string() == "0.0.0.0:7311"));
+        let spec = args("0/4", Some("127.0.0.1:7311")).resolve(&s, &vars(&[])).unwrap().unwrap();
+        assert!(matches!(spec.sync, Sync::Coordinator { listen: Some(a), .. } if a.to_string() == "127.0.0.1:7311"));
         for (bad, says) in [
             ("4/4", "out of range"),
             ("1/0", "at least 1"),

@@ -114,8 +114,9 @@ impl ShardPlan {
     /// Join the run: for a coordinated run, serve the coordinator (shard 0), connect, get the
     /// run's id and prompt salt, and measure this host's clock against shard 0's.
     pub async fn join(self, scenario: &Scenario, out: &Path, control: &RunControl) -> Result<Shard, String> {
+        let Some(spec) = self.0 else { return Ok(Shard { kind: Kind::Solo, pacer: None }) };
+        // Wakes at the agreed instants with microsecond resolution (see `schedule::pacer`).
         let pacer = PrecisePacer::new().ok();
-        let Some(spec) = self.0 else { return Ok(Shard { kind: Kind::Solo, pacer }) };
         let part = spec.part;
         let config_fingerprint = fingerprint(&serde_json::to_value(scenario).unwrap_or_default());
         let kind = match spec.sync {

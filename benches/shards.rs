@@ -93,7 +93,8 @@ fn main() -> ExitCode {
     for (name, s) in
         [("first dispatch − agreed start (per shard)", &late), ("spread of first dispatches (per level)", &spread)]
     {
-        println!("{name:<44} {:>8.3} {:>8.3} {:>8.3} {:>8}", s["p50_ms"], s["p99_ms"], s["max_ms"], s["n"]);
+        let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
+        println!("{name:<44} {:>8.3} {:>8.3} {:>8.3} {:>8}", f("p50_ms"), f("p99_ms"), f("max_ms"), s["n"]);
     }
     let report = json!({ "shards": SHARDS, "levels": LEVELS, "first_dispatch_late": late, "spread": spread });
     let path = target_dir().join("bench").join("shards.json");

@@ -22,6 +22,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use pacer::Pacer;
+
 use crate::record::Outcome;
 use crate::record::{Dispatch, Issued, LevelPacing};
 use crate::worker::Client;
@@ -81,15 +83,40 @@ pub async fn run_level(
         let client = client.clone();
         async move { client.execute(&request, dispatch, &cut).await }
     };
-    let issued = match plan.pacing {
-        LevelPacing::Closed { .. } => run_closed(plan, shard, workload, issue, tx, &level, level_start).await,
-        LevelPacing::Open { .. } => match pacer::PrecisePacer::new() {
-            Ok(pacer) => run_open(plan, shard.part, workload, issue, &pacer, tx, &level, level_start).await,
-            Err(e) => {
-                tracing::warn!("no precise timer thread ({e}); arrivals use tokio's millisecond timer");
-                run_open(plan, shard.part, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await
+    // A level may start at an instant agreed ahead of time (shards): everything is set up by
+    // now, so the first requests go as close to it as the timer allows.
+    let ahead = level_start > Instant::now();
+    let precise = match plan.pacing {
+        LevelPacing::Open { .. } => true,
+        LevelPacing::Closed { .. } => ahead,
+    };
+    let pacer = precise
+        .then(|| {
+            pacer::PrecisePacer::new()
+                .inspect_err(|e| tracing::warn!("no precise timer thread ({e}); tokio's millisecond timer paces"))
+                .ok()
+        })
+        .flatten();
+    if ahead {
+        let wait = async {
+            match &pacer {
+                Some(p) => p.wait_until(level_start).await,
+                None => pacer::TokioPacer.wait_until(level_start).await,
             }
-        },
+        };
+        tokio::select! {
+            () = level.stop_issuing.cancelled() => {}
+            () = wait => {}
+        }
+    }
+    let issued = match (plan.pacing, &pacer) {
+        (LevelPacing::Closed { .. }, _) => run_closed(plan, shard, workload, issue, tx, &level, level_start).await,
+        (LevelPacing::Open { .. }, Some(pacer)) => {
+            run_open(plan, shard.part, workload, issue, pacer, tx, &level, level_start).await
+        }
+        (LevelPacing::Open { .. }, None) => {
+            run_open(plan, shard.part, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await
+        }
     };
     if let Some(timer) = deadline {
         timer.abort();

@@ -33,7 +33,6 @@ pub use args::{ShardArgs, ShardSpec, Sync};
 use crate::record::writer::RecordSink;
 use crate::record::{RunInfo, Stamp, fingerprint};
 use crate::scenario::Scenario;
-use crate::schedule::pacer::{Pacer, PrecisePacer, TokioPacer};
 use crate::schedule::{LevelShard, Part, RunControl, WarmUpSync};
 use crate::workload::Workload;
 use clock::Offset;
@@ -75,7 +74,6 @@ pub struct LevelStart {
 /// This process's place in the run.
 pub struct Shard {
     kind: Kind,
-    pacer: Option<PrecisePacer>,
 }
 
 enum Kind {
@@ -114,9 +112,7 @@ impl ShardPlan {
     /// Join the run: for a coordinated run, serve the coordinator (shard 0), connect, get the
     /// run's id and prompt salt, and measure this host's clock against shard 0's.
     pub async fn join(self, scenario: &Scenario, out: &Path, control: &RunControl) -> Result<Shard, String> {
-        let Some(spec) = self.0 else { return Ok(Shard { kind: Kind::Solo, pacer: None }) };
-        // Wakes at the agreed instants with microsecond resolution (see `schedule::pacer`).
-        let pacer = PrecisePacer::new().ok();
+        let Some(spec) = self.0 else { return Ok(Shard { kind: Kind::Solo }) };
         let part = spec.part;
         let config_fingerprint = fingerprint(&serde_json::to_value(scenario).unwrap_or_default());
         let kind = match spec.sync {
@@ -189,7 +185,7 @@ impl ShardPlan {
                 }
             }
         };
-        Ok(Shard { kind, pacer })
+        Ok(Shard { kind })
     }
 }
 
@@ -315,8 +311,9 @@ impl Shard {
         }
     }
 
-    /// Wait for the level's start, as agreed with the other shards; the level clock's zero is
-    /// the agreed instant itself, not the moment this process woke up.
+    /// The level's start, as agreed with the other shards: the level clock's zero is the agreed
+    /// instant itself (usually a few tens of milliseconds ahead; the level waits for it once it
+    /// is set up, see `schedule::run_level`), not the moment this process woke up.
     pub async fn start_level(&self, level: &str) -> Result<LevelStart, String> {
         match &self.kind {
             Kind::Solo => {
@@ -334,7 +331,6 @@ impl Shard {
                     ));
                 }
                 let at = clock::to_monotonic(s.at);
-                self.wait_until(at).await;
                 Ok(LevelStart { started: Stamp(s.at), at, shard: LevelShard { part: s.part, ..LevelShard::whole() } })
             }
             Kind::Coordinated(c) => match self.start_coordinated(c, level).await {
@@ -384,15 +380,7 @@ impl Shard {
                 (now - at).as_secs_f64() * 1e3
             );
         }
-        self.wait_until(at).await;
         Ok(LevelStart { started: Stamp(wall), at, shard: LevelShard { part: c.part, warm_up } })
-    }
-
-    async fn wait_until(&self, at: Instant) {
-        match &self.pacer {
-            Some(p) => p.wait_until(at).await,
-            None => TokioPacer.wait_until(at).await,
-        }
     }
 
     /// After a level's records are all in the local records file: send them to the coordinator.
@@ -515,7 +503,7 @@ mod tests {
 
     #[test]
     fn file_names_carry_the_shard() {
-        let solo = Shard { kind: Kind::Solo, pacer: None };
+        let solo = Shard { kind: Kind::Solo };
         assert_eq!(solo.file_name("anvil-x-c4", "json"), "anvil-x-c4.json");
         let info = ShardInfo {
             index: 2,
@@ -529,7 +517,6 @@ mod tests {
         let part = Part { index: 2, count: 4 };
         let sharded = Shard {
             kind: Kind::StartAt(Box::new(StartAt { part, at: SystemTime::now(), run_id: "r".into(), salt: 1, info })),
-            pacer: None,
         };
         assert_eq!(sharded.file_name("anvil-x-c4", "json"), "anvil-x-c4.shard2of4.json");
         assert_eq!(sharded.file_name("r", "records.ndjson"), records_file_name("r", 2, 4));

@@ -161,7 +161,7 @@ async fn single_versus_shards(scenario_load: &str, workload: &str, sync: &str) -
     let server = MockServer::start(fast()).await.unwrap();
     let port = free_port();
     let coordinator = format!("127.0.0.1:{port}");
-    let start_at = (SystemTime::now() + Duration::from_secs(4)).duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    let start_at = (SystemTime::now() + Duration::from_secs(8)).duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
     let start_at = format!("{start_at:.3}");
     let outs: Vec<PathBuf> = (0..SHARDS).map(|i| dir.path().join(format!("shard{i}"))).collect();
     let children: Vec<Child> = (0..SHARDS)
@@ -319,7 +319,7 @@ async fn a_shard_killed_mid_run_stops_every_shard_and_is_named() {
         assert!(err.contains("shard 2") && err.contains("missing"), "shard {shard} does not name shard 2:\n{err}");
     }
     // Far sooner than the 60 s level: the abort cut it.
-    assert!(stopped_in < Duration::from_secs(20), "{stopped_in:?}");
+    assert!(stopped_in < Duration::from_secs(45), "{stopped_in:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -189,6 +189,9 @@ async fn single_versus_shards(scenario_load: &str, workload: &str, sync: &str) -
             files.remove(0)
         })
         .collect();
+    for local in &locals {
+        common::check_records(local); // the `shard` block included
+    }
     let shards: Vec<(Value, Vec<Level>)> = locals.iter().map(|p| read_records(p)).collect();
     for (i, (run, levels)) in shards.iter().enumerate() {
         assert_eq!(run["shard"]["index"], i as u64);

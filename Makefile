@@ -1,7 +1,7 @@
 # The two commands a new user runs: `make demo` and `make test`.
 CARGO ?= cargo
 
-.PHONY: all build demo test lint bench clean
+.PHONY: all build demo test test-slurm lint bench clean
 
 all: build
 
@@ -19,8 +19,15 @@ lint:
 test: lint
 	$(CARGO) test --locked
 
-# Criterion micro-benches (parse, aggregate) and the end-to-end benchmark (e2e: a table on stdout,
-# JSON in target/bench/e2e.json). Not part of `make test`; nothing here asserts a speed.
+# The Slurm deployment for real: a one-node cluster on this machine (installs slurm-wlm and munge
+# from the system packages when missing; needs root), the sbatch script with 4 tasks against the
+# simulator, the shards' records checked; every daemon it starts is stopped on exit.
+test-slurm:
+	bash .ci/slurm-test.sh
+
+# Criterion micro-benches (parse, aggregate), the end-to-end benchmark (e2e: a table on stdout,
+# JSON in target/bench/e2e.json) and the start skew of four local shards (shards). Not part of
+# `make test`; nothing here asserts a speed.
 bench:
 	$(CARGO) bench --locked
 

@@ -38,6 +38,8 @@ pub enum Command {
     /// Rebuild the artifacts of a run from its records file (for example after the run was
     /// killed).
     Summarize(SummarizeArgs),
+    /// Print what runs a scenario as N shards on a cluster (Kubernetes manifests).
+    Deploy(crate::deploy::DeployArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -106,6 +108,8 @@ pub struct RunArgs {
     /// value; capacity-search probes are exempt from the objectives).
     #[arg(long)]
     pub strict: bool,
+    #[command(flatten)]
+    pub shard: crate::shard::ShardArgs,
 }
 
 impl RunArgs {

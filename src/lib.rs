@@ -4,7 +4,8 @@
 //! (prompts, canaries) → `schedule` (pacing) → `worker` (one streamed request, timed) →
 //! `aggregate` (one task owning every sample) → `artifact` (the JSON contract) → `report`
 //! (console). `openai` holds the wire format; `mock` is the embedded simulated server; `app`
-//! is `run()`, the whole program; `cli` parses arguments.
+//! is `run()`, the whole program; `cli` parses arguments; `shard` splits one run over several
+//! processes or hosts, and `deploy` prints what runs them on a cluster.
 
 #![deny(unsafe_code)]
 
@@ -13,6 +14,7 @@ pub mod app;
 pub mod artifact;
 pub mod cli;
 pub mod compare;
+pub mod deploy;
 pub mod mock;
 pub mod openai;
 pub mod record;
@@ -22,6 +24,7 @@ pub mod schedule;
 pub mod search;
 pub mod server_metrics;
 pub mod session;
+pub mod shard;
 pub mod sys;
 pub mod trace;
 pub mod worker;

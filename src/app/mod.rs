@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
 use crate::aggregate::summarise::{LevelInput, summarise};
@@ -26,6 +25,7 @@ use crate::scenario::{Pacing, Scenario, ScenarioError};
 use crate::schedule::{self, LevelPlan, RunControl};
 use crate::search::{CapacitySearch, Probe};
 use crate::server_metrics;
+use crate::shard::{self, Shard};
 use crate::worker::Client;
 use crate::workload::Workload;
 use setup::RunTarget;
@@ -77,6 +77,10 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
         Some(Command::Validate(args)) => validate(&args),
         Some(Command::Mock(args)) => serve_mock(&args).await,
         Some(Command::Summarize(args)) => summarize::summarize(&args),
+        Some(Command::Deploy(args)) => {
+            print!("{}", crate::deploy::render(&args).map_err(AppError::BadInput)?);
+            Ok(exit::OK)
+        }
         None => benchmark(&cli.run).await,
     }
 }
@@ -135,6 +139,7 @@ struct Session<'a> {
     records: RecordSink,
     control: RunControl,
     run_id: String,
+    shard: Shard,
     /// The server's `/metrics`, scraped around every level when the scenario asks.
     scraper: Option<server_metrics::Scraper>,
 }
@@ -143,6 +148,7 @@ struct Session<'a> {
 /// each level's artifact.
 async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
+    let shard_plan = shard::plan(&args.shard, &scenario).map_err(AppError::BadInput)?;
     for note in &scenario.notes {
         eprintln!("note: {note}");
     }
@@ -174,12 +180,15 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let control = RunControl::default();
     setup::watch_signals(control.clone(), scenario.run.grace);
 
-    let run_id = setup::new_run_id(Stamp::now());
+    let shard = shard_plan.join(&scenario, &args.out, &control).await.map_err(AppError::Aborted)?;
+    let run_id = shard.run_id().unwrap_or_else(|| setup::new_run_id(Stamp::now()));
     // Records always go to disk (memory stays bounded); the file is kept when asked for. It is
     // opened (and a reused one checked) before anything is sent, calibration probes included.
     let (records_path, keep_records) = match &args.records {
         Some(path) => (path.clone(), true),
-        None if scenario.run.keep_records => (args.out.join(format!("{run_id}.records.ndjson")), true),
+        None if scenario.run.keep_records || shard.is_sharded() => {
+            (args.out.join(shard.file_name(&run_id, "records.ndjson")), true)
+        }
         None => (args.out.join(format!(".{run_id}.records.ndjson.tmp")), false),
     };
     let existed = records_path.exists();
@@ -220,7 +229,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         }
     }
 
-    let run_salt: u64 = rand::random();
+    let run_salt: u64 = shard.salt().unwrap_or_else(rand::random);
     let Some((sizer, sizing)) = setup::size_prompts(&scenario, &client, run_salt, &control.stop_issuing).await else {
         abandon(records, records_writer);
         eprintln!("stopped during prompt calibration: nothing was measured, no artifact written");
@@ -231,15 +240,19 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     }
     let workload =
         Arc::new(Workload::new(&scenario, run_salt, sizer).with_system_overhead(sizing.system_message_overhead));
-    let info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
+    let mut info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
+    shard.attach(&mut info, &workload);
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
     let session =
-        Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id, scraper };
+        Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id, shard, scraper };
 
     let mut written: Vec<PathBuf> = Vec::new();
     let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
-    let result = session.run_levels(&mut artifacts, &mut written).await;
+    let mut result = session.run_levels(&mut artifacts, &mut written).await;
     let interrupted = session.control.stop_issuing.is_cancelled();
+    if result.is_ok() && !interrupted {
+        result = session.shard.finish().await.map_err(AppError::Aborted);
+    }
     session.target.shutdown().await;
     drop(session.records);
     if let Err(e) = records_writer.finish() {
@@ -417,7 +430,8 @@ impl Session<'_> {
                 print!("{}", report::sweep_table(&rows));
             }
             let summary = serde_json::json!({ "schema": "anvil-load.sweep/v1", "run_id": self.run_id, "levels": rows });
-            written.push(write(&self.args.out, &format!("{}-sweep.json", self.run_id), &summary)?);
+            let name = format!("{}-sweep.json", self.shard.stem(&self.run_id));
+            written.push(write(&self.args.out, &name, &summary)?);
         }
         Ok(())
     }
@@ -470,17 +484,18 @@ impl Session<'_> {
             LevelPacing::Closed { concurrency, .. } => concurrency as usize,
             LevelPacing::Open { max_in_flight, .. } => max_in_flight.map_or(64, |m| m as usize).min(256),
         };
-        self.client.warm_connections(&format!("{}/models", self.target.base_url), warm).await;
+        self.client.warm_connections(&format!("{}/models", self.target.base_url), self.shard.share(warm)).await;
         let scrape = match &self.scraper {
             Some(scraper) => {
                 Some(scraper.prepare(&level_id, Some(self.args.out.join(server_metrics::file_name(&level_id)))).await)
             }
             None => None,
         };
-        // The level's wall-clock start and its monotonic start are taken together, so that
-        // `started_at_unix_ns + start_offset_ms` places every request on the wall clock.
-        let started = Stamp::now();
-        let level_start = Instant::now();
+        // The level's wall-clock start and its monotonic start are the same instant, so that
+        // `started_at_unix_ns + start_offset_ms` places every request on the wall clock (for
+        // shards, the instant they agreed on).
+        let start = self.shard.start_level(&level_id).await.map_err(AppError::Aborted)?;
+        let (started, level_start) = (start.started, start.at);
         let scraping = scrape.map(|s| s.start(level_start));
         self.records
             .write(&RecordLine::Level { level: level_id.clone(), pacing, started_at_unix_ns: started.unix_ns() })
@@ -501,6 +516,7 @@ impl Session<'_> {
         let (issued, collected) = tokio::join!(
             schedule::run_level(
                 plan,
+                start.shard,
                 Arc::new(self.workload.for_level(level.value())),
                 self.client.clone(),
                 tx,
@@ -543,11 +559,12 @@ impl Session<'_> {
             server_metrics,
         });
         let artifact = artifact::build(&self.info, &summary, self.records.path());
-        let path = write(&self.args.out, &format!("{level_id}.json"), &artifact)?;
+        let path = write(&self.args.out, &self.shard.file_name(&level_id, "json"), &artifact)?;
         if !self.args.quiet {
             print!("{}", report::level_summary(&summary, &self.info));
         }
         report::print_warnings(&summary.warnings);
+        self.shard.finish_level(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;
         Ok((summary, path))
     }
 }

@@ -4,8 +4,9 @@
 //! `timing` turns it into the per-request records of the artifact (`request_timings[]`,
 //! `failures[]`, `dropped[]`) and decides phases and exclusions, once, from plain facts; `file`
 //! keeps them in the append-only records file; `run_info` is the run's fixed description (the
-//! file's first line); `level` is what a level's pacing knew; `checks` holds the canary and
-//! controlled-output results; `redact` takes credentials out of URLs. Nothing here computes a summary.
+//! file's first line); `level` is what a level's pacing knew; `shard` says which shard of a split
+//! run it was; `checks` holds the canary and controlled-output results; `redact` takes
+//! credentials out of URLs. Nothing here computes a summary.
 
 pub mod checks;
 pub mod file;
@@ -14,6 +15,7 @@ pub mod outcome;
 pub mod redact;
 pub mod replay;
 pub mod run_info;
+pub mod shard;
 pub mod timing;
 pub mod writer;
 
@@ -24,4 +26,5 @@ pub use replay::ReplayFacts;
 pub use run_info::{
     ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,
 };
+pub use shard::ShardInfo;
 pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};

@@ -58,6 +58,10 @@ pub struct RunInfo {
     pub duration_ms: Option<f64>,
     pub max_dispatch_lag_ms: f64,
     pub slo: Slo,
+    /// Set when the run was one shard of several (absent otherwise, so unsharded records and the
+    /// artifacts rebuilt from them are unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<super::ShardInfo>,
 }
 
 impl RunInfo {
@@ -133,6 +137,7 @@ impl RunInfo {
             duration_ms: s.run.duration.map(ms),
             max_dispatch_lag_ms: ms(s.load.max_dispatch_lag),
             slo: s.slo.clone(),
+            shard: None,
         }
     }
 

@@ -5,11 +5,13 @@
 //! absolute deadlines, keeps each request's intended time, and applies the in-flight cap. Both
 //! stop issuing when the level's request count or duration is reached or the run is stopped;
 //! requests still in flight get the grace period, then are cut and recorded as interrupted.
+//! A sharded run sends only its `part` of the same global plan (see `part`).
 
 pub mod arrivals;
 mod closed;
 mod open;
 pub mod pacer;
+pub mod part;
 mod sessions;
 #[cfg(test)]
 mod test_support;
@@ -21,6 +23,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use pacer::Pacer;
+
 use crate::record::Outcome;
 use crate::record::{Dispatch, Issued, LevelPacing};
 use crate::worker::Client;
@@ -28,6 +32,7 @@ use crate::workload::{PreparedRequest, Workload};
 
 pub use closed::run_closed;
 pub use open::run_open;
+pub use part::{LevelShard, Part, WarmUpSync};
 pub use sessions::run_sessions;
 
 /// The two ways a run stops: no new requests (the level's end, or Ctrl-C), and in-flight
@@ -50,10 +55,12 @@ pub struct LevelPlan {
     pub warm_up_first: bool,
 }
 
-/// Run one level; every outcome goes to `tx`. Returns when every request has ended (the
-/// senders are dropped with the tasks, which is how the aggregator learns it is done).
+/// Run one level, or this shard's part of it; every outcome goes to `tx`. Returns when every
+/// request has ended (the senders are dropped with the tasks, which is how the aggregator learns
+/// it is done).
 pub async fn run_level(
     plan: LevelPlan,
+    shard: LevelShard,
     workload: Arc<Workload>,
     client: Client,
     tx: mpsc::Sender<Outcome>,
@@ -78,20 +85,46 @@ pub async fn run_level(
         let client = client.clone();
         async move { client.execute(&request, dispatch, &cut).await }
     };
-    let issued = match plan.pacing {
-        // Conversations pace their own turns, closed or open.
-        _ if workload.session_spec().is_some() => match pacer::PrecisePacer::new() {
-            Ok(pacer) => run_sessions(plan, workload, issue, &pacer, tx, &level, level_start).await,
-            Err(_) => run_sessions(plan, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await,
-        },
-        LevelPacing::Closed { .. } => run_closed(plan, workload, issue, tx, &level, level_start).await,
-        LevelPacing::Open { .. } => match pacer::PrecisePacer::new() {
-            Ok(pacer) => run_open(plan, workload, issue, &pacer, tx, &level, level_start).await,
-            Err(e) => {
-                tracing::warn!("no precise timer thread ({e}); arrivals use tokio's millisecond timer");
-                run_open(plan, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await
+    // A level may start at an instant agreed ahead of time (shards): everything is set up by
+    // now, so the first requests go as close to it as the timer allows.
+    let ahead = level_start > Instant::now();
+    let conversations = workload.session_spec().is_some();
+    let precise = match plan.pacing {
+        LevelPacing::Open { .. } => true,
+        LevelPacing::Closed { .. } => ahead || conversations,
+    };
+    let pacer = precise
+        .then(|| {
+            pacer::PrecisePacer::new()
+                .inspect_err(|e| tracing::warn!("no precise timer thread ({e}); tokio's millisecond timer paces"))
+                .ok()
+        })
+        .flatten();
+    if ahead {
+        let wait = async {
+            match &pacer {
+                Some(p) => p.wait_until(level_start).await,
+                None => pacer::TokioPacer.wait_until(level_start).await,
             }
+        };
+        tokio::select! {
+            () = level.stop_issuing.cancelled() => {}
+            () = wait => {}
+        }
+    }
+    let issued = match (plan.pacing, &pacer) {
+        // Conversations pace their own turns, closed or open (never sharded: refused up front).
+        _ if conversations => match &pacer {
+            Some(pacer) => run_sessions(plan, workload, issue, pacer, tx, &level, level_start).await,
+            None => run_sessions(plan, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await,
         },
+        (LevelPacing::Closed { .. }, _) => run_closed(plan, shard, workload, issue, tx, &level, level_start).await,
+        (LevelPacing::Open { .. }, Some(pacer)) => {
+            run_open(plan, shard.part, workload, issue, pacer, tx, &level, level_start).await
+        }
+        (LevelPacing::Open { .. }, None) => {
+            run_open(plan, shard.part, workload, issue, &pacer::TokioPacer, tx, &level, level_start).await
+        }
     };
     if let Some(timer) = deadline {
         timer.abort();

@@ -3,7 +3,8 @@
 //! one arrival, not every later one. Each request is prepared before its deadline, keeps its
 //! intended time, and runs in its own task. With `max_in_flight`, an arrival that finds every
 //! slot taken either waits for one (`queue`; the wait is measured and arrivals stay in order) or
-//! is dropped (`drop`; counted and listed, never silent).
+//! is dropped (`drop`; counted and listed, never silent). A shard walks the same schedule and
+//! dispatches only the arrivals of its part, at their planned offsets, with its share of the cap.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use super::arrivals::Arrivals;
 use super::pacer::Pacer;
+use super::part::Part;
 use super::{Dispatch, Issued, LevelPacing, LevelPlan, RunControl, prepare};
 use crate::record::{Dropped, Outcome};
 use crate::scenario::Overload;
@@ -25,6 +27,7 @@ use crate::workload::{PreparedRequest, Workload};
 #[allow(clippy::too_many_arguments)]
 pub async fn run_open<F, Fut>(
     plan: LevelPlan,
+    part: Part,
     workload: Arc<Workload>,
     issue: F,
     pacer: &impl Pacer,
@@ -53,13 +56,16 @@ where
         Some(_) => workload.trace_offset(i),
         None => process.next(),
     });
-    let slots = max_in_flight.map(|m| Arc::new(Semaphore::new(m as usize)));
+    let slots = max_in_flight.map(|m| Arc::new(Semaphore::new(part.share(u64::from(m)) as usize)));
     let tasks = TaskTracker::new();
     let stop = &control.stop_issuing;
     let mut last_offset = None;
     for (index, offset) in offsets.enumerate() {
         let index = index as u64;
         last_offset = Some(offset);
+        if !part.owns(index) {
+            continue;
+        }
         // Built before the deadline: prompt building never makes an arrival late.
         let request = prepare(&workload, index).await;
         let intended = level_start + offset;
@@ -117,7 +123,8 @@ where
         Some(_) => last_offset.map(|last| last + std::time::Duration::from_secs_f64(1.0 / rate)),
         None => (n > 0).then(|| process.horizon()),
     };
-    Issued { planned_arrivals: Some(n), planned_window }
+    // Every shard's window is the whole schedule's.
+    Issued { planned_arrivals: Some(part.count_below(n)), planned_window }
 }
 
 #[cfg(test)]
@@ -133,7 +140,7 @@ mod tests {
 
     /// Run a schedule with a stub that records (index, dispatch time, intended offset) and holds
     /// each request for `hold`.
-    async fn dispatch(pacing: LevelPacing, n: u64, hold: Duration) -> (Log, Vec<Outcome>) {
+    async fn dispatch(pacing: LevelPacing, part: Part, n: u64, hold: Duration) -> (Log, Vec<Outcome>) {
         let start = Instant::now();
         let log: Log = Arc::default();
         let issue = {
@@ -167,7 +174,8 @@ mod tests {
             }
             out
         });
-        run_open(plan, workload(), issue, &super::super::pacer::TokioPacer, tx, &RunControl::default(), start).await;
+        run_open(plan, part, workload(), issue, &super::super::pacer::TokioPacer, tx, &RunControl::default(), start)
+            .await;
         (log, collector.await.unwrap())
     }
 
@@ -178,7 +186,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn constant_and_poisson_dispatch_exactly_at_their_offsets() {
         for arrival in [Arrival::Constant, Arrival::Poisson] {
-            let (log, outcomes) = dispatch(open(arrival, None, Overload::Queue), 200, Duration::from_millis(3)).await;
+            let (log, outcomes) =
+                dispatch(open(arrival, None, Overload::Queue), Part::WHOLE, 200, Duration::from_millis(3)).await;
             let planned: Vec<Duration> = Arrivals::new(arrival, 100.0, None, 9, 200).collect();
             let log = log.lock().unwrap();
             assert_eq!(log.len(), 200);
@@ -200,7 +209,8 @@ mod tests {
     async fn a_full_queue_delays_dispatch_and_measures_the_wait() {
         // 100 req/s but each request holds its single slot for 25 ms: arrivals queue.
         let (log, outcomes) =
-            dispatch(open(Arrival::Constant, Some(1), Overload::Queue), 20, Duration::from_millis(25)).await;
+            dispatch(open(Arrival::Constant, Some(1), Overload::Queue), Part::WHOLE, 20, Duration::from_millis(25))
+                .await;
         let log = log.lock().unwrap();
         assert_eq!(log.len(), 20);
         let last = log.iter().find(|(i, ..)| *i == 19).unwrap();
@@ -218,7 +228,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_full_slot_drops_arrivals_and_says_which() {
         let (log, outcomes) =
-            dispatch(open(Arrival::Constant, Some(1), Overload::Drop), 20, Duration::from_millis(25)).await;
+            dispatch(open(Arrival::Constant, Some(1), Overload::Drop), Part::WHOLE, 20, Duration::from_millis(25))
+                .await;
         let sent = log.lock().unwrap().len();
         let dropped: Vec<u64> = outcomes
             .iter()
@@ -231,5 +242,25 @@ mod tests {
         assert_eq!(sent + dropped.len(), 20, "every arrival is sent or dropped");
         // Slots free every 25 ms, arrivals every 10 ms: about two in three are dropped.
         assert!((11..=15).contains(&dropped.len()), "{dropped:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shards_dispatch_their_arrivals_at_the_single_schedule_offsets() {
+        let pacing = open(Arrival::Poisson, Some(7), Overload::Queue);
+        let (whole, _) = dispatch(pacing, Part::WHOLE, 90, Duration::from_millis(2)).await;
+        let mut whole: Vec<(u64, Option<Duration>)> = whole.lock().unwrap().iter().map(|(i, _, o)| (*i, *o)).collect();
+        whole.sort_unstable();
+        let mut union = Vec::new();
+        for index in 0..4 {
+            let part = Part { index, count: 4 };
+            let (log, outcomes) = dispatch(pacing, part, 90, Duration::from_millis(2)).await;
+            let log = log.lock().unwrap();
+            assert_eq!(log.len() as u64, part.count_below(90));
+            assert_eq!(outcomes.len(), log.len());
+            assert!(log.iter().all(|(i, ..)| part.owns(*i)), "shard {index} sent another shard's arrival");
+            union.extend(log.iter().map(|(i, _, o)| (*i, *o)));
+        }
+        union.sort_unstable();
+        assert_eq!(union, whole, "the shards' arrivals are the single schedule's, at its offsets");
     }
 }

@@ -350,19 +350,20 @@ impl Client {
     /// connection simply opens one, as it would have anyway.
     pub async fn warm_connections(&self, url: &str, n: usize) {
         let limit = self.timeouts.connect.saturating_add(Duration::from_secs(5));
-        let get = |_| {
+        let send = |_| {
             let mut builder = self.http.get(url);
             if let Some(auth) = &self.auth {
                 builder = builder.header(AUTHORIZATION, auth.clone());
             }
-            async move {
-                if let Ok(Ok(response)) = tokio::time::timeout(limit, builder.send()).await {
-                    // Reading the body to its end returns the connection to the pool.
-                    let _ = tokio::time::timeout(Duration::from_secs(5), response.bytes()).await;
-                }
-            }
+            async move { tokio::time::timeout(limit, builder.send()).await.ok().and_then(Result::ok) }
         };
-        futures::future::join_all((0..n).map(get)).await;
+        // Every response is held until all have their headers: a connection returns to the pool
+        // only when its body is read, so no request can reuse another's and `n` are opened.
+        let responses = futures::future::join_all((0..n).map(send)).await;
+        let drain = responses.into_iter().flatten().map(|response| async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), response.bytes()).await;
+        });
+        futures::future::join_all(drain).await;
     }
 
     async fn http_failure(&self, a: &Attempt<'_>, response: reqwest::Response) -> Outcome {

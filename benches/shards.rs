@@ -1,0 +1,153 @@
+//! Start skew of a sharded run on one machine: four shard processes with the coordinator on
+//! loopback run a sweep of closed-loop levels against the embedded simulator; for every level and
+//! shard, the first request's dispatch is compared with the start instant the shards agreed on.
+//!
+//! Each level's clock starts at the agreed instant itself, so a shard's lateness is its first
+//! request's `start_offset_ms`; the spread across shards is the largest minus the smallest first
+//! dispatch of a level, on the wall clock (one host: one clock). The figures cover the
+//! coordinator's start message, the wake-up at the instant and the first request's preparation.
+//!
+//! `cargo bench --bench shards` (or `make bench`) prints the table and writes it as JSON to
+//! `$CARGO_TARGET_DIR/bench/shards.json` (default `target/bench/shards.json`). Nothing is
+//! asserted.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anvil_load::mock::{MockServer, Profile};
+use serde_json::{Value, json};
+
+const CLIENT: &str = env!("CARGO_BIN_EXE_anvil-load");
+const SHARDS: u32 = 4;
+const LEVELS: u32 = 25;
+
+fn main() -> ExitCode {
+    // `cargo bench NAME` passes NAME to every bench binary; run only when it names this one.
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    if args.iter().any(|a| !"shards".contains(a.as_str())) {
+        return ExitCode::SUCCESS;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockServer::start(Profile::named("instant").expect("profile"))).expect("simulator");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = dir.path().join("skew.toml");
+    // Concurrency 4, 5, …: one level each, every shard holding at least one request in flight.
+    let levels: Vec<String> = (0..LEVELS).map(|k| (SHARDS + k).to_string()).collect();
+    std::fs::write(
+        &scenario,
+        format!(
+            "[target]\nmodel = \"anvil-sim\"\n[run]\nrequests = 32\nseed = 3\n[load]\nconcurrency = [{}]\n[workload]\ncontext_tokens = 256\nmax_context_tokens = 4096\nmax_tokens = 8\ntokenizer = \"estimate\"\ncanaries = false\n",
+            levels.join(", ")
+        ),
+    )
+    .expect("scenario");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let coordinator = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    let children: Vec<_> = (0..SHARDS)
+        .map(|i| {
+            Command::new(CLIENT)
+                .arg(&scenario)
+                .args(["--base-url", &server.base_url()])
+                .args(["--shard", &format!("{i}/{SHARDS}"), "--coordinator", &coordinator, "--quiet"])
+                .arg("--out")
+                .arg(dir.path().join(format!("shard{i}")))
+                .env("RUST_LOG", "error")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("shard starts")
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("shard ends");
+        if !out.status.success() {
+            eprintln!("shard {i} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            return ExitCode::FAILURE;
+        }
+    }
+    let elapsed = started.elapsed();
+
+    // (level ordinal) → per shard: (agreed start ns, first dispatch ns).
+    let mut late_ms: Vec<f64> = Vec::new();
+    let mut spread_ms: Vec<f64> = Vec::new();
+    let per_shard: Vec<Vec<(u64, f64)>> =
+        (0..SHARDS).map(|i| first_dispatches(&dir.path().join(format!("shard{i}")))).collect();
+    for level in 0..LEVELS as usize {
+        let firsts: Vec<f64> = per_shard
+            .iter()
+            .map(|levels| {
+                let (start_ns, first_ms) = levels[level];
+                late_ms.push(first_ms);
+                start_ns as f64 / 1e6 + first_ms
+            })
+            .collect();
+        let (lo, hi) = firsts.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        spread_ms.push(hi - lo);
+    }
+    let late = summary(&mut late_ms);
+    let spread = summary(&mut spread_ms);
+    println!("start skew, {SHARDS} shards on one machine, {LEVELS} levels ({:.1} s)", elapsed.as_secs_f64());
+    println!("{:<44} {:>8} {:>8} {:>8} {:>8}", "", "p50 ms", "p99 ms", "max ms", "n");
+    for (name, s) in
+        [("first dispatch − agreed start (per shard)", &late), ("spread of first dispatches (per level)", &spread)]
+    {
+        let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
+        println!("{name:<44} {:>8.3} {:>8.3} {:>8.3} {:>8}", f("p50_ms"), f("p99_ms"), f("max_ms"), s["n"]);
+    }
+    let report = json!({ "shards": SHARDS, "levels": LEVELS, "first_dispatch_late": late, "spread": spread });
+    let path = target_dir().join("bench").join("shards.json");
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match std::fs::write(&path, serde_json::to_vec_pretty(&report).unwrap_or_default()) {
+        Ok(()) => println!("written: {}", path.display()),
+        Err(e) => eprintln!("cannot write {}: {e}", path.display()),
+    }
+    runtime.block_on(server.shutdown());
+    ExitCode::SUCCESS
+}
+
+/// Per level, in order: the level's agreed start (ns, this host's clock) and its earliest
+/// request start after it (ms).
+fn first_dispatches(out: &Path) -> Vec<(u64, f64)> {
+    let file = std::fs::read_dir(out)
+        .expect("shard output")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(".records.ndjson"))
+        .expect("records file");
+    let mut levels: Vec<(String, u64, f64)> = Vec::new();
+    for line in std::fs::read_to_string(file).expect("records").lines() {
+        let v: Value = serde_json::from_str(line).expect("record line");
+        match v["type"].as_str() {
+            Some("level") => {
+                levels.push((
+                    v["level"].as_str().unwrap_or_default().to_string(),
+                    v["started_at_unix_ns"].as_u64().unwrap_or(0),
+                    f64::MAX,
+                ));
+            }
+            Some("request" | "failure") => {
+                if let Some(level) = levels.iter_mut().find(|l| l.0 == v["level"].as_str().unwrap_or_default()) {
+                    level.2 = level.2.min(v["start_offset_ms"].as_f64().unwrap_or(f64::MAX));
+                }
+            }
+            _ => {}
+        }
+    }
+    levels.into_iter().map(|(_, start, first)| (start, first)).collect()
+}
+
+/// Nearest-rank p50 and p99, and the maximum.
+fn summary(v: &mut [f64]) -> Value {
+    v.sort_by(f64::total_cmp);
+    let rank = |p: f64| v[((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    json!({ "p50_ms": rank(50.0), "p99_ms": rank(99.0), "max_ms": v[v.len() - 1], "n": v.len() })
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
+}

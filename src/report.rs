@@ -217,7 +217,35 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
     if let Some(m) = &a.server_metrics {
         let _ = writeln!(s, "{}", server_line(m));
     }
+    if let Some(c) = &a.conversations {
+        conversation_lines(&mut s, c);
+    }
     s
+}
+
+/// Conversations: one line per turn (cold first turn against warm later ones), then sessions.
+fn conversation_lines(s: &mut String, c: &crate::session::summary::SessionSummary) {
+    let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), fmt_ms);
+    for t in &c.by_turn {
+        let _ = writeln!(
+            s,
+            "turn {:>2}: {:>5} done {:>3} failed · TTFT p50 {} p99 {} · cache {}",
+            t.turn,
+            t.completed,
+            t.failed,
+            ms(t.ttft_ms.map(|x| x.p50)),
+            ms(t.ttft_ms.map(|x| x.p99)),
+            t.cache.ratio.map_or_else(|| "–".to_string(), |r| format!("{:.0}% of the history", r * 100.0))
+        );
+    }
+    let mut line = format!("conversations {} ({} without failures)", c.totals.sessions, c.totals.without_failures);
+    if let Some(g) = &c.goodput {
+        let _ = write!(line, " · {} of {} met every objective on every turn", g.good_sessions, g.sessions);
+    }
+    if let Some((one, of)) = c.sessions_on_one_backend {
+        let _ = write!(line, " · {one} of {of} stayed on one backend");
+    }
+    let _ = writeln!(s, "{line}");
 }
 
 /// The server's own view in one line: its counters and the gauges that explain latency.

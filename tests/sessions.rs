@@ -119,6 +119,11 @@ async fn later_turns_hit_the_previous_turn_and_sessions_are_held() {
         assert!((1.0..1.01).contains(&ratio), "turn {turn}: cache effectiveness {ratio}");
     }
     assert_eq!((s.totals.sessions, s.totals.without_failures), (8, 8));
+    // The artifact's block is this summary, over the records as the artifact lists them.
+    let block = &a["conversations"];
+    assert_eq!(block["totals"]["sessions"], 8);
+    assert_eq!(block["by_turn"].as_array().unwrap().len(), 3);
+    assert_eq!(block["by_turn"][0]["ttft_ms"]["p50"].as_f64(), Some(ttft(1).p50));
     // sessions = 4: four conversations open at once, held through their think time, and never
     // more than four requests in flight.
     assert_eq!(sessions_open(&rs), 4);
@@ -201,6 +206,10 @@ async fn cross_session_contamination_is_caught_on_every_affected_turn() {
     let failed_canaries = rs.iter().filter(|r| r.request_canary.as_ref().is_some_and(|c| !c.passed)).count();
     assert_eq!(failed_canaries as u64, injected);
     assert_eq!(summary(&a).cross_session_contaminated, injected);
+    // The artifact carries the same summary, and says it plainly.
+    assert_eq!(a["conversations"]["cross_session_contaminated"].as_u64(), Some(injected));
+    let codes: Vec<&str> = a["warnings"].as_array().unwrap().iter().filter_map(|w| w["code"].as_str()).collect();
+    assert!(codes.contains(&"cross_session_contamination"), "{codes:?}");
     server.shutdown().await;
 }
 

@@ -21,6 +21,7 @@ use super::summary::{
     SizingErrors, Totals,
 };
 use super::warnings::Warning;
+use crate::record::file::RecordLine;
 use crate::record::timing::error_counts;
 use crate::record::{ErrorKind, Issued, LevelPacing, RunInfo, Stamp, TokenSource};
 use crate::server_metrics::{self, ClientTokens, LevelServerMetrics};
@@ -205,9 +206,45 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         rules,
         simulator,
         server_metrics,
+        conversations: None,
     };
     summary.warnings = warnings(info, &summary, samples, failures);
     summary
+}
+
+/// Below this share of the expected cached tokens, a conversation's cache did not hold.
+const CACHE_EFFECTIVE_MIN: f64 = 0.9;
+
+/// Conversations: the per-turn and per-session summaries, from the level's records in the
+/// records file (the compact sample store keeps no session facts). Read only for conversation
+/// workloads; the records are brought in line with the level's final rules first.
+pub fn add_conversations(summary: &mut LevelSummary, info: &RunInfo, records: &std::path::Path) -> Result<(), String> {
+    if info.prompt_cache_mode != "sessions" {
+        return Ok(());
+    }
+    let (mut requests, mut failures) = (Vec::new(), Vec::new());
+    for line in crate::record::file::read(records).map_err(|e| format!("{}: {e}", records.display()))? {
+        match line? {
+            RecordLine::Request { level, mut record } if level == summary.level_id => {
+                summary.rules.apply(&mut record);
+                requests.push(*record);
+            }
+            RecordLine::Failure { level, mut record } if level == summary.level_id => {
+                summary.rules.apply_to_failure(&mut record);
+                failures.push(*record);
+            }
+            _ => {}
+        }
+    }
+    let Some(c) = crate::session::summary::summarize(&requests, &failures, &info.slo) else { return Ok(()) };
+    if c.cross_session_contaminated > 0 {
+        summary.warnings.push(Warning::CrossSession { responses: c.cross_session_contaminated });
+    }
+    if let Some(ratio) = c.cache.ratio.filter(|&r| r < CACHE_EFFECTIVE_MIN) {
+        summary.warnings.push(Warning::CacheIneffective { ratio, expected: c.cache.expected_cached_tokens });
+    }
+    summary.conversations = Some(c);
+    Ok(())
 }
 
 /// Throughput over the wall clock and over the measurement window, and goodput.

@@ -15,6 +15,7 @@ use super::steady::SteadyState;
 use super::warnings::Warning;
 use crate::record::{Exclusions, LevelPacing, Stamp, TokenSource};
 use crate::server_metrics::LevelServerMetrics;
+use crate::session::summary::SessionSummary;
 
 /// A distribution the summary reports, with its key stem in the artifact's `metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -307,4 +308,6 @@ pub struct LevelSummary {
     pub simulator: Option<Value>,
     /// The server's own metrics over the level, when they were scraped.
     pub server_metrics: Option<LevelServerMetrics>,
+    /// Conversations: per-turn latency and cache effectiveness, sessions, backends.
+    pub conversations: Option<SessionSummary>,
 }

@@ -71,6 +71,15 @@ pub enum Warning {
     },
     /// The level never had its planned load in flight.
     SteadyStateNone,
+    /// Conversations: answers that held another session's canary marker.
+    CrossSession {
+        responses: u64,
+    },
+    /// Conversations: the server cached far fewer tokens than the history it was sent again.
+    CacheIneffective {
+        ratio: f64,
+        expected: u64,
+    },
     NoSuccess,
     /// What the server's own metrics say about the level (scrapes, resets, counts that differ).
     Server {
@@ -98,6 +107,8 @@ impl Warning {
             Warning::InvalidLoad { .. } => "invalid_load",
             Warning::SteadyStateShort { .. } => "steady_state_short",
             Warning::SteadyStateNone => "steady_state_none",
+            Warning::CrossSession { .. } => "cross_session_contamination",
+            Warning::CacheIneffective { .. } => "conversation_cache_ineffective",
             Warning::NoSuccess => "no_success",
             Warning::Server { warning, .. } => warning.code(),
         }
@@ -183,6 +194,13 @@ impl Warning {
             ),
             Warning::SteadyStateNone => "the level never had its planned concurrency in flight (too few requests for the concurrency, or every worker's request failed at once): there is no steady state; send more requests per level".to_string(),
             Warning::NoSuccess => "no request succeeded; see the failures in the artifact".to_string(),
+            Warning::CrossSession { responses } => format!(
+                "{responses} answers held another conversation's canary marker: the server (or a router) mixed up sessions; those turns failed their canaries (see conversations.cross_session_contaminated)"
+            ),
+            Warning::CacheIneffective { ratio, expected } => format!(
+                "the server reported {:.0}% of the {expected} cached tokens a conversation's repeated history should give: its prefix cache did not hold the sessions (evicted, not enabled, or sessions routed to different backends); see conversations.by_turn[].cache",
+                ratio * 100.0
+            ),
             Warning::Server { warning, url } => warning.message(url),
         }
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
-use crate::aggregate::summarise::{LevelInput, summarise};
+use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;
 use crate::aggregate::{self, LevelSink};
@@ -546,7 +546,7 @@ impl Session<'_> {
         // The artifact streams this level's records from the file: they must all be there, or
         // the artifact would disagree with itself.
         self.records.sync().await.map_err(AppError::Aborted)?;
-        let summary = summarise(LevelInput {
+        let mut summary = summarise(LevelInput {
             info: &self.info,
             level_id: level_id.clone(),
             pacing,
@@ -558,6 +558,7 @@ impl Session<'_> {
             simulator,
             server_metrics,
         });
+        add_conversations(&mut summary, &self.info, self.records.path()).map_err(AppError::Aborted)?;
         let artifact = artifact::build(&self.info, &summary, self.records.path());
         let path = write(&self.args.out, &self.shard.file_name(&level_id, "json"), &artifact)?;
         if !self.args.quiet {

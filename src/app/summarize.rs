@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::{AppError, write};
 use crate::aggregate::Collected;
 use crate::aggregate::sample::{FailureSample, Sample};
-use crate::aggregate::summarise::{LevelInput, summarise};
+use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::artifact;
 use crate::cli::{SummarizeArgs, exit};
 use crate::record::file::{self as records, RecordLine};
@@ -121,7 +121,7 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
         });
         any_interrupted |= interrupted;
         let info = &runs[level.run];
-        let summary = summarise(LevelInput {
+        let mut summary = summarise(LevelInput {
             info,
             level_id: level_id.clone(),
             pacing: level.pacing,
@@ -133,6 +133,7 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
             simulator,
             server_metrics,
         });
+        add_conversations(&mut summary, info, path).map_err(AppError::BadInput)?;
         let artifact = artifact::build(info, &summary, path);
         let out = write(&args.out, &format!("{level_id}.json"), &artifact)?;
         print!("{}", report::level_summary(&summary, info));

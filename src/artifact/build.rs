@@ -76,6 +76,8 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         scenario: info.scenario.clone(),
         simulator: s.simulator.clone(),
         server_metrics: s.server_metrics.clone(),
+        conversations: s.conversations.clone(),
+        shard: info.shard.clone(),
         client: ClientInfo::this(),
     }
 }

@@ -27,8 +27,10 @@ use crate::aggregate::slo::SloReport;
 use crate::aggregate::snapshots::Drift;
 use crate::aggregate::summary::Population;
 use crate::aggregate::warnings::Warning;
+use crate::record::ShardInfo;
 use crate::record::{SamplingRecord, ServeFlagsRecord};
 use crate::server_metrics::LevelServerMetrics;
+use crate::session::summary::SessionSummary;
 
 pub const SCHEMA: &str = "anvil-serving.benchmark/v1";
 
@@ -117,6 +119,12 @@ pub struct Artifact {
     /// The server's own metrics over the level (counter deltas, gauge summaries), when scraped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<LevelServerMetrics>,
+    /// Conversations: per-turn summaries, cache effectiveness, sessions, backends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<SessionSummary>,
+    /// Which shard of a split run this is (absent from unsharded runs and merged artifacts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
     pub client: ClientInfo,
 }
 

@@ -38,8 +38,28 @@ pub enum Command {
     /// Rebuild the artifacts of a run from its records file (for example after the run was
     /// killed).
     Summarize(SummarizeArgs),
+    /// Merge the records files of a sharded run's shards into the artifacts one client would
+    /// have written (every summary recomputed from the union of the records).
+    Merge(MergeArgs),
     /// Print what runs a scenario as N shards on a cluster (Kubernetes manifests).
     Deploy(crate::deploy::DeployArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MergeArgs {
+    /// Shard records files, or directories holding them (`*.records.ndjson`).
+    #[arg(required = true)]
+    pub records: Vec<PathBuf>,
+    /// Directory for the merged artifacts, records file and time series.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    /// Merge even when a shard is missing, failed or was interrupted: the artifacts are marked
+    /// partial and not performance-eligible (without it, such a merge exits 1 naming the shard).
+    #[arg(long)]
+    pub allow_partial: bool,
+    /// Window length of the merged time series.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub window: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -15,6 +15,7 @@ pub mod artifact;
 pub mod cli;
 pub mod compare;
 pub mod deploy;
+pub mod merge;
 pub mod mock;
 pub mod openai;
 pub mod record;

@@ -183,7 +183,9 @@ async fn single_versus_shards(scenario_load: &str, workload: &str, sync: &str) -
             let mut files: Vec<PathBuf> = std::fs::read_dir(out)
                 .unwrap()
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.to_string_lossy().ends_with(".records.ndjson"))
+                .filter(|p| {
+                    p.to_string_lossy().ends_with(".records.ndjson") && !p.to_string_lossy().contains(".merged.")
+                })
                 .collect();
             assert_eq!(files.len(), 1, "one records file per shard in {}", out.display());
             files.remove(0)
@@ -223,11 +225,43 @@ async fn single_versus_shards(scenario_load: &str, workload: &str, sync: &str) -
     }
     // Each shard's own artifacts pass the independent checker.
     for out in &outs {
-        for artifact in common::artifacts(out) {
-            let a = check_artifact(&artifact);
-            assert!(artifact.to_string_lossy().contains(".shard"), "{}", artifact.display());
+        for artifact in common::artifacts(out).iter().filter(|p| p.to_string_lossy().contains(".shard")) {
+            let a = check_artifact(artifact);
             assert!(a["completed"].as_u64().unwrap() > 0);
         }
+    }
+    // The merged artifacts (written by the coordinator, or by `merge` from the local files) are
+    // what the single process wrote: the same counts and totals, every summary the nearest-rank
+    // over the union of the shards' records (check_artifact recomputes each one).
+    let merged_out = if sync == "coordinator" {
+        outs[0].clone()
+    } else {
+        let merged_out = dir.path().join("merged");
+        let mut cmd = anvil();
+        cmd.arg("merge").args(&locals).arg("--out").arg(&merged_out);
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        merged_out
+    };
+    let merged: Vec<PathBuf> =
+        common::artifacts(&merged_out).into_iter().filter(|p| !p.to_string_lossy().contains(".shard")).collect();
+    let solo: Vec<PathBuf> = common::artifacts(&solo_out);
+    assert_eq!(merged.len(), solo.len(), "one merged artifact per level");
+    for (m, s) in merged.iter().zip(&solo) {
+        let (m, s) = (check_artifact(m), check_artifact(s));
+        for key in
+            ["requests", "completed", "failed", "context_distribution", "planned_arrivals", "concurrency", "rate"]
+        {
+            assert_eq!(m[key], s[key], "merged {key}");
+        }
+        for key in ["output_tokens", "prompt_tokens", "request_canary_passed", "request_canary_samples", "e2e_samples"]
+        {
+            assert_eq!(m["metrics"][key], s["metrics"][key], "merged metrics.{key}");
+        }
+        assert_eq!(m["shards"]["count"], SHARDS);
+        assert_eq!(m["shards"]["partial"], false);
+        assert_eq!(m["shards"]["parts"].as_array().unwrap().len(), SHARDS as usize);
+        assert!(m.get("shard").is_none(), "a merged artifact is no shard's");
     }
     let stats = server.stats();
     let sent: usize = shards.iter().flat_map(|(_, l)| l).map(|l| l.requests.len() + l.failures.len()).sum();
@@ -240,7 +274,7 @@ async fn single_versus_shards(scenario_load: &str, workload: &str, sync: &str) -
             let copy = gathered.join(format!("{run_id}.shard{i}of{SHARDS}.records.ndjson"));
             assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(local).unwrap(), "shard {i}'s gathered records");
         }
-        assert!(text(&outputs[0].stdout).contains("anvil-load merge"), "{}", describe(&outputs));
+        assert!(text(&outputs[0].stdout).contains("merged artifacts"), "{}", describe(&outputs));
     }
     locals
 }
@@ -323,6 +357,22 @@ async fn a_shard_killed_mid_run_stops_every_shard_and_is_named() {
     }
     // Far sooner than the 60 s level: the abort cut it.
     assert!(stopped_in < Duration::from_secs(45), "{stopped_in:?}");
+    // Merging the shards' local records by hand: shard 2 is named, unless a partial merge is
+    // asked for, whose artifact says it is partial and not performance-eligible.
+    let locals: Vec<PathBuf> = outs
+        .iter()
+        .flat_map(|out| std::fs::read_dir(out).unwrap().filter_map(|e| e.ok().map(|e| e.path())))
+        .filter(|p| p.to_string_lossy().ends_with(".records.ndjson") && p.to_string_lossy().contains(".shard"))
+        .collect();
+    let merged_out = dir.path().join("merged");
+    let o = anvil().arg("merge").args(&locals).arg("--out").arg(&merged_out).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("shard 2"), "{}", text(&o.stderr));
+    let o = anvil().arg("merge").args(&locals).arg("--out").arg(&merged_out).arg("--allow-partial").output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let a = check_artifact(&common::artifacts(&merged_out)[0]);
+    assert_eq!((a["shards"]["partial"].as_bool(), a["performance_eligible"].as_bool()), (Some(true), Some(false)));
+    assert!(a["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "partial_merge"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

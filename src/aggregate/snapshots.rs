@@ -237,6 +237,89 @@ impl Snapshots {
     }
 }
 
+/// Windows of `interval` over a level, computed exactly from its records (nearest-rank over the
+/// requests that ended in each window), as the live snapshots would have taken them. A merge of
+/// shards uses it: every shard's requests fall into one set of windows on the shared timeline.
+pub fn windows_from_samples(
+    level: &str,
+    samples: &[Sample],
+    failures: &[FailureSample],
+    interval: Duration,
+) -> Vec<Window> {
+    let step = interval.as_secs_f64() * 1000.0;
+    let end_of = |s: &Sample| s.start_offset_ms + s.e2e_ms();
+    let last =
+        samples.iter().map(end_of).chain(failures.iter().map(|f| f.start_offset_ms + f.elapsed_ms)).fold(0.0, f64::max);
+    if step <= 0.0 || last <= 0.0 {
+        return Vec::new();
+    }
+    let count = (last / step).ceil().max(1.0) as usize;
+    let p = |mut v: Vec<f64>, q: u32| {
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| super::stats::nearest_rank(&v, q))
+    };
+    let (mut total_completed, mut total_failed) = (0, 0);
+    (0..count)
+        .map(|k| {
+            let (lo, hi) = (k as f64 * step, ((k + 1) as f64 * step).min(last.max(step)));
+            let hi = if k + 1 == count { last } else { hi };
+            let inside = |t: f64| t >= lo && (t < hi || (k + 1 == count && t <= hi));
+            let done: Vec<&Sample> = samples.iter().filter(|s| inside(end_of(s))).collect();
+            let failed: Vec<&FailureSample> =
+                failures.iter().filter(|f| inside(f.start_offset_ms + f.elapsed_ms)).collect();
+            total_completed += done.len() as u64;
+            total_failed += failed.len() as u64;
+            let mut errors = BTreeMap::new();
+            for f in &failed {
+                *errors.entry(f.kind.to_string()).or_default() += 1;
+            }
+            let secs = ((hi - lo) / 1000.0).max(1e-9);
+            let output_tokens: u64 = done.iter().map(|s| s.output_tokens()).sum();
+            let ratios: Vec<f64> = done
+                .iter()
+                .filter_map(|s| match (s.cached_tokens(), s.prompt_tokens()) {
+                    (Some(c), Some(p)) if p > 0 => Some(c as f64 / p as f64),
+                    _ => None,
+                })
+                .collect();
+            let in_flight = samples
+                .iter()
+                .map(|s| (s.start_offset_ms, end_of(s)))
+                .chain(failures.iter().map(|f| (f.start_offset_ms, f.start_offset_ms + f.elapsed_ms)))
+                .filter(|&(start, end)| start <= hi && end > hi)
+                .count() as u64;
+            Window {
+                level: level.to_string(),
+                start_s: lo / 1000.0,
+                end_s: hi / 1000.0,
+                completed: done.len() as u64,
+                failed: failed.len() as u64,
+                errors,
+                output_tokens,
+                request_rate: done.len() as f64 / secs,
+                throughput_tok_s: output_tokens as f64 / secs,
+                ttft_p50_ms: p(done.iter().filter_map(|s| s.ttft_ms()).collect(), 50),
+                ttft_p99_ms: p(done.iter().filter_map(|s| s.ttft_ms()).collect(), 99),
+                tpot_p50_ms: p(done.iter().filter_map(|s| s.tpot_ms()).collect(), 50),
+                tpot_p99_ms: p(done.iter().filter_map(|s| s.tpot_ms()).collect(), 99),
+                e2e_p50_ms: p(done.iter().map(|s| s.e2e_ms()).collect(), 50),
+                e2e_p99_ms: p(done.iter().map(|s| s.e2e_ms()).collect(), 99),
+                schedule_lag_p99_ms: p(
+                    done.iter()
+                        .filter_map(|s| s.schedule_lag_ms())
+                        .chain(failed.iter().filter_map(|f| f.schedule_lag_ms()))
+                        .collect(),
+                    99,
+                ),
+                in_flight,
+                cache_hit_rate: (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64),
+                total_completed,
+                total_failed,
+            }
+        })
+        .collect()
+}
+
 /// One status line per window, for logs and CI.
 pub fn status_line(w: &Window) -> String {
     let opt = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |x| format!("{x:.1}"));

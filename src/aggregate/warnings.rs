@@ -71,6 +71,10 @@ pub enum Warning {
     },
     /// The level never had its planned load in flight.
     SteadyStateNone,
+    /// A merge of a sharded run without some of its shards.
+    PartialMerge {
+        problems: Vec<String>,
+    },
     /// Conversations: answers that held another session's canary marker.
     CrossSession {
         responses: u64,
@@ -108,6 +112,7 @@ impl Warning {
             Warning::SteadyStateShort { .. } => "steady_state_short",
             Warning::SteadyStateNone => "steady_state_none",
             Warning::CrossSession { .. } => "cross_session_contamination",
+            Warning::PartialMerge { .. } => "partial_merge",
             Warning::CacheIneffective { .. } => "conversation_cache_ineffective",
             Warning::NoSuccess => "no_success",
             Warning::Server { warning, .. } => warning.code(),
@@ -194,6 +199,10 @@ impl Warning {
             ),
             Warning::SteadyStateNone => "the level never had its planned concurrency in flight (too few requests for the concurrency, or every worker's request failed at once): there is no steady state; send more requests per level".to_string(),
             Warning::NoSuccess => "no request succeeded; see the failures in the artifact".to_string(),
+            Warning::PartialMerge { problems } => format!(
+                "merged without all of its shards ({}): the numbers cover the shards present, the load was not the planned one, and the level is not performance-eligible",
+                problems.join("; ")
+            ),
             Warning::CrossSession { responses } => format!(
                 "{responses} answers held another conversation's canary marker: the server (or a router) mixed up sessions; those turns failed their canaries (see conversations.cross_session_contaminated)"
             ),

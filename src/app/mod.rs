@@ -77,12 +77,33 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
         Some(Command::Validate(args)) => validate(&args),
         Some(Command::Mock(args)) => serve_mock(&args).await,
         Some(Command::Summarize(args)) => summarize::summarize(&args),
+        Some(Command::Merge(args)) => merge(&args),
         Some(Command::Deploy(args)) => {
             print!("{}", crate::deploy::render(&args).map_err(AppError::BadInput)?);
             Ok(exit::OK)
         }
         None => benchmark(&cli.run).await,
     }
+}
+
+/// `anvil-load merge RECORDS…`: one set of artifacts from a sharded run's parts.
+fn merge(args: &crate::cli::MergeArgs) -> Result<u8, AppError> {
+    use crate::merge::MergeError;
+    let merged =
+        crate::merge::merge(&args.records, &args.out, args.allow_partial, args.window).map_err(|e| match e {
+            MergeError::NotOneRun(m) => AppError::BadInput(m),
+            MergeError::Incomplete(m) | MergeError::Io(m) => AppError::Aborted(m),
+        })?;
+    for (summary, path) in &merged.levels {
+        print!("{}", report::level_summary(summary, &merged.info));
+        report::print_warnings(&summary.warnings);
+        println!("artifact: {}", path.display());
+    }
+    for path in &merged.files {
+        println!("written: {}", path.display());
+    }
+    // A partial merge got this far only with --allow-partial; its artifacts say so.
+    Ok(exit::OK)
 }
 
 fn scenario_path(args: &RunArgs) -> Result<&Path, AppError> {
@@ -486,9 +507,14 @@ impl Session<'_> {
         };
         self.client.warm_connections(&format!("{}/models", self.target.base_url), self.shard.share(warm)).await;
         let scrape = match &self.scraper {
-            Some(scraper) => {
-                Some(scraper.prepare(&level_id, Some(self.args.out.join(server_metrics::file_name(&level_id)))).await)
-            }
+            Some(scraper) => Some(
+                scraper
+                    .prepare(
+                        &level_id,
+                        Some(self.args.out.join(server_metrics::file_name(&self.shard.stem(&level_id)))),
+                    )
+                    .await,
+            ),
             None => None,
         };
         // The level's wall-clock start and its monotonic start are the same instant, so that
@@ -505,7 +531,7 @@ impl Session<'_> {
         let snapshots = Snapshots::new(
             s.run.snapshot_interval.map(|interval| SnapshotConfig {
                 interval,
-                path_stem: self.args.out.join(&level_id),
+                path_stem: self.args.out.join(self.shard.stem(&level_id)),
                 status_lines: !progress.visible(),
             }),
             &level_id,

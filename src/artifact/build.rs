@@ -78,6 +78,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         server_metrics: s.server_metrics.clone(),
         conversations: s.conversations.clone(),
         shard: info.shard.clone(),
+        shards: None,
         client: ClientInfo::this(),
     }
 }

@@ -27,8 +27,8 @@ use crate::aggregate::slo::SloReport;
 use crate::aggregate::snapshots::Drift;
 use crate::aggregate::summary::Population;
 use crate::aggregate::warnings::Warning;
-use crate::record::ShardInfo;
 use crate::record::{SamplingRecord, ServeFlagsRecord};
+use crate::record::{ShardInfo, ShardsBlock};
 use crate::server_metrics::LevelServerMetrics;
 use crate::session::summary::SessionSummary;
 
@@ -125,6 +125,9 @@ pub struct Artifact {
     /// Which shard of a split run this is (absent from unsharded runs and merged artifacts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
+    /// A merged artifact: its parts, each shard's own validity, and whether any was missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<ShardsBlock>,
     pub client: ClientInfo,
 }
 

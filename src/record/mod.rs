@@ -26,5 +26,5 @@ pub use replay::ReplayFacts;
 pub use run_info::{
     ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,
 };
-pub use shard::ShardInfo;
+pub use shard::{ShardInfo, ShardPart, ShardsBlock};
 pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};

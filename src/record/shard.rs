@@ -21,3 +21,32 @@ pub struct ShardInfo {
     /// The coordinator's address, when there was one.
     pub coordinator: Option<String>,
 }
+
+/// One part as the merged artifact lists it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardPart {
+    pub index: u32,
+    pub host: String,
+    pub records: String,
+    pub clock_offset_ms: Option<f64>,
+    pub clock_offset_uncertainty_ms: Option<f64>,
+    /// Requests and failures this shard recorded in the level.
+    pub requests: u64,
+    pub failed: u64,
+    /// The shard's level ended cleanly.
+    pub complete: bool,
+    /// The shard's own validity verdict for the level (its dispatch lag, its drops).
+    pub valid: Option<bool>,
+    pub validity_reasons: Vec<String>,
+}
+
+/// The merged artifact's `shards` block.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardsBlock {
+    pub count: u32,
+    /// Some shard is missing, or did not finish the level: the numbers cover the others.
+    pub partial: bool,
+    pub missing: Vec<u32>,
+    pub sync: String,
+    pub parts: Vec<ShardPart>,
+}

@@ -397,12 +397,21 @@ async fn central(config: Config, mut events: mpsc::UnboundedReceiver<Event>) -> 
     // 3. Every shard's records are here: merge them.
     let paths: Vec<PathBuf> = (0..count).map(|i| c.config.gathered_file(i)).collect();
     let out = c.config.out.clone();
+    let by_hand = merge::command(&paths, &out);
     let outcome = tokio::task::spawn_blocking(move || merge::merge(&paths, &out))
         .await
         .unwrap_or_else(|e| Err(format!("the merge failed: {e}")));
     let merged = match outcome {
-        Ok(outcome) => outcome.describe(&c.config.gathered_dir(), &c.config.out),
-        Err(e) => return c.abort(format!("the merge failed: {e}")).await,
+        Ok(outcome) => outcome.describe(),
+        Err(e) => {
+            let dir = c.config.gathered_dir();
+            return c
+                .abort(format!(
+                    "the merge failed: {e}; every shard's records are in {}; merge them with: {by_hand}",
+                    dir.display()
+                ))
+                .await;
+        }
     };
     tracing::info!("coordinator: {records_lines} records lines gathered");
     c.broadcast(&Msg::Done { merged: merged.clone() }).await;

@@ -1,8 +1,8 @@
 //! The one place a finished sharded run hands its gathered records files to the merge.
 //!
-//! `merge(paths, out)` is the interface the coordinator calls once every shard's records have
-//! arrived. This build has no merge of its own: it checks that every records file is there
-//! and says how to merge them (`anvil-load merge`), so the files are never silently left behind.
+//! `merge(paths, out)` is what the coordinator calls once every shard's records have arrived:
+//! the merge proper (`crate::merge`). When it fails, the message names the gathered files and
+//! the `anvil-load merge` command, so the files are never silently left behind.
 
 use std::path::{Path, PathBuf};
 
@@ -11,20 +11,15 @@ use std::path::{Path, PathBuf};
 pub enum MergeOutcome {
     /// Merged artifacts written.
     Written(Vec<PathBuf>),
-    /// The records files are complete and kept; this command merges them.
-    Deferred { command: String },
 }
 
 impl MergeOutcome {
     /// One line for the console and for every shard.
-    pub fn describe(&self, gathered: &Path, _out: &Path) -> String {
+    pub fn describe(&self) -> String {
         match self {
             MergeOutcome::Written(paths) => {
                 let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
                 format!("merged artifacts: {}", list.join(", "))
-            }
-            MergeOutcome::Deferred { command } => {
-                format!("every shard's records are in {}; merge them with: {command}", gathered.display())
             }
         }
     }
@@ -38,6 +33,13 @@ pub fn merge(paths: &[PathBuf], out: &Path) -> Result<MergeOutcome, String> {
             return Err(format!("{}: empty; its shard sent no records", path.display()));
         }
     }
+    let merged =
+        crate::merge::merge(paths, out, false, std::time::Duration::from_secs(60)).map_err(|e| e.to_string())?;
+    Ok(MergeOutcome::Written(merged.levels.into_iter().map(|(_, p)| p).collect()))
+}
+
+/// The command that merges `paths` into `out` by hand.
+pub fn command(paths: &[PathBuf], out: &Path) -> String {
     let mut command = String::from("anvil-load merge");
     for path in paths {
         command.push(' ');
@@ -45,7 +47,7 @@ pub fn merge(paths: &[PathBuf], out: &Path) -> Result<MergeOutcome, String> {
     }
     command.push_str(" --out ");
     command.push_str(&shell_quote(&out.display().to_string()));
-    Ok(MergeOutcome::Deferred { command })
+    command
 }
 
 fn shell_quote(s: &str) -> String {
@@ -61,16 +63,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_deferred_merge_names_every_file_and_refuses_a_missing_one() {
+    fn a_missing_or_empty_part_is_named_and_the_command_quotes_paths() {
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("r.shard0of2.records.ndjson");
         let b = dir.path().join("r.shard1of2.records.ndjson");
-        std::fs::write(&a, "{}\n").unwrap();
-        assert!(merge(&[a.clone(), b.clone()], dir.path()).unwrap_err().contains("shard1of2"));
-        std::fs::write(&b, "{}\n").unwrap();
-        let MergeOutcome::Deferred { command } = merge(&[a, b], Path::new("my results")).unwrap() else {
-            panic!("no merge in this build")
-        };
+        std::fs::write(&a, "").unwrap();
+        assert!(merge(&[a.clone(), b.clone()], dir.path()).unwrap_err().contains("shard0of2"));
+        let command = command(&[a, b], Path::new("my results"));
         assert!(command.starts_with("anvil-load merge "), "{command}");
         assert!(
             command.contains("shard0of2") && command.contains("shard1of2") && command.ends_with("--out 'my results'")

@@ -96,7 +96,9 @@ fn main() -> ExitCode {
         let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
         println!("{name:<44} {:>8.3} {:>8.3} {:>8.3} {:>8}", f("p50_ms"), f("p99_ms"), f("max_ms"), s["n"]);
     }
-    let report = json!({ "shards": SHARDS, "levels": LEVELS, "first_dispatch_late": late, "spread": spread });
+    let merge = merge_throughput(dir.path());
+    let report =
+        json!({ "shards": SHARDS, "levels": LEVELS, "first_dispatch_late": late, "spread": spread, "merge": merge });
     let path = target_dir().join("bench").join("shards.json");
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);
@@ -107,6 +109,91 @@ fn main() -> ExitCode {
     }
     runtime.block_on(server.shutdown());
     ExitCode::SUCCESS
+}
+
+/// Requests per synthetic shard file in the merge measurement.
+const MERGE_PER_SHARD: u64 = 50_000;
+
+/// Merge throughput: four shard files of `MERGE_PER_SHARD` requests each (one level, every line
+/// a real record of the run above with its index rewritten), merged by the binary; wall time,
+/// records per second and the merge's peak RSS.
+fn merge_throughput(dir: &Path) -> Value {
+    let synthetic = dir.join("merge-input");
+    let _ = std::fs::create_dir_all(&synthetic);
+    let mut bytes = 0u64;
+    for i in 0..SHARDS {
+        let source = std::fs::read_dir(dir.join(format!("shard{i}")))
+            .expect("shard out")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.to_string_lossy().ends_with(".records.ndjson"))
+            .expect("a shard records file");
+        let text = std::fs::read_to_string(&source).expect("records");
+        let lines: Vec<&str> = text.lines().collect();
+        let run = lines[0];
+        let level: Value = serde_json::from_str(lines.iter().find(|l| l.contains("\"type\":\"level\"")).expect("level"))
+            .expect("level line");
+        let name = level["level"].as_str().expect("level id").to_string();
+        let mut request: Value =
+            serde_json::from_str(lines.iter().find(|l| l.contains("\"type\":\"request\"")).expect("a request"))
+                .expect("request line");
+        request["level"] = json!(name);
+        let mut end: Value =
+            serde_json::from_str(lines.iter().find(|l| l.contains("\"type\":\"level_end\"")).expect("end"))
+                .expect("end line");
+        end["level"] = json!(name);
+        let mut out = String::with_capacity(1 << 20);
+        out.push_str(run);
+        out.push('\n');
+        out.push_str(&level.to_string());
+        out.push('\n');
+        for k in 0..MERGE_PER_SHARD {
+            request["request_index"] = json!(k * u64::from(SHARDS) + u64::from(i));
+            out.push_str(&request.to_string());
+            out.push('\n');
+        }
+        out.push_str(&end.to_string());
+        out.push('\n');
+        bytes += out.len() as u64;
+        std::fs::write(synthetic.join(format!("s.shard{i}of{SHARDS}.records.ndjson")), out).expect("write");
+    }
+    let started = Instant::now();
+    let status = Command::new(CLIENT)
+        .arg("merge")
+        .arg(&synthetic)
+        .arg("--out")
+        .arg(dir.join("merged"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("merge runs");
+    let seconds = started.elapsed().as_secs_f64();
+    let records = MERGE_PER_SHARD * u64::from(SHARDS);
+    let peak_kib = children_peak_rss_kib();
+    println!(
+        "merge: {records} records ({:.0} MB) from {SHARDS} shard files in {seconds:.2} s: {:.0} records/s, peak RSS {:.1} MiB ({:.0} B per record){}",
+        bytes as f64 / 1e6,
+        records as f64 / seconds,
+        peak_kib as f64 / 1024.0,
+        peak_kib as f64 * 1024.0 / records as f64,
+        if status.success() { "" } else { " — the merge FAILED" }
+    );
+    json!({ "records": records, "input_bytes": bytes, "seconds": seconds, "records_per_s": records as f64 / seconds,
+            "peak_rss_kib": peak_kib, "ok": status.success() })
+}
+
+/// The largest peak RSS of any child process waited for so far (the merge is the largest).
+fn children_peak_rss_kib() -> u64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage writes a rusage into the pointer it is given and reads nothing.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return 0;
+    }
+    // SAFETY: getrusage returned 0, so it filled the structure.
+    let usage = unsafe { usage.assume_init() };
+    #[allow(clippy::unnecessary_cast)]
+    let kib = usage.ru_maxrss as u64;
+    kib
 }
 
 /// Per level, in order: the level's agreed start (ns, this host's clock) and its earliest

@@ -130,8 +130,9 @@ fn merge_throughput(dir: &Path) -> Value {
         let text = std::fs::read_to_string(&source).expect("records");
         let lines: Vec<&str> = text.lines().collect();
         let run = lines[0];
-        let level: Value = serde_json::from_str(lines.iter().find(|l| l.contains("\"type\":\"level\"")).expect("level"))
-            .expect("level line");
+        let level: Value =
+            serde_json::from_str(lines.iter().find(|l| l.contains("\"type\":\"level\"")).expect("level"))
+                .expect("level line");
         let name = level["level"].as_str().expect("level id").to_string();
         let mut request: Value =
             serde_json::from_str(lines.iter().find(|l| l.contains("\"type\":\"request\"")).expect("a request"))

@@ -199,7 +199,8 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let client = Client::new(&endpoint, scenario.target.api_key.clone(), scenario.client.clone(), pool_size(&scenario))
         .map_err(|e| AppError::BadInput(format!("target.base_url: {e}")))?;
     let control = RunControl::default();
-    setup::watch_signals(control.clone(), scenario.run.grace);
+    let records_note = setup::RecordsNote::default();
+    setup::watch_signals(control.clone(), scenario.run.grace, records_note.clone());
 
     let shard = shard_plan.join(&scenario, &args.out, &control).await.map_err(AppError::Aborted)?;
     let run_id = shard.run_id().unwrap_or_else(|| setup::new_run_id(Stamp::now()));
@@ -212,6 +213,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         }
         None => (args.out.join(format!(".{run_id}.records.ndjson.tmp")), false),
     };
+    let _ = records_note.set((records_path.clone(), args.out.clone()));
     let existed = records_path.exists();
     // A records file that stays unwritable stops the run like Ctrl-C would.
     let (records, records_writer) =

@@ -1,6 +1,8 @@
 //! Setting a run up: the target (and the embedded simulator), the preflight check, prompt
 //! sizing, signals, run ids.
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -162,13 +164,19 @@ fn hung(shown: &str, shown_url: &str, limit: Duration) -> AppError {
     ))
 }
 
-/// First Ctrl-C (or SIGTERM): stop issuing, give in-flight requests `grace` to finish, then cut
-/// them; the artifact is written with what was measured. A second one exits at once.
-pub(super) fn watch_signals(control: RunControl, grace: Duration) {
+/// Where the run's records go, once known: named by any exit without an artifact.
+pub(super) type RecordsNote = Arc<std::sync::OnceLock<(PathBuf, PathBuf)>>;
+
+/// Ctrl-C or SIGTERM, counted. The first stops issuing and gives in-flight requests `grace`;
+/// the second (as `timeout` sends one after the other) cuts them at once, and the artifacts are
+/// still written from what was measured; only a third quits at once, naming the records file
+/// and the command that rebuilds the artifacts from it.
+pub(super) fn watch_signals(control: RunControl, grace: Duration, records: RecordsNote) {
     tokio::spawn(async move {
-        stop_signal().await;
+        let mut signals = StopSignals::new();
+        signals.next().await;
         eprintln!(
-            "\nstopping: no new requests; in-flight requests get {} to finish (Ctrl-C again to quit at once)",
+            "\nstopping: no new requests; in-flight requests get {} to finish (signal again to cut them now)",
             report::fmt_duration(grace)
         );
         control.stop_issuing.cancel();
@@ -177,30 +185,54 @@ pub(super) fn watch_signals(control: RunControl, grace: Duration) {
             tokio::time::sleep(grace).await;
             cut.cancel();
         });
-        stop_signal().await;
-        eprintln!("quitting without writing the artifact");
+        signals.next().await;
+        eprintln!(
+            "cutting in-flight requests now; the artifacts are still written (signal again to quit without them)"
+        );
+        control.cut_in_flight.cancel();
+        signals.next().await;
+        match records.get() {
+            Some((path, out)) => eprintln!(
+                "quitting now, without writing the artifacts; the records so far are in {}; rebuild the artifacts with: anvil-load summarize {} --out {}",
+                path.display(),
+                path.display(),
+                out.display()
+            ),
+            None => eprintln!("quitting now: nothing was measured yet"),
+        }
         std::process::exit(i32::from(exit::ABORTED));
     });
 }
 
-async fn stop_signal() {
+/// SIGINT and SIGTERM, listened to from the first moment on: a signal that arrives while the
+/// previous one is being handled is counted, not lost.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    streams: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl StopSignals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            StopSignals { streams: signal(SignalKind::interrupt()).ok().zip(signal(SignalKind::terminate()).ok()) }
+        }
+        #[cfg(not(unix))]
+        {
+            StopSignals {}
         }
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some((int, term)) = &mut self.streams {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -128,6 +128,7 @@ fn record(c: &mut Criterion) {
                     interrupted: false,
                     simulator: None,
                     server_metrics: None,
+                    client: None,
                 })
             },
             BatchSize::LargeInput,

@@ -28,7 +28,7 @@ use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;
 use crate::artifact;
 use crate::record::file::{self as records, RecordLine};
-use crate::record::{Issued, LevelPacing, RunInfo, ShardInfo, ShardPart, ShardsBlock, Stamp};
+use crate::record::{ClientLoad, Issued, LevelPacing, RunInfo, ShardInfo, ShardPart, ShardsBlock, Stamp};
 
 /// One shard's records file, read through once for its description.
 struct Part {
@@ -44,7 +44,7 @@ struct Part {
 struct PartLevel {
     pacing: LevelPacing,
     started_ns: u64,
-    end: Option<(Issued, u64, bool)>,
+    end: Option<(Issued, u64, bool, Option<ClientLoad>)>,
     requests: u64,
     failures: u64,
 }
@@ -125,9 +125,9 @@ fn read_part(path: &Path) -> Result<Part, MergeError> {
                 }
             }
             RecordLine::Dropped { .. } => {}
-            RecordLine::LevelEnd { level, issued, finished_at_unix_ns, interrupted, .. } => {
+            RecordLine::LevelEnd { level, issued, finished_at_unix_ns, interrupted, client, .. } => {
                 if let Some(l) = levels.get_mut(&level) {
-                    l.end = Some((issued, finished_at_unix_ns, interrupted));
+                    l.end = Some((issued, finished_at_unix_ns, interrupted, client));
                 }
             }
         }
@@ -230,7 +230,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
                     "shard {} did not finish level {level} (killed or failed: its records end early)",
                     p.shard.index
                 )),
-                Some(Some((_, _, true))) => {
+                Some(Some((_, _, true, _))) => {
                     problems.push(format!("shard {} was interrupted in level {level}", p.shard.index))
                 }
                 Some(Some(_)) => {}
@@ -303,7 +303,8 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
                 write_line(&mut merged, &line).map_err(io)?;
             }
             let l = &p.levels[level];
-            let (issued, finished_ns, interrupted) = l.end.unwrap_or((Issued::default(), l.started_ns, true));
+            let (issued, finished_ns, interrupted, client) =
+                l.end.unwrap_or((Issued::default(), l.started_ns, true, None));
             // The shard's own verdict on its part of the load.
             let own_summary = summarise(LevelInput {
                 info: &p.info,
@@ -320,6 +321,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
                 interrupted,
                 simulator: None,
                 server_metrics: None,
+                client,
             });
             parts_block.push(ShardPart {
                 index: p.shard.index,
@@ -339,7 +341,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
         }
         // What the pacing issued, summed over the shards (each planned its own part); the
         // window is the whole schedule's on every shard.
-        let ends: Vec<(Issued, u64, bool)> = present.iter().filter_map(|p| p.levels[level].end).collect();
+        let ends: Vec<(Issued, u64, bool, Option<ClientLoad>)> =
+            present.iter().filter_map(|p| p.levels[level].end).collect();
+        // The merged level is as late as its latest shard.
+        let client = ClientLoad::worst(ends.iter().filter_map(|e| e.3));
         let issued = Issued {
             planned_arrivals: ends.iter().map(|e| e.0.planned_arrivals).sum(),
             planned_window: ends.iter().filter_map(|e| e.0.planned_window).max(),
@@ -357,6 +362,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
                 interrupted: level_partial,
                 simulator: None,
                 server_metrics: None,
+                client,
             },
         )
         .map_err(io)?;
@@ -372,6 +378,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
             interrupted: level_partial,
             simulator: None,
             server_metrics: None,
+            client,
         });
         add_conversations(&mut summary, &info, &merged_path).map_err(MergeError::Io)?;
         let invalid: Vec<u32> = parts_block.iter().filter(|p| p.valid == Some(false)).map(|p| p.index).collect();

@@ -193,6 +193,14 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
             lag(d.stat(Metric::TtftFromIntended, Stat::P99))
         );
     }
+    let v = &a.load.validity;
+    if let (Some(p50), Some(p99), Some(max)) =
+        (v.client_lateness_p50_ms, v.client_lateness_p99_ms, v.client_lateness_max_ms)
+    {
+        let cpu =
+            v.client_cpu_share.map(|c| format!(" · process CPU {:.0}% of its cores", c * 100.0)).unwrap_or_default();
+        let _ = writeln!(s, "client lateness p50 {} · p99 {} · max {}{cpu}", fmt_ms(p50), fmt_ms(p99), fmt_ms(max));
+    }
     if let Some(slo) = &a.slo {
         let parts: Vec<String> = slo
             .criteria

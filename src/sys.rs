@@ -106,3 +106,28 @@ pub fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
         options
     }
 }
+
+/// CPU time (user + system) the whole process has used so far, when the platform can tell.
+pub fn process_cpu_time() -> Option<std::time::Duration> {
+    #[cfg(unix)]
+    {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+        // SAFETY: `usage` points to writable memory of the right size; getrusage fills it on
+        // success and reads nothing from it.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: getrusage returned 0, so it initialised the struct.
+        let usage = unsafe { usage.assume_init() };
+        let time = |t: libc::timeval| {
+            std::time::Duration::from_secs(t.tv_sec.max(0) as u64)
+                + std::time::Duration::from_micros(t.tv_usec.max(0) as u64)
+        };
+        Some(time(usage.ru_utime) + time(usage.ru_stime))
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}

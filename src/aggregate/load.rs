@@ -6,7 +6,11 @@ use serde::Serialize;
 use super::sample::{FailureSample, Sample};
 use super::stats::nearest_rank;
 use crate::record::timing::ms;
-use crate::record::{Issued, LevelPacing, RunInfo};
+use crate::record::{ClientLoad, Issued, LevelPacing, RunInfo};
+
+/// Below this many probes (half a second of level) the p99 is the one or two worst wake-ups,
+/// often the level's first burst: reported, but not judged.
+pub const MIN_LATENESS_PROBES: u64 = 100;
 
 /// Pacing fields written at the artifact's top level.
 #[derive(Debug, Clone, Serialize)]
@@ -45,6 +49,18 @@ pub struct Validity {
     pub dispatch_lag_p99_ms: Option<f64>,
     pub schedule_lag_p99_ms: Option<f64>,
     pub queue_wait_p99_ms: Option<f64>,
+    /// The threshold (`load.max_client_lateness`); null for levels recorded before it existed.
+    pub max_client_lateness_ms: Option<f64>,
+    /// How late the client's own runtime woke a probe task that asked to be woken every
+    /// `client_probe_interval_ms`: p50, p99 (HDR, 3 significant digits) and max. Every read the
+    /// client stamps can be this late.
+    pub client_lateness_p50_ms: Option<f64>,
+    pub client_lateness_p99_ms: Option<f64>,
+    pub client_lateness_max_ms: Option<f64>,
+    pub client_probe_interval_ms: Option<f64>,
+    /// CPU the whole process used over the level, as a share of the cores it may run on (0–1;
+    /// with the embedded simulator, the simulator's CPU is included).
+    pub client_cpu_share: Option<f64>,
 }
 
 /// The load side of a level from its samples and what the pacing issued.
@@ -55,6 +71,7 @@ pub fn load_record(
     records: &[Sample],
     failures: &[FailureSample],
     dropped: u64,
+    client: Option<ClientLoad>,
 ) -> LoadRecord {
     let dispatched = (records.len() + failures.len()) as u64;
     let p99 = |mut v: Vec<f64>| {
@@ -80,6 +97,18 @@ pub fn load_record(
     if let Some(wait) = queue_wait_p99_ms.filter(|&w| w > threshold_ms) {
         reasons.push(format!(
             "arrivals queued at max_in_flight: queue wait p99 {wait:.2} ms; the planned rate was not delivered on schedule"
+        ));
+    }
+    let lateness_threshold_ms = info.max_client_lateness_ms;
+    if let (Some(c), Some(threshold)) = (client, lateness_threshold_ms)
+        && c.probes >= MIN_LATENESS_PROBES
+        && c.lateness_p99_ms > threshold
+    {
+        reasons.push(format!(
+            "client overloaded: its runtime woke tasks {:.2} ms late at p99 (max {:.2} ms; threshold {threshold} ms, load.max_client_lateness), so reads were stamped late by as much{}; run fewer streams per client, or shard the load across machines",
+            c.lateness_p99_ms,
+            c.lateness_max_ms,
+            c.cpu_share().map(|s| format!(" (process CPU {:.0} % of its cores)", s * 100.0)).unwrap_or_default()
         ));
     }
     if dropped > 0 {
@@ -120,6 +149,12 @@ pub fn load_record(
             dispatch_lag_p99_ms,
             schedule_lag_p99_ms,
             queue_wait_p99_ms,
+            max_client_lateness_ms: lateness_threshold_ms,
+            client_lateness_p50_ms: client.map(|c| c.lateness_p50_ms),
+            client_lateness_p99_ms: client.map(|c| c.lateness_p99_ms),
+            client_lateness_max_ms: client.map(|c| c.lateness_max_ms),
+            client_probe_interval_ms: client.map(|c| c.probe_interval_ms),
+            client_cpu_share: client.and_then(|c| c.cpu_share()),
         },
     }
 }

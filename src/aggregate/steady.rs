@@ -71,7 +71,8 @@ pub fn steady_state(
     let eligible: Vec<&Sample> = samples.iter().filter(|s| s.eligible()).collect();
     let inside: Vec<&&Sample> =
         eligible.iter().filter(|s| s.start_offset_ms >= start_ms && s.start_offset_ms < end_ms).collect();
-    let tokens: f64 = eligible.iter().map(|s| tokens_within(s, start_ms, end_ms)).sum();
+    // A fold from +0.0: an empty float sum is -0.0, which would print as "-0.0 tok/s".
+    let tokens: f64 = eligible.iter().map(|s| tokens_within(s, start_ms, end_ms)).fold(0.0, |a, b| a + b);
     let completed = eligible.iter().filter(|s| (start_ms..end_ms).contains(&(s.start_offset_ms + s.e2e_ms()))).count();
     Some(SteadyState {
         basis,

@@ -23,7 +23,7 @@ use super::summary::{
 use super::warnings::Warning;
 use crate::record::file::RecordLine;
 use crate::record::timing::error_counts;
-use crate::record::{ErrorKind, Issued, LevelPacing, RunInfo, Stamp, TokenSource};
+use crate::record::{ClientLoad, ErrorKind, Issued, LevelPacing, RunInfo, Stamp, TokenSource};
 use crate::server_metrics::{self, ClientTokens, LevelServerMetrics};
 
 /// Below this many samples a p99 is only descriptive (one sample decides it).
@@ -67,6 +67,8 @@ pub struct LevelInput<'a> {
     pub simulator: Option<Value>,
     /// The server's own metrics over the level, when they were scraped.
     pub server_metrics: Option<LevelServerMetrics>,
+    /// How late the client's own runtime was during the level (absent in older records).
+    pub client: Option<ClientLoad>,
 }
 
 pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
@@ -81,6 +83,7 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         interrupted,
         simulator,
         server_metrics,
+        client,
     } = input;
     let last_start_ms = collected
         .samples
@@ -161,7 +164,7 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         rates.throughput_performance_eligible,
     );
     let slo = slo::evaluate(&info.slo, &distributions, &population);
-    let load = load::load_record(info, pacing, issued, samples, failures, collected.dropped);
+    let load = load::load_record(info, pacing, issued, samples, failures, collected.dropped, client);
 
     let mut context_distribution: BTreeMap<String, u64> = BTreeMap::new();
     for planned in
@@ -487,6 +490,7 @@ mod tests {
             interrupted: false,
             simulator: None,
             server_metrics: None,
+            client: None,
         })
     }
 

@@ -22,6 +22,7 @@ use crate::record::{Level, LevelPacing};
 use crate::record::{RunInfo, Stamp};
 use crate::report::{self, Progress, SweepRow};
 use crate::scenario::{Pacing, Scenario, ScenarioError};
+use crate::schedule::lateness::LatenessProbe;
 use crate::schedule::{self, LevelPlan, RunControl};
 use crate::search::{CapacitySearch, Probe};
 use crate::server_metrics;
@@ -540,6 +541,7 @@ impl Session<'_> {
             level_start,
             self.client.in_flight(),
         );
+        let lateness = LatenessProbe::start();
         let sink = LevelSink { records: &self.records, level: &level_id, rules: self.info.initial_rules() };
         let (issued, collected) = tokio::join!(
             schedule::run_level(
@@ -553,6 +555,7 @@ impl Session<'_> {
             ),
             aggregate::collect(rx, sink, |live, window| progress.update(live, window), snapshots),
         );
+        let client = lateness.finish().await;
         progress.finish();
         let server_metrics = match scraping {
             Some(s) => Some(s.finish().await),
@@ -569,6 +572,7 @@ impl Session<'_> {
                 interrupted,
                 simulator: simulator.clone(),
                 server_metrics: server_metrics.clone().map(Box::new),
+                client: Some(client),
             })
             .await;
         // The artifact streams this level's records from the file: they must all be there, or
@@ -585,6 +589,7 @@ impl Session<'_> {
             interrupted,
             simulator,
             server_metrics,
+            client: Some(client),
         });
         add_conversations(&mut summary, &self.info, self.records.path()).map_err(AppError::Aborted)?;
         let artifact = artifact::build(&self.info, &summary, self.records.path());

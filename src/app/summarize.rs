@@ -22,6 +22,7 @@ struct LevelEnd {
     interrupted: bool,
     simulator: Option<serde_json::Value>,
     server_metrics: Option<crate::server_metrics::LevelServerMetrics>,
+    client: Option<crate::record::ClientLoad>,
 }
 
 struct Level {
@@ -85,7 +86,15 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
                     l.collected.dropped += 1;
                 }
             }
-            RecordLine::LevelEnd { level, issued, finished_at_unix_ns, interrupted, simulator, server_metrics } => {
+            RecordLine::LevelEnd {
+                level,
+                issued,
+                finished_at_unix_ns,
+                interrupted,
+                simulator,
+                server_metrics,
+                client,
+            } => {
                 if let Some(l) = levels.get_mut(&level) {
                     l.end = Some(LevelEnd {
                         issued,
@@ -93,6 +102,7 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
                         interrupted,
                         simulator,
                         server_metrics: server_metrics.map(|m| *m),
+                        client,
                     });
                 }
             }
@@ -112,13 +122,15 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
     let mut any_interrupted = false;
     for level_id in order {
         let Some(level) = levels.remove(&level_id) else { continue };
-        let LevelEnd { issued, finished_ns, interrupted, simulator, server_metrics } = level.end.unwrap_or(LevelEnd {
-            issued: Issued::default(),
-            finished_ns: level.last_end_ns,
-            interrupted: true,
-            simulator: None,
-            server_metrics: None,
-        });
+        let LevelEnd { issued, finished_ns, interrupted, simulator, server_metrics, client } =
+            level.end.unwrap_or(LevelEnd {
+                issued: Issued::default(),
+                finished_ns: level.last_end_ns,
+                interrupted: true,
+                simulator: None,
+                server_metrics: None,
+                client: None,
+            });
         any_interrupted |= interrupted;
         let info = &runs[level.run];
         let mut summary = summarise(LevelInput {
@@ -132,6 +144,7 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
             interrupted,
             simulator,
             server_metrics,
+            client,
         });
         add_conversations(&mut summary, info, path).map_err(AppError::BadInput)?;
         let artifact = artifact::build(info, &summary, path);

@@ -60,6 +60,9 @@ pub enum RecordLine {
         /// The server's own view of the level, when its metrics were scraped.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server_metrics: Option<Box<LevelServerMetrics>>,
+        /// How late the client's own runtime was, and its CPU (absent in older records).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<super::ClientLoad>,
     },
 }
 

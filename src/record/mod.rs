@@ -9,6 +9,7 @@
 //! credentials out of URLs. Nothing here computes a summary.
 
 pub mod checks;
+pub mod client;
 pub mod file;
 pub mod level;
 pub mod outcome;
@@ -20,6 +21,7 @@ pub mod timing;
 pub mod writer;
 
 pub use checks::{CanaryCheck, CanaryFailure, ControlledOutput, UsageSetAside, canary_failure_counts, usage_plausible};
+pub use client::ClientLoad;
 pub use level::{Dispatch, Issued, Level, LevelPacing};
 pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
 pub use replay::ReplayFacts;

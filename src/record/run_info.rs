@@ -57,6 +57,9 @@ pub struct RunInfo {
     /// Planned issuing duration, for time-based cool-down.
     pub duration_ms: Option<f64>,
     pub max_dispatch_lag_ms: f64,
+    /// Absent in records written before the client's lateness was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_client_lateness_ms: Option<f64>,
     pub slo: Slo,
     /// Set when the run was one shard of several (absent otherwise, so unsharded records and the
     /// artifacts rebuilt from them are unchanged).
@@ -136,6 +139,7 @@ impl RunInfo {
             cooldown: s.run.cooldown,
             duration_ms: s.run.duration.map(ms),
             max_dispatch_lag_ms: ms(s.load.max_dispatch_lag),
+            max_client_lateness_ms: Some(ms(s.load.max_client_lateness)),
             slo: s.slo.clone(),
             shard: None,
         }

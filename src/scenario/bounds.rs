@@ -29,7 +29,9 @@ pub fn duration_range(key: &str) -> (Duration, Duration) {
         // window writes a line and a histogram interval.
         "run.snapshot_interval" => (SECOND, DAY),
         "run.grace" | "client.first_byte_timeout" | "client.idle_timeout" => (MS, DAY),
-        "client.connect_timeout" | "load.max_dispatch_lag" => (Duration::from_micros(1), HOUR),
+        "client.connect_timeout" | "load.max_dispatch_lag" | "load.max_client_lateness" => {
+            (Duration::from_micros(1), HOUR)
+        }
         // Doubled per retry (at most 100): 10 min · 2^100 still fits a `Duration` once capped.
         "client.retry_backoff" => (MS, Duration::from_secs(600)),
         _ => (MS, 30 * DAY),

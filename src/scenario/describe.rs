@@ -101,8 +101,12 @@ pub fn describe(s: &Scenario) -> String {
         ),
         _ => load,
     };
-    let _ =
-        writeln!(out, "load: {load}; invalid above a dispatch lag p99 of {}", fmt_duration(s.load.max_dispatch_lag));
+    let _ = writeln!(
+        out,
+        "load: {load}; invalid above a dispatch lag p99 of {} or a client lateness p99 of {}",
+        fmt_duration(s.load.max_dispatch_lag),
+        fmt_duration(s.load.max_client_lateness)
+    );
     if let Some(search) = s.load.search {
         let _ = writeln!(
             out,

@@ -25,6 +25,10 @@ fn check_rate(c: &Checker, key: &str, r: f64) -> Result<f64, ScenarioError> {
     ))
 }
 
+/// The client's runtime wakes a task within about a millisecond when it has CPU to spare (the
+/// timer's resolution); ten times that means reads were stamped late by as much.
+pub const DEFAULT_MAX_CLIENT_LATENESS: Duration = Duration::from_millis(10);
+
 pub(super) fn load(c: &Checker, l: &raw::RawLoad) -> Result<Load, ScenarioError> {
     let open = match (l.mode, l.search) {
         (Some(RawLoadMode::Open), _) | (None, Some(raw::RawSearch::Rate)) => true,
@@ -55,7 +59,9 @@ pub(super) fn load(c: &Checker, l: &raw::RawLoad) -> Result<Load, ScenarioError>
     let pacing = if open { open_pacing(c, l, search.is_some())? } else { closed_pacing(c, l, search.is_some())? };
     let max_dispatch_lag =
         c.duration("load.max_dispatch_lag", l.max_dispatch_lag.as_deref(), Duration::from_millis(5))?;
-    Ok(Load { pacing, search, max_dispatch_lag })
+    let max_client_lateness =
+        c.duration("load.max_client_lateness", l.max_client_lateness.as_deref(), DEFAULT_MAX_CLIENT_LATENESS)?;
+    Ok(Load { pacing, search, max_dispatch_lag, max_client_lateness })
 }
 
 fn levels(

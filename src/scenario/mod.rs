@@ -208,6 +208,9 @@ pub struct Load {
     /// Dispatch lag p99 above this marks a run invalid.
     #[serde(with = "humantime_serde")]
     pub max_dispatch_lag: Duration,
+    /// Client lateness p99 above this marks a level invalid.
+    #[serde(with = "humantime_serde")]
+    pub max_client_lateness: Duration,
 }
 
 #[derive(Debug, Clone, Serialize)]

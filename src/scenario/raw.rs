@@ -164,6 +164,9 @@ pub struct RawLoad {
     pub overload: Option<RawOverload>,
     /// A run whose dispatch lag p99 exceeds this is marked invalid (default `"5ms"`).
     pub max_dispatch_lag: Option<String>,
+    /// A level whose client lateness p99 (how late the client's runtime woke a probe task)
+    /// exceeds this is marked invalid (default `"10ms"`).
+    pub max_client_lateness: Option<String>,
     /// Conversations (`[workload.sessions]`): conversations held at once, through their think
     /// time; a list is a sweep.
     pub sessions: Option<Levels>,

@@ -385,6 +385,7 @@ pub(super) fn load(c: &Checker, l: &RawLoad, spec: &mut SessionSpec) -> Result<L
         search_max: l.search_max,
         search_steps: l.search_steps,
         max_dispatch_lag: l.max_dispatch_lag.clone(),
+        max_client_lateness: l.max_client_lateness.clone(),
         ..RawLoad::default()
     };
     let load = super::load_rules::load(c, &closed)?;

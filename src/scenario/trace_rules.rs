@@ -196,6 +196,7 @@ pub(super) fn load(c: &Checker, l: &RawLoad, trace: &Trace) -> Result<Load, Scen
         max_in_flight: l.max_in_flight,
         overload: l.overload,
         max_dispatch_lag: l.max_dispatch_lag.clone(),
+        max_client_lateness: l.max_client_lateness.clone(),
         ..RawLoad::default()
     };
     let mut load = super::load_rules::load(c, &open)?;

@@ -5,10 +5,12 @@
 //! absolute deadlines, keeps each request's intended time, and applies the in-flight cap. Both
 //! stop issuing when the level's request count or duration is reached or the run is stopped;
 //! requests still in flight get the grace period, then are cut and recorded as interrupted.
-//! A sharded run sends only its `part` of the same global plan (see `part`).
+//! A sharded run sends only its `part` of the same global plan (see `part`). Beside every level,
+//! `lateness` measures how late the client's own runtime wakes its tasks.
 
 pub mod arrivals;
 mod closed;
+pub mod lateness;
 mod open;
 pub mod pacer;
 pub mod part;

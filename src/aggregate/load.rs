@@ -49,17 +49,24 @@ pub struct Validity {
     pub dispatch_lag_p99_ms: Option<f64>,
     pub schedule_lag_p99_ms: Option<f64>,
     pub queue_wait_p99_ms: Option<f64>,
-    /// The threshold (`load.max_client_lateness`); null for levels recorded before it existed.
+    /// The threshold (`load.max_client_lateness`). These six are absent for levels recorded before
+    /// the client's lateness was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_client_lateness_ms: Option<f64>,
     /// How late the client's own runtime woke a probe task that asked to be woken every
     /// `client_probe_interval_ms`: p50, p99 (HDR, 3 significant digits) and max. Every read the
     /// client stamps can be this late.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_lateness_p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_lateness_p99_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_lateness_max_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_probe_interval_ms: Option<f64>,
     /// CPU the whole process used over the level, as a share of the cores it may run on (0–1;
     /// with the embedded simulator, the simulator's CPU is included).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_cpu_share: Option<f64>,
 }
 

@@ -72,6 +72,17 @@ pub struct ValidityFile {
     pub dispatch_lag_p99_ms: Option<f64>,
     pub schedule_lag_p99_ms: Option<f64>,
     pub queue_wait_p99_ms: Option<f64>,
+    /// The client's own lateness (absent in artifacts written before it was measured).
+    #[serde(default)]
+    pub max_client_lateness_ms: Option<f64>,
+    #[serde(default)]
+    pub client_lateness_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub client_lateness_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub client_lateness_max_ms: Option<f64>,
+    #[serde(default)]
+    pub client_cpu_share: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -57,7 +57,7 @@ pub fn main(args: &[String]) -> ExitCode {
     }
 }
 
-fn body(index: u64, max_tokens: u32, canaries: bool) -> Bytes {
+pub fn body(index: u64, max_tokens: u32, canaries: bool) -> Bytes {
     // The canary instruction makes the simulator do the same work as for the client.
     let task = if canaries {
         format!(" Begin your reply with ANVIL_REQ_{SEED}_{index:05} and then continue.")

@@ -32,6 +32,7 @@ use serde_json::{Value, json};
 
 mod accuracy;
 mod floor;
+mod oha;
 mod report;
 mod scale;
 mod spawner;
@@ -94,6 +95,11 @@ fn run(quick: bool) -> io::Result<()> {
         bench.pinning.describe()
     );
     println!("open-file limit for the children: {fd_limit}");
+    let oha_version = oha::version();
+    println!(
+        "external floor: {}",
+        oha_version.as_deref().unwrap_or("oha not on the PATH (cargo install oha --locked adds it); floor reader only")
+    );
     println!();
 
     let overhead = overhead(&bench, scale)?;
@@ -117,6 +123,7 @@ fn run(quick: bool) -> io::Result<()> {
         "machine": machine,
         "pinning": bench.pinning.describe(),
         "open_file_limit": fd_limit,
+        "oha": oha_version,
         "overhead": overhead,
         "memory": memory,
         "accuracy": accuracy,
@@ -611,6 +618,14 @@ struct Comparison {
     floor: Option<Cost>,
     /// anvil-load ÷ floor, CPU per chunk.
     cpu_per_chunk_ratio: Option<f64>,
+    /// oha (an external raw HTTP floor) with the same load, when it is installed.
+    oha: Option<Cost>,
+    /// anvil-load ÷ oha, CPU per chunk, requests per second and peak RSS.
+    cpu_per_chunk_ratio_oha: Option<f64>,
+    requests_per_s_ratio_oha: Option<f64>,
+    peak_rss_ratio_oha: Option<f64>,
+    /// anvil-load ÷ floor, peak RSS.
+    peak_rss_ratio: Option<f64>,
     /// anvil-load ÷ floor, requests per second.
     requests_per_s_ratio: Option<f64>,
     /// Chunks the client's artifact counted, to check against the simulator's count.
@@ -658,11 +673,25 @@ fn overhead(bench: &Bench, scale: u64) -> io::Result<Vec<Comparison>> {
         // The variant without canaries is compared with the client that has them; its floor
         // would be the same as the canary run's.
         let floor = if load.canaries { Some(Cost::of_floor(&bench.floor(&server, &load, limit)?)) } else { None };
+        let oha = match load.canaries {
+            true => bench.oha(&server, &load, limit)?.map(|run| {
+                let mut cost = Cost::of_floor(&run);
+                cost.who = "oha";
+                cost
+            }),
+            false => None,
+        };
         bench.stop(server);
         let ratio = |f: fn(&Cost) -> f64| floor.as_ref().map(|fl| f(&client) / f(fl));
+        let ratio_oha = |f: fn(&Cost) -> f64| oha.as_ref().map(|o| f(&client) / f(o));
         out.push(Comparison {
             cpu_per_chunk_ratio: ratio(|c| c.cpu_us_per_chunk),
             requests_per_s_ratio: ratio(|c| c.requests_per_s),
+            peak_rss_ratio: ratio(|c| c.peak_rss_mib),
+            cpu_per_chunk_ratio_oha: ratio_oha(|c| c.cpu_us_per_chunk),
+            requests_per_s_ratio_oha: ratio_oha(|c| c.requests_per_s),
+            peak_rss_ratio_oha: ratio_oha(|c| c.peak_rss_mib),
+            oha,
             load,
             client,
             floor,

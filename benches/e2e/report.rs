@@ -23,6 +23,13 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
             o.cpu_per_chunk_ratio.map_or("n/a".into(), |r| format!("{r:.2} ×")),
             o.cpu_per_chunk_ratio.map(|r| r <= 1.25),
         );
+        if let Some(r) = o.cpu_per_chunk_ratio_oha {
+            push(
+                format!("  same, ÷ oha ({}, c={})", o.load.regime, o.load.concurrency),
+                format!("{r:.2} ×"),
+                Some(r <= 1.25),
+            );
+        }
     }
     if let Some(o) = find("zero-delay", 256) {
         push(
@@ -35,6 +42,15 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
             o.requests_per_s_ratio.map_or("n/a".into(), |r| format!("{r:.2} ×")),
             o.requests_per_s_ratio.map(|r| r >= 0.8),
         );
+        if let Some(r) = o.requests_per_s_ratio_oha {
+            push("  same, ÷ oha (zero-delay, c=256)".into(), format!("{r:.2} ×"), Some(r >= 0.8));
+        }
+        if let Some(r) = o.peak_rss_ratio {
+            push("peak RSS ≤ 1.1 × floor (c=256)".into(), format!("{r:.2} ×"), Some(r <= 1.1));
+        }
+        if let Some(r) = o.peak_rss_ratio_oha {
+            push("  same, ÷ oha (c=256)".into(), format!("{r:.2} ×"), Some(r <= 1.1));
+        }
         push(
             "peak RSS ≤ 48 MiB (c=256)".into(),
             format!("{:.1} MiB", o.client.peak_rss_mib),
@@ -109,6 +125,7 @@ pub(super) fn print_overhead(rows: &[Comparison]) {
     for row in rows {
         let mut sides = vec![&row.client];
         sides.extend(row.floor.as_ref());
+        sides.extend(row.oha.as_ref());
         for c in sides {
             let label = format!(
                 "{} c={}{}",
@@ -140,8 +157,15 @@ pub(super) fn print_overhead(rows: &[Comparison]) {
                 "", row.artifact_chunks, row.client.completed, row.client.chunks, row.client_server_completed
             );
         }
-        if let (Some(cpu), Some(rps)) = (row.cpu_per_chunk_ratio, row.requests_per_s_ratio) {
-            println!("{:<22} ratio       CPU/chunk {cpu:.2} ×, req/s {rps:.2} ×", "");
+        if let (Some(cpu), Some(rps), Some(rss)) =
+            (row.cpu_per_chunk_ratio, row.requests_per_s_ratio, row.peak_rss_ratio)
+        {
+            println!("{:<22} ÷ floor     CPU/chunk {cpu:.2} ×, req/s {rps:.2} ×, peak RSS {rss:.2} ×", "");
+        }
+        if let (Some(cpu), Some(rps), Some(rss)) =
+            (row.cpu_per_chunk_ratio_oha, row.requests_per_s_ratio_oha, row.peak_rss_ratio_oha)
+        {
+            println!("{:<22} ÷ oha       CPU/chunk {cpu:.2} ×, req/s {rps:.2} ×, peak RSS {rss:.2} ×", "");
         }
     }
     println!("CPU = the child's user + sys (wait4); chunks = content chunks the simulator streamed;");

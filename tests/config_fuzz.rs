@@ -84,6 +84,7 @@ const SETTINGS: &[Setting] = &[
     setting("load", "ramp", Mode::Open, &["\"500ms\""], &["\"1ns\"", "\"100000h\""]),
     setting("load", "max_in_flight", Mode::Open, &["4"], &["0", "1e300"]),
     setting("load", "max_dispatch_lag", Mode::Any, &["\"5ms\""], &["\"1ns\"", "\"2h\""]),
+    setting("load", "max_client_lateness", Mode::Any, &["\"10ms\""], &["\"1ns\"", "\"2h\""]),
     setting(
         "client",
         "first_byte_timeout",
@@ -176,6 +177,7 @@ fn assert_bounded(s: &Scenario) {
         ("run.duration", s.run.duration),
         ("run.snapshot_interval", s.run.snapshot_interval),
         ("load.max_dispatch_lag", Some(s.load.max_dispatch_lag)),
+        ("load.max_client_lateness", Some(s.load.max_client_lateness)),
         ("client.connect_timeout", Some(s.client.connect)),
         ("client.first_byte_timeout", Some(s.client.first_byte)),
         ("client.idle_timeout", Some(s.client.idle)),

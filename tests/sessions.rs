@@ -152,7 +152,7 @@ async fn in_flight_caps_requests_not_conversations() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_loop_conversation_arrivals_keep_their_schedule() {
     let dir = tempfile::tempdir().unwrap();
-    let load = "mode = \"open\"\nrate = 10\narrival = \"constant\"\nmax_dispatch_lag = \"100ms\"";
+    let load = "mode = \"open\"\nrate = 10\narrival = \"constant\"\nmax_dispatch_lag = \"100ms\"\nmax_client_lateness = \"100ms\"";
     let file = write(dir.path(), "open.toml", &conversations(load, ""));
     let a = run_scenario(dir.path(), &file, &[]).await;
     let rs = records(&a);

@@ -142,7 +142,7 @@ fn sample(format: &str) -> (BTreeMap<u64, Row>, u64) {
 }
 
 /// The committed scenario, with the trace's path made absolute (the copy lives elsewhere) and a
-/// dispatch-lag threshold that a debug build on a shared, busy 2-core machine keeps (the OS
+/// dispatch-lag (and client-lateness) threshold that a debug build on a shared, busy 2-core machine keeps (the OS
 /// alone delays a wake-up by tens of milliseconds there); a schedule applied wrongly would be
 /// off by far more (the sample rows are 50 ms to seconds apart after scaling).
 fn scenario_copy(dir: &Path, name: &str) -> PathBuf {
@@ -150,9 +150,12 @@ fn scenario_copy(dir: &Path, name: &str) -> PathBuf {
     let absolute = format!("file = \"{}/", traces_dir().display());
     let mut body = body.replace("file = \"traces/", &absolute);
     body = if body.contains("\n[load]\n") {
-        body.replace("\n[load]\n", "\n[load]\nmax_dispatch_lag = \"100ms\"\n")
+        body.replace("\n[load]\n", "\n[load]\nmax_dispatch_lag = \"100ms\"\nmax_client_lateness = \"100ms\"\n")
     } else {
-        body.replace("\n[workload]\n", "\n[load]\nmax_dispatch_lag = \"100ms\"\n\n[workload]\n")
+        body.replace(
+            "\n[workload]\n",
+            "\n[load]\nmax_dispatch_lag = \"100ms\"\nmax_client_lateness = \"100ms\"\n\n[workload]\n",
+        )
     };
     let path = dir.join(name);
     std::fs::write(&path, body).unwrap();

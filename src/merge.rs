@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::aggregate::Collected;
 use crate::aggregate::sample::{FailureSample, Sample};
 use crate::aggregate::snapshots::{self, Window};
+use crate::aggregate::gaps::add_gap_distributions;
 use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;
@@ -381,6 +382,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
             client,
         });
         add_conversations(&mut summary, &info, &merged_path).map_err(MergeError::Io)?;
+        add_gap_distributions(&mut summary, &merged_path).map_err(MergeError::Io)?;
         let invalid: Vec<u32> = parts_block.iter().filter(|p| p.valid == Some(false)).map(|p| p.index).collect();
         if !invalid.is_empty() {
             summary.load.validity.valid = false;

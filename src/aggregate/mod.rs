@@ -7,6 +7,7 @@
 //! `summarise` then turns a level's samples into its typed `LevelSummary` — the only place
 //! numbers are computed; the renderers (`artifact`, `report`) read its fields.
 
+pub mod gaps;
 pub mod load;
 pub mod sample;
 pub mod slo;

@@ -1,7 +1,7 @@
 //! The compact sample store: what the exact summaries need of each request, and nothing more, so
 //! memory stays bounded however long a run lasts (the full records go to disk).
 //!
-//! A completed request takes `size_of::<Sample>()` = 104 bytes, a failed one
+//! A completed request takes `size_of::<Sample>()` = 128 bytes, a failed one
 //! `size_of::<FailureSample>()` = 56 bytes (tested below). Every derived value (generation,
 //! TPOT, decode and prefill rates, …) is recomputed from the stored milliseconds with the same
 //! functions that fill the records, so a summary equals what a reader recomputes from them.
@@ -32,6 +32,12 @@ pub struct Sample {
     pub planned_context_tokens: u32,
     pub content_chunks: u32,
     pub reasoning_chunks: u32,
+    /// NaN below two output chunks.
+    max_stall_ms: f64,
+    /// Per-chunk counts: the tokens streamed (`NONE_U64` without them).
+    streamed_tokens: u64,
+    /// Per-chunk counts: the first output chunk's tokens (`u32::MAX` without them).
+    first_chunk_tokens: u32,
     flags: u16,
     /// Set when the level is finalised.
     pub exclusion: Option<Exclusion>,
@@ -105,6 +111,9 @@ impl Sample {
             planned_context_tokens: r.planned_context_tokens,
             content_chunks: r.content_chunks,
             reasoning_chunks: r.reasoning_chunks,
+            max_stall_ms: r.max_stall_ms.unwrap_or(f64::NAN),
+            streamed_tokens: opt_u64(r.streamed_tokens),
+            first_chunk_tokens: r.first_chunk_tokens.unwrap_or(u32::MAX),
             flags,
             exclusion: r.exclusion_reason,
         }
@@ -200,6 +209,25 @@ impl Sample {
     pub fn sizing_error_pct(&self) -> Option<f64> {
         derive::sizing_error_pct(self.prompt_tokens(), self.prompt_target_tokens)
     }
+    pub fn max_stall_ms(&self) -> Option<f64> {
+        get_f64(self.max_stall_ms)
+    }
+    /// Per-chunk counts: the tokens streamed.
+    pub fn streamed_tokens(&self) -> Option<u64> {
+        get_u64(self.streamed_tokens)
+    }
+    pub fn first_chunk_tokens(&self) -> Option<u32> {
+        (self.first_chunk_tokens != u32::MAX).then_some(self.first_chunk_tokens)
+    }
+    pub fn output_chunks(&self) -> u64 {
+        u64::from(self.content_chunks) + u64::from(self.reasoning_chunks)
+    }
+    pub fn tokens_per_chunk(&self) -> Option<f64> {
+        derive::tokens_per_chunk(self.streamed_tokens().unwrap_or(self.output_tokens), self.output_chunks())
+    }
+    pub fn tpot_corrected_ms(&self) -> Option<f64> {
+        derive::tpot_corrected_ms(self.generation_ms(), self.streamed_tokens(), self.first_chunk_tokens())
+    }
 }
 
 /// What a failed request contributes: its kind, and its place on the clocks.
@@ -247,7 +275,7 @@ mod tests {
 
     #[test]
     fn the_store_is_as_compact_as_documented() {
-        assert_eq!(std::mem::size_of::<Sample>(), 104);
+        assert_eq!(std::mem::size_of::<Sample>(), 128);
         assert_eq!(std::mem::size_of::<FailureSample>(), 56);
     }
 

@@ -113,5 +113,10 @@ pub fn request_value(r: &Sample, m: Metric) -> Option<f64> {
         Metric::E2eFromIntended => r.e2e_from_intended_ms(),
         Metric::ScheduleLag => r.schedule_lag_ms(),
         Metric::QueueWait => r.queue_wait_ms(),
+        Metric::TokensPerChunk => r.tokens_per_chunk(),
+        Metric::MaxStall => r.max_stall_ms(),
+        Metric::TpotCorrected => r.tpot_corrected_ms(),
+        // Per gap, not per request: from the gap histograms.
+        Metric::ItlChunk | Metric::ItlToken => None,
     }
 }

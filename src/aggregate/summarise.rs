@@ -33,7 +33,7 @@ pub const P99_MIN_SAMPLES: usize = 100;
 const SIZING_WARN_PCT: f64 = 5.0;
 
 /// The distributions over eligible requests only.
-const ELIGIBLE_METRICS: [Metric; 13] = [
+const ELIGIBLE_METRICS: [Metric; 16] = [
     Metric::CompletionTokens,
     Metric::PromptTokens,
     Metric::DecodeTokS,
@@ -47,6 +47,9 @@ const ELIGIBLE_METRICS: [Metric; 13] = [
     Metric::Ttft,
     Metric::TtftFromIntended,
     Metric::E2eFromIntended,
+    Metric::TokensPerChunk,
+    Metric::MaxStall,
+    Metric::TpotCorrected,
 ];
 
 /// The distributions whose p99 sample counts are reported in `metric_population`.

@@ -41,10 +41,20 @@ pub enum Metric {
     ScheduleLag,
     /// Open loop with an in-flight cap: every request sent.
     QueueWait,
+    /// Per request: output tokens per output chunk.
+    TokensPerChunk,
+    /// Per request: the longest gap between output chunks.
+    MaxStall,
+    /// Per request, with per-chunk counts: TPOT without the first chunk's tokens.
+    TpotCorrected,
+    /// Every gap between output chunks of eligible requests (HDR, see `record::gaps`).
+    ItlChunk,
+    /// Every such gap divided by the tokens its chunk delivered (HDR).
+    ItlToken,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 15] = [
+    pub const ALL: [Metric; 20] = [
         Metric::CompletionTokens,
         Metric::PromptTokens,
         Metric::DecodeTokS,
@@ -60,6 +70,11 @@ impl Metric {
         Metric::E2eFromIntended,
         Metric::ScheduleLag,
         Metric::QueueWait,
+        Metric::TokensPerChunk,
+        Metric::MaxStall,
+        Metric::TpotCorrected,
+        Metric::ItlChunk,
+        Metric::ItlToken,
     ];
 
     /// The key stem in `metrics` (`ttft` gives `ttft_p99_ms`).
@@ -80,6 +95,11 @@ impl Metric {
             Metric::E2eFromIntended => "e2e_from_intended",
             Metric::ScheduleLag => "schedule_lag",
             Metric::QueueWait => "queue_wait",
+            Metric::TokensPerChunk => "tokens_per_chunk",
+            Metric::MaxStall => "max_stall",
+            Metric::TpotCorrected => "tpot_corrected",
+            Metric::ItlChunk => "itl_chunk",
+            Metric::ItlToken => "itl_token",
         }
     }
 
@@ -93,6 +113,7 @@ impl Metric {
                 | Metric::DecodeTokS
                 | Metric::EffectivePrefillTokS
                 | Metric::MeanInterTokenLatency
+                | Metric::TokensPerChunk
         )
     }
 

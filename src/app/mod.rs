@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
+use crate::aggregate::gaps::add_gap_distributions;
 use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;
@@ -592,6 +593,7 @@ impl Session<'_> {
             client: Some(client),
         });
         add_conversations(&mut summary, &self.info, self.records.path()).map_err(AppError::Aborted)?;
+        add_gap_distributions(&mut summary, self.records.path()).map_err(AppError::Aborted)?;
         let artifact = artifact::build(&self.info, &summary, self.records.path());
         let path = write(&self.args.out, &self.shard.file_name(&level_id, "json"), &artifact)?;
         if !self.args.quiet {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::{AppError, write};
 use crate::aggregate::Collected;
 use crate::aggregate::sample::{FailureSample, Sample};
+use crate::aggregate::gaps::add_gap_distributions;
 use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::artifact;
 use crate::cli::{SummarizeArgs, exit};
@@ -147,6 +148,7 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
             client,
         });
         add_conversations(&mut summary, info, path).map_err(AppError::BadInput)?;
+        add_gap_distributions(&mut summary, path).map_err(AppError::BadInput)?;
         let artifact = artifact::build(info, &summary, path);
         let out = write(&args.out, &format!("{level_id}.json"), &artifact)?;
         print!("{}", report::level_summary(&summary, info));

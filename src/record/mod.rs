@@ -11,6 +11,7 @@
 pub mod checks;
 pub mod client;
 pub mod file;
+pub mod gaps;
 pub mod level;
 pub mod outcome;
 pub mod redact;
@@ -29,4 +30,5 @@ pub use run_info::{
     ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,
 };
 pub use shard::{ShardInfo, ShardPart, ShardsBlock};
+pub use gaps::GapSketch;
 pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};

@@ -66,6 +66,8 @@ pub struct Completed {
     pub stale_connection_retries: u32,
     /// Trace or conversation facts, for those runs.
     pub replay: Option<Box<super::ReplayFacts>>,
+    /// Gaps between output chunks and tokens per chunk (see `gaps`).
+    pub chunks: Box<super::gaps::ChunkFacts>,
 }
 
 /// Where `output_tokens` came from.

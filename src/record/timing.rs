@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::checks::{CanaryCheck, ControlledOutput};
+use super::gaps::GapSketch;
 use super::outcome::{Completed, Dropped, ErrorKind, Failed, TokenSource};
 
 pub fn ms(d: Duration) -> f64 {
@@ -39,6 +40,16 @@ pub mod derive {
     /// `start − intended` (open loop).
     pub fn schedule_lag_ms(start_offset_ms: f64, intended_offset_ms: Option<f64>) -> Option<f64> {
         intended_offset_ms.map(|i| start_offset_ms - i)
+    }
+    /// Tokens per output chunk.
+    pub fn tokens_per_chunk(tokens: u64, chunks: u64) -> Option<f64> {
+        (chunks > 0).then(|| tokens as f64 / chunks as f64)
+    }
+    /// `generation / (streamed − first chunk's tokens)`: TPOT without the tokens the first
+    /// chunk delivered at once; none without per-chunk counts.
+    pub fn tpot_corrected_ms(generation_ms: f64, streamed: Option<u64>, first_chunk: Option<u32>) -> Option<f64> {
+        let after_first = streamed?.checked_sub(u64::from(first_chunk?)).filter(|&n| n > 0)?;
+        (generation_ms > 0.0).then(|| generation_ms / after_first as f64)
     }
     /// `(server − target) / target · 100`.
     pub fn sizing_error_pct(prompt_tokens: Option<u64>, target: u32) -> Option<f64> {
@@ -132,6 +143,27 @@ pub struct RequestTiming {
     /// The backend that served the request, from the configured response header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
+    /// The longest gap between two output chunks (absent below two chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stall_ms: Option<f64>,
+    /// Tokens per output chunk: `streamed_tokens` (else `output_tokens`) over the output chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_chunk: Option<f64>,
+    /// Per-chunk counts: the cumulative `usage.completion_tokens` on the last output chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed_tokens: Option<u64>,
+    /// Per-chunk counts: the tokens of the first output chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_chunk_tokens: Option<u32>,
+    /// Per-chunk counts: `generation_ms / (streamed_tokens − first_chunk_tokens)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_corrected_ms: Option<f64>,
+    /// Gaps between output chunks, as a sparse histogram `[[value_us, count], …]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_gaps_us: Option<GapSketch>,
+    /// Per-chunk counts: each gap divided by the tokens its chunk delivered, likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_gaps_us: Option<GapSketch>,
 }
 
 /// Where a request falls in its level.
@@ -265,6 +297,10 @@ impl RequestTiming {
         let tpot = derive::tpot_ms(generation, c.output_tokens);
         let lag = derive::schedule_lag_ms(start, intended);
         let x = c.replay.as_deref().cloned().unwrap_or_default();
+        let per_chunk = c.chunks.per_chunk.as_ref();
+        let streamed = per_chunk.map(|p| p.streamed_tokens);
+        let first_chunk = per_chunk.map(|p| p.first_chunk_tokens);
+        let chunks = u64::from(c.content_chunks) + u64::from(c.reasoning_chunks);
         let mut r = RequestTiming {
             request_index: c.index,
             planned_context_tokens: c.planned_context_tokens,
@@ -310,6 +346,13 @@ impl RequestTiming {
             turn: x.turn,
             history_tokens: x.history_tokens,
             backend: x.backend,
+            max_stall_ms: c.chunks.max_stall.map(ms),
+            tokens_per_chunk: derive::tokens_per_chunk(streamed.unwrap_or(c.output_tokens), chunks),
+            streamed_tokens: streamed,
+            first_chunk_tokens: first_chunk,
+            tpot_corrected_ms: derive::tpot_corrected_ms(generation, streamed, first_chunk),
+            chunk_gaps_us: Some(c.chunks.chunk_gaps.clone()).filter(|g| !g.is_empty()),
+            token_gaps_us: per_chunk.map(|p| p.token_gaps.clone()).filter(|g| !g.is_empty()),
         };
         rules.apply(&mut r);
         r

@@ -39,5 +39,6 @@ pub fn outcome(index: u64) -> Outcome {
         retried_errors: Vec::new(),
         stale_connection_retries: 0,
         replay: None,
+        chunks: Box::default(),
     })
 }

@@ -23,6 +23,7 @@
 //! bytes without progress cannot keep the timer from ever being polled.
 
 mod attempt;
+mod chunks;
 mod errors;
 mod probe;
 mod sanitize;

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::openai::{ChunkError, SseDecoder, SseError, StreamEvent, Usage, parse_event};
 use crate::record::{ErrorKind, TokenSource, usage_plausible};
+use super::chunks::ChunkClock;
 use crate::workload::CanaryScan;
 
 /// Visible content kept per response for the word-count check (the reference contract's cap).
@@ -94,6 +95,8 @@ pub struct StreamState {
     canary: Option<CanaryScan>,
     /// Conversations: the whole visible answer and reasoning text (kept only when asked for).
     pub answer: Option<(String, String)>,
+    /// Gaps between output chunks and, when the engine reports them, tokens per chunk.
+    pub chunk_clock: ChunkClock,
 }
 
 impl StreamState {
@@ -169,6 +172,7 @@ impl StreamState {
             StreamEvent::Chunk { delta, finish_reason, usage } => {
                 // Role-only and empty deltas are not output: they never start a clock.
                 let mut progress = false;
+                let mut output_chunk = false;
                 if let Some(text) = delta.reasoning.as_deref().filter(|r| !r.is_empty()) {
                     self.reasoning_chunks = self.reasoning_chunks.saturating_add(1);
                     self.first_output.get_or_insert(at);
@@ -176,6 +180,7 @@ impl StreamState {
                         reasoning.push_str(text);
                     }
                     progress = true;
+                    output_chunk = true;
                 }
                 if let Some(text) = delta.content.as_deref().filter(|c| !c.is_empty()) {
                     self.content_chunks = self.content_chunks.saturating_add(1);
@@ -189,6 +194,7 @@ impl StreamState {
                         content.push_str(text);
                     }
                     progress = true;
+                    output_chunk = true;
                 }
                 if let Some(reason) = finish_reason {
                     let reason = prefix_at_char(&reason, FINISH_REASON_BYTES);
@@ -196,6 +202,9 @@ impl StreamState {
                         self.finish_reason = Some(reason.to_owned());
                     }
                     progress = true;
+                }
+                if output_chunk {
+                    self.chunk_clock.chunk(at, usage.as_ref().and_then(|u| u.completion_tokens));
                 }
                 if let Some(u) = usage {
                     // Engines differ in which chunk carries usage; the last report wins field by field.

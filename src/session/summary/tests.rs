@@ -55,6 +55,7 @@ fn record(r: R) -> RequestTiming {
         retries: 0,
         retried_errors: Vec::new(),
         stale_connection_retries: 0,
+        chunks: Box::default(),
         replay: Some(Box::new(ReplayFacts {
             session: Some(r.session.into()),
             turn: Some(r.turn),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::faults::FaultProfile;
 
 /// Names accepted by [`Profile::named`].
-pub const PROFILE_NAMES: &[&str] = &["instant", "fast", "realistic", "llamacpp", "faults"];
+pub const PROFILE_NAMES: &[&str] = &["instant", "fast", "realistic", "llamacpp", "faults", "spec"];
 
 /// Which delta key carries reasoning text in streamed chat chunks (and the `message` of
 /// non-streamed chat responses).
@@ -120,6 +120,12 @@ pub struct Profile {
     /// hashes to; any other in turn (round robin).
     #[serde(default)]
     pub backends: u32,
+    /// Speculative decoding: each chunk carries 1–4 tokens (drawn per chunk: 1 with 5 %, 2 with
+    /// 15 %, 3 with 55 %, 4 with 25 %; mean 3), as a decoder accepting a varying number of
+    /// drafts does; replaces `tokens_per_chunk`. A chunk still leaves when its last token is
+    /// ready, so the time per output token stays `time_per_output_token`.
+    #[serde(default)]
+    pub speculative: bool,
 }
 
 impl Profile {
@@ -145,6 +151,7 @@ impl Profile {
             metrics_names: MetricsNames::Vllm,
             default_system_prompt_tokens: 0,
             backends: 0,
+            speculative: false,
         };
         match name {
             // Measures the client's own cost per chunk: nothing on the server side may sleep,
@@ -210,7 +217,34 @@ impl Profile {
                 },
                 ..Profile::named("fast")?
             }),
+            // Speculative decoding with a known time per token: 1–4 tokens per chunk, usage on
+            // every chunk when the client asks (`stream_options.continuous_usage_stats`).
+            "spec" => Some(Profile {
+                prefill_tok_s: Some(200_000.0),
+                time_per_output_token: Duration::from_millis(8),
+                content_tokens: (60, 60),
+                tokens_per_chunk: 3,
+                speculative: true,
+                ..base
+            }),
             _ => None,
+        }
+    }
+
+    /// Tokens in the chunk numbered `frame` of a response (see `speculative`); `seed` varies
+    /// the draw between responses.
+    pub(crate) fn chunk_tokens(&self, seed: u64, frame: u32) -> u32 {
+        if !self.speculative {
+            return self.tokens_per_chunk.max(1);
+        }
+        let mut x = seed ^ (u64::from(frame) << 32 | u64::from(frame)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        match (x ^ (x >> 31)) % 100 {
+            0..5 => 1,
+            5..20 => 2,
+            20..75 => 3,
+            _ => 4,
         }
     }
 

@@ -18,6 +18,8 @@ pub(crate) struct GenRequest<'a> {
     pub prompt: Prompt<'a>,
     pub stream: bool,
     pub include_usage: bool,
+    /// vLLM's `stream_options.continuous_usage_stats`: usage on every chunk.
+    pub continuous_usage: bool,
     /// Output token limit; `None` lets the model stop at its natural length.
     pub max_tokens: Option<u32>,
     /// vLLM's `min_tokens`: the model does not stop before this many tokens.
@@ -41,9 +43,12 @@ pub(crate) fn parse(kind: PromptKind, body: &Value) -> Result<GenRequest<'_>, St
         PromptKind::Chat => Prompt::from_chat(body)?,
         PromptKind::Completion => Prompt::from_completion(body)?,
     };
-    let include_usage = match body.get("stream_options") {
-        None | Some(Value::Null) => false,
-        Some(options @ Value::Object(_)) => opt_bool(options, "include_usage")?.unwrap_or(false),
+    let (include_usage, continuous_usage) = match body.get("stream_options") {
+        None | Some(Value::Null) => (false, false),
+        Some(options @ Value::Object(_)) => (
+            opt_bool(options, "include_usage")?.unwrap_or(false),
+            opt_bool(options, "continuous_usage_stats")?.unwrap_or(false),
+        ),
         Some(_) => return Err("'stream_options' must be an object".into()),
     };
     // llama.cpp's precedence: n_predict, then max_completion_tokens, then max_tokens.
@@ -72,6 +77,7 @@ pub(crate) fn parse(kind: PromptKind, body: &Value) -> Result<GenRequest<'_>, St
     Ok(GenRequest {
         stream: opt_bool(body, "stream")?.unwrap_or(false),
         include_usage,
+        continuous_usage,
         max_tokens,
         min_tokens,
         ignore_eos: opt_bool(body, "ignore_eos")?.unwrap_or(false),

@@ -290,6 +290,7 @@ fn accept(
         text,
         usage: Usage::new(prompt_tokens, cached_tokens, plan.completion_tokens),
         include_usage: req.include_usage,
+        continuous_usage: req.continuous_usage,
         arrival,
         uncached_tokens: prompt_tokens - cached_tokens,
         guard,

@@ -106,6 +106,8 @@ pub(crate) struct Generation {
     pub text: TextSource,
     pub usage: Usage,
     pub include_usage: bool,
+    /// Usage (cumulative completion tokens) on every delta chunk.
+    pub continuous_usage: bool,
     pub arrival: Instant,
     pub uncached_tokens: u32,
     pub guard: ActiveGuard,
@@ -173,7 +175,12 @@ struct StreamState {
     buf: BytesMut,
     text: String,
     recorder: Option<Recorder>,
+    /// Varies the speculative chunk sizes between responses (see `Profile::chunk_tokens`).
+    seed: u64,
 }
+
+/// Streams started so far, the seed of each one's chunk-size draws.
+static STREAMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The SSE body of a streamed response. An `Err` item is an injected connection reset: hyper
 /// answers it by dropping the connection without ending the chunked body.
@@ -192,6 +199,7 @@ pub(crate) fn sse_stream(
         buf: BytesMut::with_capacity(1024),
         text: String::new(),
         recorder,
+        seed: STREAMS.fetch_add(1, Ordering::Relaxed),
     };
     futures::stream::unfold(state, |mut state| async move {
         if state.finished {
@@ -310,7 +318,7 @@ impl StreamState {
 
     async fn delta_frame(&mut self, plan: OutputPlan) {
         let start = self.emitted;
-        let per_chunk = self.generation.profile.tokens_per_chunk.max(1);
+        let per_chunk = self.generation.profile.chunk_tokens(self.seed, self.frames);
         // A chunk never mixes reasoning and content.
         let (channel, channel_end) = if start < plan.reasoning {
             (Channel::Reasoning, plan.reasoning)
@@ -350,6 +358,11 @@ impl StreamState {
             self.note(ChunkKind::Role, 0);
         }
         self.writer.delta(&mut self.buf, channel, &self.text);
+        if self.generation.continuous_usage {
+            let u = self.generation.usage;
+            let so_far = Usage::new(u.prompt_tokens, u.prompt_tokens_details.cached_tokens, end);
+            ChunkWriter::with_usage(&mut self.buf, &so_far);
+        }
         self.note(kind, count);
         self.generation.guard.record_chunk(count);
         self.emitted = end;

@@ -139,6 +139,16 @@ impl ChunkWriter {
         buf.extend_from_slice(b"}\n\n");
     }
 
+    /// Puts `usage` on the event just written (vLLM's `continuous_usage_stats`).
+    pub fn with_usage(buf: &mut BytesMut, usage: &Usage) {
+        if buf.ends_with(b"}\n\n") {
+            buf.truncate(buf.len() - 3);
+            buf.extend_from_slice(b",\"usage\":");
+            usage.write(buf);
+            buf.extend_from_slice(b"}\n\n");
+        }
+    }
+
     pub fn done(buf: &mut BytesMut) {
         buf.extend_from_slice(b"data: [DONE]\n\n");
     }

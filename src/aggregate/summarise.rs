@@ -436,6 +436,7 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         None if eligible > 0 && !s.interrupted => w.push(Warning::SteadyStateNone),
         _ => {}
     }
+    token_warnings(&mut w, samples);
     for reason in &s.load.validity.reasons {
         w.push(Warning::InvalidLoad { reason: reason.clone() });
     }
@@ -446,6 +447,40 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         }
     }
     w
+}
+
+/// `usage.completion_tokens` further than this from the streamed count is warned about.
+const USAGE_STREAMED_PCT: f64 = 5.0;
+/// Above this mean, chunks carry several tokens.
+const MULTI_TOKEN_CHUNKS: f64 = 1.1;
+
+/// The two per-token warnings: usage that is not what streamed, and multi-token chunks. Over
+/// every completed response (the server's accounting does not depend on eligibility).
+fn token_warnings(w: &mut Vec<Warning>, samples: &[Sample]) {
+    let counted: Vec<(&Sample, u64)> = samples.iter().filter_map(|s| s.streamed_tokens().map(|n| (s, n))).collect();
+    let off: Vec<&(&Sample, u64)> = counted
+        .iter()
+        .filter(|(s, n)| {
+            let usage = s.output_tokens() as f64;
+            (usage - *n as f64).abs() > (*n as f64).max(1.0) * USAGE_STREAMED_PCT / 100.0
+        })
+        .collect();
+    if !off.is_empty() {
+        w.push(Warning::UsageNotStreamed {
+            responses: off.len(),
+            counted: counted.len(),
+            usage_tokens: off.iter().map(|(s, _)| s.output_tokens()).sum(),
+            streamed_tokens: off.iter().map(|(_, n)| n).sum(),
+        });
+    }
+    let chunks: u64 = samples.iter().map(Sample::output_chunks).sum();
+    let tokens: u64 = samples.iter().map(|s| s.streamed_tokens().unwrap_or(s.output_tokens())).sum();
+    if chunks > 0 && tokens as f64 / chunks as f64 > MULTI_TOKEN_CHUNKS {
+        w.push(Warning::MultiTokenChunks {
+            tokens_per_chunk: tokens as f64 / chunks as f64,
+            per_chunk_counts: !counted.is_empty(),
+        });
+    }
 }
 
 #[cfg(test)]

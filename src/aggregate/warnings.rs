@@ -85,6 +85,20 @@ pub enum Warning {
         expected: u64,
     },
     NoSuccess,
+    /// Responses whose `usage.completion_tokens` differs from the tokens their chunks counted
+    /// (per-chunk usage) by more than `USAGE_STREAMED_PCT`.
+    UsageNotStreamed {
+        responses: usize,
+        counted: usize,
+        usage_tokens: u64,
+        streamed_tokens: u64,
+    },
+    /// Chunks carried several tokens on average: per-chunk and per-token latency differ.
+    MultiTokenChunks {
+        tokens_per_chunk: f64,
+        /// From per-chunk usage counts (else usage over chunks).
+        per_chunk_counts: bool,
+    },
     /// What the server's own metrics say about the level (scrapes, resets, counts that differ).
     Server {
         warning: ServerMetricsWarning,
@@ -115,6 +129,8 @@ impl Warning {
             Warning::PartialMerge { .. } => "partial_merge",
             Warning::CacheIneffective { .. } => "conversation_cache_ineffective",
             Warning::NoSuccess => "no_success",
+            Warning::UsageNotStreamed { .. } => "usage_not_streamed",
+            Warning::MultiTokenChunks { .. } => "multi_token_chunks",
             Warning::Server { warning, .. } => warning.code(),
         }
     }
@@ -209,6 +225,13 @@ impl Warning {
             Warning::CacheIneffective { ratio, expected } => format!(
                 "the server reported {:.0}% of the {expected} cached tokens a conversation's repeated history should give: its prefix cache did not hold the sessions (evicted, not enabled, or sessions routed to different backends); see conversations.by_turn[].cache",
                 ratio * 100.0
+            ),
+            Warning::UsageNotStreamed { responses, counted, usage_tokens, streamed_tokens } => format!(
+                "{responses} of {counted} responses with per-chunk token counts reported usage.completion_tokens more than 5% away from what their chunks streamed ({usage_tokens} reported, {streamed_tokens} streamed in all): tokens were generated but not streamed (an end-of-turn token, hidden reasoning) or miscounted; tpot and decode rates use usage, tpot_corrected the streamed count (see request_timings[].streamed_tokens)"
+            ),
+            Warning::MultiTokenChunks { tokens_per_chunk, per_chunk_counts } => format!(
+                "chunks carried {tokens_per_chunk:.2} tokens on average ({}): itl_chunk_* is the gap between chunks (what vLLM's benchmark calls ITL), itl_token_* that gap per token; varying counts per chunk suggest speculative decoding (see tokens_per_chunk_* and server_metrics.spec_decode), a constant count a stream interval",
+                if *per_chunk_counts { "from per-chunk usage" } else { "usage over chunks" }
             ),
             Warning::Server { warning, url } => warning.message(url),
         }

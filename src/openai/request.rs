@@ -25,6 +25,8 @@ pub struct RequestParams {
     pub dialect: Dialect,
     /// The scenario's `extra_body`, merged last.
     pub extra: Map<String, Value>,
+    /// `stream_options.continuous_usage_stats`: usage on every chunk.
+    pub continuous_usage: bool,
 }
 
 impl RequestParams {
@@ -41,6 +43,7 @@ impl RequestParams {
             min_tokens: s.output.min_tokens,
             dialect: s.target.dialect,
             extra: s.target.extra_body.clone(),
+            continuous_usage: s.target.continuous_usage_stats,
         }
     }
 }
@@ -96,6 +99,8 @@ struct Message<'a> {
 #[derive(Serialize)]
 struct StreamOptions {
     include_usage: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    continuous_usage_stats: bool,
 }
 
 #[derive(Serialize)]
@@ -122,7 +127,8 @@ fn body<'a>(p: &'a RequestParams, prompt: PromptBody<'a>, stream: bool, max_toke
         prompt: text,
         max_tokens,
         stream,
-        stream_options: stream.then_some(StreamOptions { include_usage: true }),
+        stream_options: stream
+            .then_some(StreamOptions { include_usage: true, continuous_usage_stats: p.continuous_usage }),
         temperature: p.temperature,
         top_p: p.top_p,
         // Template kwargs only exist for chat templates.

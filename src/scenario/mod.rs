@@ -88,6 +88,10 @@ pub struct Target {
     /// off, so configurations written before the key existed keep their fingerprint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<ServerMetricsSettings>,
+    /// Ask for usage on every chunk (`stream_options.continuous_usage_stats`). Absent when off,
+    /// so earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub continuous_usage_stats: bool,
 }
 
 /// Where and how often the server's Prometheus metrics are scraped.

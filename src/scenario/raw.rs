@@ -75,6 +75,10 @@ pub struct RawTarget {
     pub metrics_url: Option<String>,
     /// `true`: scrape `http://host:port/metrics` of the base URL (the simulator's too).
     pub metrics: Option<bool>,
+    /// `true`: ask for usage on every chunk (vLLM's `stream_options.continuous_usage_stats`),
+    /// which gives the tokens each chunk delivered.
+    #[serde(default)]
+    pub continuous_usage_stats: bool,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]

@@ -409,6 +409,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         engine: t.engine.clone(),
         gpu: t.gpu.clone(),
         redact_base_url: t.redact_base_url,
+        continuous_usage_stats: t.continuous_usage_stats,
         dialect: match t.dialect {
             None | Some(raw::RawDialect::Generic) => Dialect::Generic,
             Some(raw::RawDialect::Vllm) => Dialect::Vllm,

@@ -461,6 +461,31 @@ pub fn invariants(art: &Value) -> Vec<String> {
         }
     }
 
+    // Per-token families: per-request values, exact; tokens per chunk is derived from the
+    // counts, so records written before the field existed give it too.
+    for (stem, field) in [("max_stall", "max_stall_ms"), ("tpot_corrected", "tpot_corrected_ms")] {
+        let values = values_of(&elig, field, &mut bad);
+        let key = metric_key(stem, "samples", true);
+        if m.get(&key).is_some_and(|n| n.as_u64() != Some(values.len() as u64)) {
+            bad.push(format!("metrics.{key} = {}, {} eligible records have {field}", m[&key], values.len()));
+        } else if !values.is_empty() {
+            check_family(m, stem, true, &values, &mut bad);
+        }
+    }
+    let per_chunk: Vec<f64> = elig
+        .iter()
+        .filter_map(|r| {
+            let tokens = f(r.get("streamed_tokens")).or(f(r.get("output_tokens")))?;
+            let chunks = f(r.get("content_chunks")).unwrap_or(0.0) + f(r.get("reasoning_chunks")).unwrap_or(0.0);
+            (chunks > 0.0).then(|| tokens / chunks)
+        })
+        .collect();
+    if m.get("tokens_per_chunk_samples").is_some_and(|n| n.as_u64() != Some(per_chunk.len() as u64)) {
+        bad.push(format!("metrics.tokens_per_chunk_samples = {}, {} eligible records", m["tokens_per_chunk_samples"], per_chunk.len()));
+    } else if !per_chunk.is_empty() {
+        check_family(m, "tokens_per_chunk", false, &per_chunk, &mut bad);
+    }
+
     // The families only anvil-load writes, and every family's empty form.
     for (stem, field) in INTENDED_FAMILIES {
         let values = values_of(&elig, field, &mut bad);

@@ -62,7 +62,7 @@ pub struct RawTarget {
     #[serde(default)]
     pub redact_base_url: bool,
     /// Simulator profile used when no base URL is given: `instant`, `fast`, `realistic`,
-    /// `llamacpp` or `faults` (default `realistic`). `--simulator` overrides it.
+    /// `llamacpp`, `faults` or `spec` (default `realistic`). `--simulator` overrides it.
     pub simulator: Option<String>,
     /// Which engine's request spellings to use for non-standard fields: `"generic"` (default;
     /// vLLM, SGLang), `"llamacpp"`, or `"openai"` (hosted OpenAI-style APIs: no extra fields).

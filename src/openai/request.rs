@@ -178,6 +178,7 @@ mod tests {
             min_tokens: Some(8),
             dialect: Dialect::Generic,
             extra,
+            continuous_usage: false,
         }
     }
 
@@ -199,6 +200,10 @@ mod tests {
         assert_eq!((v["ignore_eos"].as_bool(), v["min_tokens"].as_u64()), (Some(true), Some(8)));
         assert_eq!(v["top_k"], 20);
         assert!(v.get("prompt").is_none());
+        assert!(v["stream_options"].get("continuous_usage_stats").is_none(), "only when asked");
+        let asked = RequestParams { continuous_usage: true, ..params(Api::Chat) };
+        let v = json(request_body(&asked, PromptBody::Text("hi")));
+        assert_eq!(v["stream_options"]["continuous_usage_stats"], true);
     }
 
     #[test]

@@ -324,6 +324,22 @@ mod tests {
         assert_eq!(s.capture.as_deref(), Some(" Paris.\n\nThe United States has"));
     }
 
+    /// vLLM with `stream_options.continuous_usage_stats` (shape from vLLM's OpenAI server: the
+    /// cumulative usage on every chunk, the role chunk at 0, an end-of-turn token counted on
+    /// the finish chunk but never streamed as text).
+    #[test]
+    fn vllm_continuous_usage_gives_tokens_per_chunk() {
+        let s = feed_fixture("vllm-chat-continuous-usage.sse");
+        assert_eq!(s.content_chunks, 8);
+        assert_eq!((s.output_tokens().tokens, s.output_tokens().source), (16, TokenSource::Usage));
+        let f = s.chunk_clock.facts();
+        let p = f.per_chunk.expect("every content chunk carried a count");
+        assert_eq!((p.first_chunk_tokens, p.streamed_tokens), (1, 15), "the finish chunk's token was not streamed");
+        assert_eq!(f.chunk_gaps.gaps(), 7);
+        assert_eq!(p.token_gaps.gaps(), 7);
+        assert!(f.max_stall.is_some_and(|m| m <= MS * 1000));
+    }
+
     #[test]
     fn reasoning_then_content_and_capture_cap() {
         let mut s = StreamState::new(true);

@@ -27,6 +27,9 @@ use super::request::DEFAULT_MODEL;
 use super::stats::MockStatsSnapshot;
 
 /// The text format's content type, as prometheus_client sends it.
+/// Draft tokens a speculative profile proposes per step (its chunks carry at most this + 1).
+const SPEC_DRAFT_TOKENS: u64 = 3;
+
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 pub(crate) fn render(profile: &Profile, s: &MockStatsSnapshot) -> String {
@@ -71,6 +74,24 @@ pub(crate) fn render(profile: &Profile, s: &MockStatsSnapshot) -> String {
                     "counter",
                     "Prefix cache hits, in terms of number of cached tokens.",
                     s.cached_tokens,
+                );
+            }
+            if profile.speculative {
+                // One verification step per chunk, proposing `SPEC_DRAFT_TOKENS`; a chunk of k
+                // tokens is k − 1 accepted drafts plus the bonus token.
+                let drafts = s.chunks_streamed;
+                family("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", drafts);
+                family(
+                    "vllm:spec_decode_num_draft_tokens_total",
+                    "counter",
+                    "Number of draft tokens.",
+                    drafts.saturating_mul(SPEC_DRAFT_TOKENS),
+                );
+                family(
+                    "vllm:spec_decode_num_accepted_tokens_total",
+                    "counter",
+                    "Number of accepted tokens.",
+                    s.tokens_streamed.saturating_sub(drafts),
                 );
             }
         }
@@ -125,6 +146,16 @@ mod tests {
         assert_eq!(n.values[&Norm::PrefixCacheHits], 400.0);
         let no_cache = render(&Profile::named("instant").expect("instant"), &stats());
         assert!(!no_cache.contains("prefix_cache"), "{no_cache}");
+        assert!(!no_cache.contains("spec_decode"), "{no_cache}");
+    }
+
+    #[test]
+    fn the_spec_profile_counts_drafts_per_chunk() {
+        let s = MockStatsSnapshot { tokens_streamed: 300, chunks_streamed: 100, ..stats() };
+        let n = normalise(&parse(render(&Profile::named("spec").expect("spec"), &s).as_bytes()).expect("parses").series);
+        assert_eq!(n.values[&Norm::SpecDecodeDrafts], 100.0);
+        assert_eq!(n.values[&Norm::SpecDecodeDraftTokens], 300.0);
+        assert_eq!(n.values[&Norm::SpecDecodeAcceptedTokens], 200.0);
     }
 
     #[test]

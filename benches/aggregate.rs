@@ -66,6 +66,7 @@ fn completed(index: u64) -> Completed {
         retried_errors: Vec::new(),
         stale_connection_retries: 0,
         replay: None,
+        chunks: Box::default(),
     }
 }
 

@@ -21,9 +21,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::aggregate::Collected;
+use crate::aggregate::gaps::add_gap_distributions;
 use crate::aggregate::sample::{FailureSample, Sample};
 use crate::aggregate::snapshots::{self, Window};
-use crate::aggregate::gaps::add_gap_distributions;
 use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;

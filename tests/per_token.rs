@@ -134,7 +134,8 @@ async fn spec_profile_per_chunk_and_per_token_latency_with_per_chunk_usage() {
     let out = anvil().arg("summarize").arg(&records).arg("--out").arg(&again).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let b = check_artifact(&artifacts(&again)[0]);
-    for key in ["itl_chunk_p50_ms", "itl_token_p99_ms", "itl_chunk_samples", "max_stall_p90_ms", "tpot_corrected_p50_ms"]
+    for key in
+        ["itl_chunk_p50_ms", "itl_token_p99_ms", "itl_chunk_samples", "max_stall_p90_ms", "tpot_corrected_p50_ms"]
     {
         assert_eq!(b["metrics"][key], m[key], "{key}");
     }

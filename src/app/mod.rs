@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
 use crate::aggregate::gaps::add_gap_distributions;
+use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
 use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::{AppError, write};
 use crate::aggregate::Collected;
-use crate::aggregate::sample::{FailureSample, Sample};
 use crate::aggregate::gaps::add_gap_distributions;
+use crate::aggregate::sample::{FailureSample, Sample};
 use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::artifact;
 use crate::cli::{SummarizeArgs, exit};

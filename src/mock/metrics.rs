@@ -152,7 +152,8 @@ mod tests {
     #[test]
     fn the_spec_profile_counts_drafts_per_chunk() {
         let s = MockStatsSnapshot { tokens_streamed: 300, chunks_streamed: 100, ..stats() };
-        let n = normalise(&parse(render(&Profile::named("spec").expect("spec"), &s).as_bytes()).expect("parses").series);
+        let n =
+            normalise(&parse(render(&Profile::named("spec").expect("spec"), &s).as_bytes()).expect("parses").series);
         assert_eq!(n.values[&Norm::SpecDecodeDrafts], 100.0);
         assert_eq!(n.values[&Norm::SpecDecodeDraftTokens], 300.0);
         assert_eq!(n.values[&Norm::SpecDecodeAcceptedTokens], 200.0);

@@ -23,6 +23,7 @@ pub mod writer;
 
 pub use checks::{CanaryCheck, CanaryFailure, ControlledOutput, UsageSetAside, canary_failure_counts, usage_plausible};
 pub use client::ClientLoad;
+pub use gaps::GapSketch;
 pub use level::{Dispatch, Issued, Level, LevelPacing};
 pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
 pub use replay::ReplayFacts;
@@ -30,5 +31,4 @@ pub use run_info::{
     ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,
 };
 pub use shard::{ShardInfo, ShardPart, ShardsBlock};
-pub use gaps::GapSketch;
 pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};

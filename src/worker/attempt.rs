@@ -184,7 +184,7 @@ impl<'a> Attempt<'a> {
             retried_errors: Vec::new(),
             stale_connection_retries: self.stale_connection_retries,
             replay: self.replay.map(|r| Box::new(r.clone())),
-            chunks: Box::new(state.chunk_clock.facts()),
+            chunks: Box::new(std::mem::take(&mut state.chunk_clock).facts()),
         })
     }
 }

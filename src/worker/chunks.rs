@@ -57,13 +57,13 @@ impl ChunkClock {
     }
 
     /// What the stream showed, once it ended.
-    pub fn facts(&self) -> ChunkFacts {
+    pub fn facts(self) -> ChunkFacts {
         let per_chunk = (self.counted && self.chunks > 0).then(|| PerChunkCounts {
             first_chunk_tokens: self.first_chunk_tokens.unwrap_or(0),
             streamed_tokens: self.cumulative,
-            token_gaps: self.token_gaps.clone(),
+            token_gaps: self.token_gaps,
         });
-        ChunkFacts { max_stall: self.max_gap, chunk_gaps: self.chunk_gaps.clone(), per_chunk }
+        ChunkFacts { max_stall: self.max_gap, chunk_gaps: self.chunk_gaps, per_chunk }
     }
 }
 

@@ -11,9 +11,9 @@
 
 use std::time::Duration;
 
+use super::chunks::ChunkClock;
 use crate::openai::{ChunkError, SseDecoder, SseError, StreamEvent, Usage, parse_event};
 use crate::record::{ErrorKind, TokenSource, usage_plausible};
-use super::chunks::ChunkClock;
 use crate::workload::CanaryScan;
 
 /// Visible content kept per response for the word-count check (the reference contract's cap).

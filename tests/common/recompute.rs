@@ -481,7 +481,11 @@ pub fn invariants(art: &Value) -> Vec<String> {
         })
         .collect();
     if m.get("tokens_per_chunk_samples").is_some_and(|n| n.as_u64() != Some(per_chunk.len() as u64)) {
-        bad.push(format!("metrics.tokens_per_chunk_samples = {}, {} eligible records", m["tokens_per_chunk_samples"], per_chunk.len()));
+        bad.push(format!(
+            "metrics.tokens_per_chunk_samples = {}, {} eligible records",
+            m["tokens_per_chunk_samples"],
+            per_chunk.len()
+        ));
     } else if !per_chunk.is_empty() {
         check_family(m, "tokens_per_chunk", false, &per_chunk, &mut bad);
     }

@@ -141,7 +141,19 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
         ("prompt tokens", Metric::PromptTokens),
         ("output tokens", Metric::CompletionTokens),
         ("decode tok/s", Metric::DecodeTokS),
+        ("ITL per chunk", Metric::ItlChunk),
+        ("ITL per token", Metric::ItlToken),
+        ("tokens per chunk", Metric::TokensPerChunk),
+        ("longest stall", Metric::MaxStall),
+        ("TPOT corrected", Metric::TpotCorrected),
     ] {
+        // The per-token rows only when the responses gave them (corrected TPOT needs per-chunk
+        // usage; records written before the families existed have no gaps).
+        if a.distributions.samples(metric) == 0
+            && matches!(metric, Metric::ItlChunk | Metric::ItlToken | Metric::MaxStall | Metric::TpotCorrected)
+        {
+            continue;
+        }
         let cell = |stat: Stat| match a.distributions.stat(metric, stat) {
             Some(v) if metric.ms_suffix() => fmt_ms(v),
             Some(v) => format!("{v:.1}"),

@@ -101,7 +101,7 @@ pub struct RunArgs {
     /// Seed for context draws and prompt text (overrides run.seed).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Simulator profile when no base URL is given: instant, fast, realistic, llamacpp, faults
+    /// Simulator profile when no base URL is given: instant, fast, realistic, llamacpp, faults, spec
     /// (overrides target.simulator).
     #[arg(long, value_name = "PROFILE")]
     pub simulator: Option<String>,
@@ -161,7 +161,7 @@ pub struct MockArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub listen: String,
-    /// Behaviour profile: instant, fast, realistic, llamacpp, faults.
+    /// Behaviour profile: instant, fast, realistic, llamacpp, faults, spec.
     #[arg(long, default_value = "realistic")]
     pub profile: String,
     /// Count prompt tokens with this local tokenizer.json instead of the built-in rule.

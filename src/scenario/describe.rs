@@ -58,6 +58,9 @@ pub fn describe(s: &Scenario) -> String {
         let fields: Vec<String> = t.extra_body.iter().map(|(k, v)| format!("{k} = {v}")).collect();
         let _ = writeln!(out, "extra request fields: {}", fields.join(", "));
     }
+    if t.continuous_usage_stats {
+        let _ = writeln!(out, "usage on every chunk: stream_options.continuous_usage_stats = true");
+    }
 
     let levels: Vec<String> = s.load.pacing.levels().iter().map(|l| fmt_number(l.value())).collect();
     let load = match &s.load.pacing {

@@ -192,14 +192,15 @@ async fn requests_cut_by_the_deadline_are_interrupted_not_failed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capacity_search_finds_the_knee() {
     // 2 ms per token, 25 % slower per extra concurrent stream: TPOT is 2·(1 + 0.25·(c − 1)) ms,
-    // 4.0 ms at c = 5 and 4.5 ms at c = 6. With tpot_p99 ≤ 4.25 ms the knee is 5.
+    // 4.0 ms at c = 5 and 4.5 ms at c = 6. With tpot_p99 ≤ 4.25 ms the knee is 5. The search's
+    // logic is under test, not this shared machine: its client-lateness verdict is not judged.
     let server = MockServer::start(slow(2.0, 0.25)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = write(
         dir.path(),
         "search.toml",
         &format!(
-            "[run]\nrequests = 24\n[load]\nsearch = \"concurrency\"\nsearch_max = 32\nsearch_steps = 10\n{WORKLOAD}[slo]\ntpot_p99_ms = 4.25\nerror_rate = 0.0\n"
+            "[run]\nrequests = 24\n[load]\nsearch = \"concurrency\"\nsearch_max = 32\nsearch_steps = 10\nmax_client_lateness = \"1h\"\n{WORKLOAD}[slo]\ntpot_p99_ms = 4.25\nerror_rate = 0.0\n"
         ),
     );
     let (result, found) = run_in(dir.path(), &file, &["--base-url", &server.base_url()]).await;

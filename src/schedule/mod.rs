@@ -74,12 +74,20 @@ pub async fn run_level(
         stop_issuing: control.stop_issuing.child_token(),
         cut_in_flight: control.cut_in_flight.child_token(),
     };
+    // An open loop's schedule holds only arrivals intended before the duration's end: a
+    // dispatcher running late there still sends them (their lateness is measured as schedule lag
+    // and judged by the validity check) until the grace ends, so `undispatched_arrivals` counts
+    // only what a stop prevented, not the client's own lateness.
+    let schedule_bounded = matches!(plan.pacing, LevelPacing::Open { .. }) && workload.session_spec().is_none();
     let deadline = plan.duration.map(|d| {
         let level = level.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(level_start + d).await;
-            level.stop_issuing.cancel();
+            if !schedule_bounded {
+                level.stop_issuing.cancel();
+            }
             tokio::time::sleep(plan.grace).await;
+            level.stop_issuing.cancel();
             level.cut_in_flight.cancel();
         })
     });

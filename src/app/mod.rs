@@ -84,6 +84,16 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
             print!("{}", crate::deploy::render(&args).map_err(AppError::BadInput)?);
             Ok(exit::OK)
         }
+        Some(Command::Report(args)) => {
+            let (path, notes) = crate::present::report(&args.paths, args.out.as_deref(), args.format)
+                .map_err(AppError::BadInput)?;
+            for note in notes {
+                eprintln!("note: {note}");
+            }
+            println!("report: {}", path.display());
+            Ok(exit::OK)
+        }
+        Some(Command::Compare(args)) => Ok(crate::compare::run::compare(&args)),
         None => benchmark(&cli.run).await,
     }
 }

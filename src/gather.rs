@@ -337,7 +337,8 @@ mod tests {
             .iter()
             .map(|c| serde_json::json!({ "artifact": format!("/gone/anvil-20261130T175132Z-2fa1-{c}.json") }))
             .collect();
-        let sweep = serde_json::json!({ "schema": SWEEP_SCHEMA, "run_id": "anvil-20261130T175132Z-2fa1", "levels": levels });
+        let sweep =
+            serde_json::json!({ "schema": SWEEP_SCHEMA, "run_id": "anvil-20261130T175132Z-2fa1", "levels": levels });
         std::fs::write(dir.path().join("x-sweep.json"), sweep.to_string()).unwrap();
         std::fs::write(dir.path().join("notes.json"), "{\"hello\": 1}").unwrap();
         let g = gather(&[dir.path().to_path_buf(), fixture("open")]).unwrap();

@@ -36,7 +36,10 @@ pub enum Block {
     /// Small print: definitions, methods.
     Note(String),
     /// The run's verdict, good or bad.
-    Verdict { ok: bool, text: String },
+    Verdict {
+        ok: bool,
+        text: String,
+    },
     /// Methodology warnings: code and message.
     Warnings(Vec<(String, String)>),
     List(Vec<String>),

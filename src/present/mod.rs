@@ -6,7 +6,7 @@
 //! GitHub-flavoured Markdown (`markdown`, the same content without plots).
 
 pub mod doc;
-mod facts;
+pub mod facts;
 pub mod html;
 pub mod knee;
 mod markdown;
@@ -51,7 +51,8 @@ pub fn report(paths: &[PathBuf], out: Option<&Path>, format: Format) -> Result<(
         Some(p) => p.to_path_buf(),
         None => default_path(&paths[0], format),
     };
-    write_atomic(&path, text.as_bytes()).map_err(|e| format!("--out {}: cannot write the report ({e})", path.display()))?;
+    write_atomic(&path, text.as_bytes())
+        .map_err(|e| format!("--out {}: cannot write the report ({e})", path.display()))?;
     Ok((path, gathered.notes))
 }
 

@@ -41,7 +41,11 @@ pub fn overview(run: &Run, id: &str, title: &str) -> Section {
         let eligible = if a.performance_eligible {
             "every request succeeded and is in the distributions".to_string()
         } else {
-            format!("{} of {} requests failed or were left out of the distributions", a.requests - a.completed, a.requests)
+            format!(
+                "{} of {} requests failed or were left out of the distributions",
+                a.requests - a.completed,
+                a.requests
+            )
         };
         let slo = match &a.slo {
             Some(slo) if !slo.criteria.is_empty() => {
@@ -123,7 +127,8 @@ pub fn distributions(run: &Run, id: &str) -> Option<Section> {
             values.sort_by(f64::total_cmp);
             requests += values.len();
             let color = PALETTE[i % PALETTE.len()];
-            let mut series = Series::new(level_label(&l.artifact), color, Mark::Line, svg::cdf_points(&values, CDF_POINTS));
+            let mut series =
+                Series::new(level_label(&l.artifact), color, Mark::Line, svg::cdf_points(&values, CDF_POINTS));
             // A second round of colours is told apart by its dashes.
             if i >= PALETTE.len() {
                 series = series.dashed();
@@ -256,7 +261,9 @@ pub fn checks(a: &ArtifactFile) -> Vec<Block> {
             ]);
             out.push(Block::Table(t));
         }
-        None => out.push(Block::Note("Canaries were off: responses were not checked for their request's marker.".into())),
+        None => {
+            out.push(Block::Note("Canaries were off: responses were not checked for their request's marker.".into()))
+        }
     }
     if !a.error_counts.is_empty() {
         let mut t = Table::new(&["failure kind", "requests"], 1);

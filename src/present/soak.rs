@@ -36,7 +36,12 @@ pub fn section(run: &Run, id: &str) -> Option<Section> {
                     Some(v) if v.abs() >= 10.0 => Tone::Bad,
                     _ => Tone::Plain,
                 };
-                t.row(vec![Cell::from(name), Cell::from(opt(c.first)), Cell::from(opt(c.last)), Cell::toned(pct(c.change_pct), tone)]);
+                t.row(vec![
+                    Cell::from(name),
+                    Cell::from(opt(c.first)),
+                    Cell::from(opt(c.last)),
+                    Cell::toned(pct(c.change_pct), tone),
+                ]);
             }
             s.push(Block::Table(t));
             s.push(Block::Note(format!(

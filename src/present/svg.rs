@@ -118,7 +118,8 @@ impl Chart {
     }
 
     fn x_bounds(&self) -> (f64, f64) {
-        let xs = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(self.v_rules.iter().map(|r| r.value));
+        let xs =
+            self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(self.v_rules.iter().map(|r| r.value));
         let (lo, hi) = min_max(xs);
         let lo = if self.x_from_zero { lo.min(0.0) } else { lo };
         pad(lo, hi, self.x_from_zero)
@@ -128,7 +129,8 @@ impl Chart {
         if let Some(r) = self.y_range {
             return r;
         }
-        let ys = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(self.h_rules.iter().map(|r| r.value));
+        let ys =
+            self.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(self.h_rules.iter().map(|r| r.value));
         let (lo, hi) = min_max(ys);
         pad(lo.min(0.0), hi, true)
     }
@@ -168,7 +170,12 @@ impl Chart {
             .map_err(|x| e(&x))?;
         let (a, b) = (chart.backend_coord(&(x0, y0)), chart.backend_coord(&(x1, y1)));
         root.present().map_err(|x| e(&x))?;
-        Ok(Frame { x: (x0, x1), y: (y0, y1), from: (f64::from(a.0), f64::from(a.1)), to: (f64::from(b.0), f64::from(b.1)) })
+        Ok(Frame {
+            x: (x0, x1),
+            y: (y0, y1),
+            from: (f64::from(a.0), f64::from(a.1)),
+            to: (f64::from(b.0), f64::from(b.1)),
+        })
     }
 }
 

@@ -106,7 +106,9 @@ fn curve(
         chart.series.push(Series::new(format!("{name} {label}"), color, Mark::LineDots, xy));
         if let Some(limit) = facts::objective(first, metric, stat) {
             let key = crate::artifact::metric_key(metric, stat.name());
-            chart.h_rules.push(Rule { label: format!("objective {key} ≤ {}", num(limit)), value: limit, color: LIMIT });
+            chart
+                .h_rules
+                .push(Rule { label: format!("objective {key} ≤ {}", num(limit)), value: limit, color: LIMIT });
             legend.push(LegendEntry { label: format!("objective {key}"), color: LIMIT, shape: Swatch::Dashed });
         }
     }
@@ -178,7 +180,8 @@ fn goodput(points: &[SweepPoint], capacity: Option<usize>, search: bool, id: &st
         id: format!("plot-{id}-goodput"),
         title: if has_goodput { "Throughput and goodput by level".into() } else { "Throughput by level".into() },
         caption: if has_goodput {
-            "Goodput counts the requests that met every per-request objective, per second of the measurement window.".into()
+            "Goodput counts the requests that met every per-request objective, per second of the measurement window."
+                .into()
         } else {
             "No objectives were set, so there is no goodput.".into()
         },

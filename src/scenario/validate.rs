@@ -363,7 +363,18 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
                     format!("use one of: {}", crate::mock::PROFILE_NAMES.join(", ")),
                 ));
             }
-            Endpoint::Simulator { profile }
+            let time_per_output_token_ms = match t.simulator_time_per_output_token_ms {
+                None => None,
+                Some(ms) if ms.is_finite() && ms >= 0.0 && ms <= 60_000.0 => Some(ms),
+                Some(ms) => {
+                    return Err(c.err(
+                        "target.simulator_time_per_output_token_ms",
+                        format!("{ms} is not a time per token"),
+                        "give milliseconds between 0 and 60000, e.g. simulator_time_per_output_token_ms = 5.16",
+                    ));
+                }
+            };
+            Endpoint::Simulator { profile, time_per_output_token_ms }
         }
     };
     let api_key = match &t.api_key_env {

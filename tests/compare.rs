@@ -101,7 +101,8 @@ async fn the_same_build_is_unchanged_and_a_slower_one_is_flagged() {
     assert_eq!(code, Some(0), "{out}{err}");
 
     // For CI: the same verdict as JSON and as Markdown.
-    let (code, out, _) = compare(&[base_s, slower_s, "--max-regress", "tpot_p50=5%,e2e_p50=1%", "--format", "json"]).await;
+    let (code, out, _) =
+        compare(&[base_s, slower_s, "--max-regress", "tpot_p50=5%,e2e_p50=1%", "--format", "json"]).await;
     assert_eq!(code, Some(3));
     let j: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(j["schema"], "anvil-load.compare/v1");
@@ -115,8 +116,7 @@ async fn the_same_build_is_unchanged_and_a_slower_one_is_flagged() {
     // The numbers are the artifacts' own.
     let base_artifact = common::read_json(&artifacts(&base)[0]);
     assert_eq!(tpot["base"], base_artifact["metrics"]["tpot_p50_ms"]);
-    let breached: Vec<&str> =
-        j["breaches"].as_array().unwrap().iter().map(|b| b["metric"].as_str().unwrap()).collect();
+    let breached: Vec<&str> = j["breaches"].as_array().unwrap().iter().map(|b| b["metric"].as_str().unwrap()).collect();
     assert_eq!(breached, ["tpot_p50_ms", "e2e_p50_ms"]);
     let (code, out, _) = compare(&[base_s, slower_s, "--max-regress", "tpot_p50=5%", "--format", "md"]).await;
     assert_eq!(code, Some(3));

@@ -74,6 +74,13 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let mut tmp = tempfile::Builder::new().prefix(".report.").suffix(".tmp").tempfile_in(&dir)?;
     tmp.write_all(bytes)?;
+    // A report is for reading and sharing, not a secret: rw-r--r-- rather than the temporary
+    // file's rw-------.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())

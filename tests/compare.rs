@@ -51,11 +51,16 @@ fn row<'a>(table: &'a str, metric: &str) -> (&'a str, &'a str, &'a str) {
         .lines()
         .find(|l| l.split_whitespace().next() == Some(metric))
         .unwrap_or_else(|| panic!("no {metric} row in:\n{table}"));
-    let mut cols = line.split_whitespace();
-    cols.next();
-    let (base, new) = (cols.next().unwrap(), cols.next().unwrap());
-    let delta = line.splitn(2, new).nth(1).unwrap().trim();
-    (base, new, delta)
+    // Columns: metric, base, new, then the delta (which has spaces of its own).
+    let mut rest = line;
+    let mut cols = Vec::new();
+    for _ in 0..3 {
+        let trimmed = rest.trim_start();
+        let end = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
+        cols.push(&trimmed[..end]);
+        rest = &trimmed[end..];
+    }
+    (cols[1], cols[2], rest.trim())
 }
 
 const LATENCIES: [&str; 6] = ["ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms"];

@@ -124,7 +124,8 @@ pub fn match_levels<'a>(base: &[&'a LevelFile], new: &[&'a LevelFile], force: bo
         groups.entry(key(l)).or_default().1.push(l);
     }
     let mut m = Matching::default();
-    let mut groups: Vec<(Key, (Vec<&LevelFile>, Vec<&LevelFile>))> = groups.into_iter().collect();
+    type Sides<'b> = (Vec<&'b LevelFile>, Vec<&'b LevelFile>);
+    let mut groups: Vec<(Key, Sides<'a>)> = groups.into_iter().collect();
     groups.sort_by(|a, b| f64::from_bits(a.0.2).total_cmp(&f64::from_bits(b.0.2)).then(a.0.cmp(&b.0)));
     for (_, (b, n)) in groups {
         let any = b.first().or(n.first()).map(|l| &l.artifact);

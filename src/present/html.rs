@@ -85,7 +85,7 @@ pub fn render(doc: &Doc) -> String {
         escape(&doc.title)
     );
     let _ =
-        write!(out, "<header class=\"top\"><h1>{}</h1><p>{}</p></header>\n", escape(&doc.title), escape(&doc.subtitle));
+        writeln!(out, "<header class=\"top\"><h1>{}</h1><p>{}</p></header>", escape(&doc.title), escape(&doc.subtitle));
     if doc.sections.len() > 2 {
         out.push_str("<nav class=\"toc\">");
         for s in &doc.sections {

@@ -55,9 +55,11 @@ pub fn section(run: &Run, id: &str) -> Option<Section> {
 }
 
 type Get = fn(&Window) -> Option<f64>;
+/// One line of a window plot: label, value, colour, mark.
+type Line = (&'static str, Get, &'static str, Mark);
 
 fn figures(w: &[Window], id: &str) -> Vec<Figure> {
-    let specs: [(&str, &str, &str, Vec<(&str, Get, &'static str, Mark)>); 5] = [
+    let specs: [(&str, &str, &str, Vec<Line>); 5] = [
         (
             "throughput",
             "Throughput per window",

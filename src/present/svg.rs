@@ -290,8 +290,6 @@ pub fn tick(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".to_string()
-    } else if a >= 1000.0 {
-        format!("{v:.0}")
     } else if a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {

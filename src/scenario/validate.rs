@@ -365,7 +365,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
             }
             let time_per_output_token_ms = match t.simulator_time_per_output_token_ms {
                 None => None,
-                Some(ms) if ms.is_finite() && ms >= 0.0 && ms <= 60_000.0 => Some(ms),
+                Some(ms) if (0.0..=60_000.0).contains(&ms) => Some(ms),
                 Some(ms) => {
                     return Err(c.err(
                         "target.simulator_time_per_output_token_ms",

@@ -177,7 +177,7 @@ const SWEEP: &str = "[target]\nmodel = \"anvil-sim\"\nsimulator = \"realistic\"\
 [serve]\nno_thinking = true\n\
 [slo]\nttft_p99_ms = 250\ntpot_p99_ms = 2\n";
 
-const SOAK: &str = "[target]\nmodel = \"anvil-sim\"\nsimulator = \"fast\"\n\
+const SOAK: &str = "[target]\nmodel = \"anvil-sim\"\nsimulator = \"fast\"\nmetrics = true\n\
 [run]\nduration = \"8s\"\nseed = 8\nsnapshot_interval = \"1s\"\nrecords = true\n\
 [load]\nmode = \"open\"\nrate = 20\narrival = \"poisson\"\nmax_in_flight = 64\n\
 [workload]\ncontext_tokens = 1024\nmax_context_tokens = 32768\nmax_tokens = 64\n";
@@ -273,6 +273,8 @@ async fn reports_render_in_a_real_browser_with_every_plot_and_no_network() {
         assert!(has(ids, &id), "soak: no {id} in {ids:?}");
     }
     assert!(soak.dom.contains("<th>drift</th>"), "soak: no drift table");
+    assert!(soak.dom.contains("own metrics (vllm"), "soak: the server's metrics are not shown");
+    assert!(soak.dom.contains("<th>counter</th>"), "soak: no server counters");
 }
 
 /// The checks above can fail: a page that loads an image from the network is caught by the net

@@ -388,3 +388,70 @@ fn md(s: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed closed-loop sweep, written `runs` times under run ids `run<k>-c<level>`.
+    fn copies(runs: usize) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize/closed");
+        for entry in std::fs::read_dir(fixture).unwrap() {
+            let mut a: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(entry.unwrap().path()).unwrap()).unwrap();
+            let level = a["concurrency"].as_u64().unwrap();
+            for k in 0..runs {
+                a["run_id"] = serde_json::Value::from(format!("run{k}-c{level}"));
+                std::fs::write(dir.path().join(format!("run{k}-c{level}.json")), a.to_string()).unwrap();
+            }
+        }
+        dir
+    }
+
+    fn request(base: &std::path::Path, new: &std::path::Path) -> Request {
+        Request {
+            base: base.to_path_buf(),
+            new: new.to_path_buf(),
+            max_regress: Vec::new(),
+            force: false,
+            alpha: 0.05,
+            format: CompareFormat::Json,
+        }
+    }
+
+    #[test]
+    fn several_runs_per_side_are_compared_by_their_runs() {
+        let (base, new) = (copies(3), copies(2));
+        let req = request(base.path(), new.path());
+        let (b, n) = (gather(&[req.base.clone()]).unwrap(), gather(&[req.new.clone()]).unwrap());
+        assert_eq!((b.runs.len(), n.runs.len()), (3, 2));
+        let thresholds = gate::parse(&["ttft_p50=0".into()]).unwrap();
+        let o = outcome(&req, &b, &n, &thresholds).unwrap();
+        assert_eq!(o.levels.iter().map(|l| l.level.as_str()).collect::<Vec<_>>(), ["c=2", "c=6"]);
+        for l in &o.levels {
+            assert_eq!((l.base_runs.len(), l.new_runs.len()), (3, 2));
+            for m in &l.metrics {
+                // One value per run: identical runs, no change, nothing significant.
+                assert_eq!((m.comparison.n_base, m.comparison.n_new), (3, 2), "{}", m.metric);
+                assert!(!m.comparison.significant && !m.breached, "{}", m.metric);
+                assert_eq!(m.comparison.change_pct, Some(0.0), "{}", m.metric);
+            }
+        }
+        assert_eq!(o.exit_code, 0);
+        assert!(text(&o).contains("c=2: 3 runs vs 2 runs"), "{}", text(&o));
+    }
+
+    #[test]
+    fn one_run_per_side_states_the_artifacts_percentiles() {
+        let (base, new) = (copies(1), copies(1));
+        let req = request(base.path(), new.path());
+        let (b, n) = (gather(&[req.base.clone()]).unwrap(), gather(&[req.new.clone()]).unwrap());
+        let o = outcome(&req, &b, &n, &[]).unwrap();
+        let level = &b.runs[0].levels[0].artifact;
+        let tpot = o.levels[0].metrics.iter().find(|m| m.metric == "tpot_p99_ms").unwrap();
+        assert_eq!(Some(tpot.comparison.base), level.stat(Metric::Tpot, Stat::P99));
+        assert_eq!(tpot.comparison.n_base as u64, level.samples(Metric::Tpot));
+        assert!(markdown(&o).contains("| tpot\\_p99\\_ms |"), "{}", markdown(&o));
+    }
+}

@@ -424,7 +424,8 @@ mod tests {
     fn several_runs_per_side_are_compared_by_their_runs() {
         let (base, new) = (copies(3), copies(2));
         let req = request(base.path(), new.path());
-        let (b, n) = (gather(&[req.base.clone()]).unwrap(), gather(&[req.new.clone()]).unwrap());
+        let (b, n) =
+            (gather(std::slice::from_ref(&req.base)).unwrap(), gather(std::slice::from_ref(&req.new)).unwrap());
         assert_eq!((b.runs.len(), n.runs.len()), (3, 2));
         let thresholds = gate::parse(&["ttft_p50=0".into()]).unwrap();
         let o = outcome(&req, &b, &n, &thresholds).unwrap();
@@ -446,7 +447,8 @@ mod tests {
     fn one_run_per_side_states_the_artifacts_percentiles() {
         let (base, new) = (copies(1), copies(1));
         let req = request(base.path(), new.path());
-        let (b, n) = (gather(&[req.base.clone()]).unwrap(), gather(&[req.new.clone()]).unwrap());
+        let (b, n) =
+            (gather(std::slice::from_ref(&req.base)).unwrap(), gather(std::slice::from_ref(&req.new)).unwrap());
         let o = outcome(&req, &b, &n, &[]).unwrap();
         let level = &b.runs[0].levels[0].artifact;
         let tpot = o.levels[0].metrics.iter().find(|m| m.metric == "tpot_p99_ms").unwrap();

@@ -1,6 +1,6 @@
 //! `anvil-load compare`, the real binary against runs of the embedded simulator: two runs of the
 //! same build show no significant change and exit 0; a build 20 % slower per output token is
-//! flagged (TPOT and end-to-end latency) and exits 3 beyond `--max-regress tpot_p50=5%`; inputs
+//! flagged (median TPOT and end-to-end latency) and exits 3 beyond `--max-regress tpot_p50=5%`; inputs
 //! that are not comparable exit 2 with a message that says why.
 
 mod common;
@@ -91,10 +91,15 @@ async fn the_same_build_is_unchanged_and_a_slower_one_is_flagged() {
     // 20 % slower per token: TPOT and end-to-end latency significantly worse, exit 3.
     let (code, out, err) = compare(&[base_s, slower_s, "--max-regress", "tpot_p50=5%"]).await;
     assert_eq!(code, Some(3), "{out}{err}");
-    for metric in ["tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms"] {
+    for metric in ["tpot_p50_ms", "e2e_p50_ms"] {
         let (base_v, new_v, delta) = row(&out, metric);
-        assert!(delta.starts_with('+'), "{metric} not flagged:\n{out}");
+        assert!(delta.starts_with('+') && delta.contains("p<0.001"), "{metric} not flagged:\n{out}");
         assert!(new_v.parse::<f64>().unwrap() > base_v.parse::<f64>().unwrap(), "{out}");
+    }
+    // 200 requests do not pin down a p99 (one stalled stream moves it): shown, not tested.
+    for metric in ["ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms"] {
+        let (_, _, delta) = row(&out, metric);
+        assert_eq!(delta, "~ (not tested: a p99 needs 574 requests per side, n=200+200)", "{out}");
     }
     let (_, _, tpot) = row(&out, "tpot_p50_ms");
     let change: f64 = tpot.split('%').next().unwrap().trim_start_matches('+').parse().unwrap();

@@ -86,6 +86,9 @@ pub struct MetricResult {
     /// The `--max-regress` threshold for this metric, percent.
     pub threshold_pct: Option<f64>,
     pub breached: bool,
+    /// Why the change was not tested (too few requests for a tail percentile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untested: Option<String>,
     #[serde(flatten)]
     pub comparison: Comparison,
 }
@@ -222,11 +225,15 @@ fn compare_level(pair: &Pair<'_>, opts: &CompareOptions, thresholds: &[Threshold
     let run_name = |l: &&LevelFile| l.artifact.run_id.clone();
     let mut metrics = Vec::new();
     for spec in METRICS {
-        let Some(comparison) = compare_metric(spec.measure, &pair.base, &pair.new, opts) else { continue };
+        let Some(mut comparison) = compare_metric(spec.measure, &pair.base, &pair.new, opts) else { continue };
+        let untested = too_few_for_the_tail(&comparison, opts);
+        if untested.is_some() {
+            comparison.significant = false;
+        }
         let regression_pct = comparison.change_pct.map(|c| if spec.higher_is_worse { c } else { -c });
         let threshold_pct = thresholds.iter().find(|t| t.metric == spec.name).map(|t| t.pct);
         let breached = comparison.significant && matches!((regression_pct, threshold_pct), (Some(r), Some(t)) if r > t);
-        metrics.push(MetricResult { metric: spec.key, regression_pct, threshold_pct, breached, comparison });
+        metrics.push(MetricResult { metric: spec.key, regression_pct, threshold_pct, breached, untested, comparison });
     }
     LevelResult {
         level: pair.label.clone(),
@@ -234,6 +241,21 @@ fn compare_level(pair: &Pair<'_>, opts: &CompareOptions, thresholds: &[Threshold
         new_runs: pair.new.iter().map(run_name).collect(),
         metrics,
     }
+}
+
+/// A tail percentile is tested only when each sample pins it down: its distribution-free
+/// interval exists at the test's confidence (a p99 at 99.4 % needs 574 requests). Below that the
+/// percentile rests on the last few requests, and a bootstrap of them is overconfident: one
+/// stalled stream in 200 moves a p99 by a quarter, build or no build.
+fn too_few_for_the_tail(c: &Comparison, opts: &CompareOptions) -> Option<String> {
+    if c.decision != Decision::BootstrapCi {
+        return None;
+    }
+    let confidence = opts.bootstrap.confidence;
+    let needed = (1..=1_000_000).find(|&n| stats::quantile_ci_ranks(n, c.percentile, confidence).is_some())?;
+    (c.n_base < needed || c.n_new < needed).then(|| {
+        format!("not tested: a p{} needs {needed} requests per side, n={}+{}", c.percentile, c.n_base, c.n_new)
+    })
 }
 
 /// One metric across the two sides' runs at one level.
@@ -334,7 +356,16 @@ fn level_heading(l: &LevelResult) -> String {
 }
 
 fn rows(l: &LevelResult) -> Vec<format::Row> {
-    l.metrics.iter().map(|m| format::row(m.metric, &m.comparison)).collect()
+    l.metrics
+        .iter()
+        .map(|m| {
+            let mut row = format::row(m.metric, &m.comparison);
+            if let Some(why) = &m.untested {
+                row.delta = format!("~ ({why})");
+            }
+            row
+        })
+        .collect()
 }
 
 fn verdict(o: &Outcome) -> String {

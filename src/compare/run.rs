@@ -475,6 +475,25 @@ mod tests {
     }
 
     #[test]
+    fn tails_are_tested_once_both_samples_pin_them_down() {
+        let opts = CompareOptions {
+            alpha: 0.05 / 8.0,
+            bootstrap: stats::BootstrapOptions { confidence: 1.0 - 0.05 / 8.0, ..Default::default() },
+        };
+        let mut c = untested(99, 1.0, 1.2);
+        c.decision = Decision::BootstrapCi;
+        (c.n_base, c.n_new) = (574, 573);
+        let why = too_few_for_the_tail(&c, &opts).unwrap();
+        assert_eq!(why, "not tested: a p99 needs 574 requests per side, n=574+573");
+        c.n_new = 574;
+        assert_eq!(too_few_for_the_tail(&c, &opts), None);
+        // Medians are always tested (the rank test needs no tail).
+        c.decision = Decision::RankTest;
+        (c.n_base, c.n_new) = (5, 5);
+        assert_eq!(too_few_for_the_tail(&c, &opts), None);
+    }
+
+    #[test]
     fn one_run_per_side_states_the_artifacts_percentiles() {
         let (base, new) = (copies(1), copies(1));
         let req = request(base.path(), new.path());

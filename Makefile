@@ -8,9 +8,11 @@ all: build
 build:
 	$(CARGO) build --release --locked
 
-# The reference scenario against the embedded simulator (realistic profile), then its summary.
+# The reference scenario against the embedded simulator (realistic profile), its summary, then
+# the self-contained HTML report of this run (the newest artifact in results/demo), path printed.
 demo: build
 	./target/release/anvil-load scenarios/capacity-v4.toml --out results/demo
+	./target/release/anvil-load report "$$(ls -t results/demo/anvil-*.json | head -n 1)" --out results/demo/report.html
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -43,6 +43,59 @@ pub enum Command {
     Merge(MergeArgs),
     /// Print what runs a scenario as N shards on a cluster (Kubernetes manifests).
     Deploy(crate::deploy::DeployArgs),
+    /// Write one self-contained HTML report (or Markdown) of artifacts, sweeps, capacity
+    /// searches and soaks.
+    Report(ReportArgs),
+    /// Compare two sets of results level by level, with significance tests; exit 3 when a
+    /// significant regression exceeds a --max-regress threshold, 2 when they are not comparable.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Artifacts, sweep summaries (*-sweep.json), search traces (*-search.json), time series
+    /// (*.timeseries.ndjson) or directories holding them.
+    #[arg(required = true, num_args = 1..)]
+    pub paths: Vec<PathBuf>,
+    /// Where the report goes (default: report.html or report.md in the first directory given,
+    /// or beside the first file).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// html: one self-contained page with plots; md: the same tables and text as
+    /// GitHub-flavoured Markdown.
+    #[arg(long, value_enum, default_value = "html")]
+    pub format: crate::present::Format,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The baseline: an artifact, a sweep summary, a search trace or a directory (several runs
+    /// of the same levels in a directory are compared by their between-run variance).
+    pub base: PathBuf,
+    /// The candidate, in the same forms.
+    pub new: PathBuf,
+    /// Fail (exit 3) when METRIC regressed significantly by more than PCT percent, e.g.
+    /// tpot_p50=5% or ttft_p99=10 (repeatable, or comma-separated). Metrics: ttft, tpot, e2e
+    /// with p50 or p99 (ttft_p99), output_tok_s, request_rps.
+    #[arg(long = "max-regress", value_name = "METRIC=PCT", value_delimiter = ',')]
+    pub max_regress: Vec<String>,
+    /// text: a benchstat-style table; md: the same as Markdown; json: everything, for tools.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::compare::run::CompareFormat,
+    /// Compare even when the configurations differ (levels are then matched by level alone).
+    #[arg(long)]
+    pub force: bool,
+    /// Family-wise significance level of one level's tests (Bonferroni-corrected across its
+    /// metrics).
+    #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]
+    pub alpha: f64,
+}
+
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(a) if a > 0.0 && a < 0.5 => Ok(a),
+        _ => Err(format!("{s:?} is not a significance level; give a number between 0 and 0.5, e.g. 0.05")),
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -5,7 +5,9 @@
 //! `aggregate` (one task owning every sample) → `artifact` (the JSON contract) → `report`
 //! (console). `openai` holds the wire format; `mock` is the embedded simulated server; `app`
 //! is `run()`, the whole program; `cli` parses arguments; `shard` splits one run over several
-//! processes or hosts, and `deploy` prints what runs them on a cluster.
+//! processes or hosts, and `deploy` prints what runs them on a cluster. After a run, `gather` reads
+//! results back (artifacts, sweep summaries, search traces, time series), `present` writes them
+//! as a report and `compare` tests two sets of them against each other.
 
 #![deny(unsafe_code)]
 
@@ -15,9 +17,11 @@ pub mod artifact;
 pub mod cli;
 pub mod compare;
 pub mod deploy;
+pub mod gather;
 pub mod merge;
 pub mod mock;
 pub mod openai;
+pub mod present;
 pub mod record;
 pub mod report;
 pub mod scenario;

@@ -59,6 +59,12 @@ async fn wrong_types_and_bad_values() {
     expect_rejected(&format!("{GOOD}[sampling]\ntop_p = 1.5\n"), "sampling.top_p", &[]).await;
     expect_rejected(&GOOD.replace("[target]\n", "[target]\napi = \"responses\"\n"), "target.api", &[]).await;
     expect_rejected("[target\nmodel = 1", "line 1", &[]).await;
+    expect_rejected(
+        &GOOD.replace("[target]\n", "[target]\nsimulator_time_per_output_token_ms = -1\n"),
+        "target.simulator_time_per_output_token_ms",
+        &[],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

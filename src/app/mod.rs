@@ -84,6 +84,26 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
             print!("{}", crate::deploy::render(&args).map_err(AppError::BadInput)?);
             Ok(exit::OK)
         }
+        Some(Command::Report(args)) => {
+            let (path, notes) =
+                crate::present::report(&args.paths, args.out.as_deref(), args.format).map_err(AppError::BadInput)?;
+            for note in notes {
+                eprintln!("note: {note}");
+            }
+            println!("report: {}", path.display());
+            Ok(exit::OK)
+        }
+        Some(Command::Compare(args)) => {
+            let request = crate::compare::run::Request {
+                base: args.base,
+                new: args.new,
+                max_regress: args.max_regress,
+                force: args.force,
+                alpha: args.alpha,
+                format: args.format,
+            };
+            crate::compare::run::compare(&request).map_err(AppError::BadInput)
+        }
         None => benchmark(&cli.run).await,
     }
 }

@@ -32,9 +32,12 @@ impl RunTarget {
     pub async fn start(scenario: &Scenario) -> Result<Self, AppError> {
         match &scenario.target.endpoint {
             Endpoint::Remote { base_url } => Ok(RunTarget { base_url: base_url.clone(), simulator: None }),
-            Endpoint::Simulator { profile } => {
-                let p = mock::Profile::named(profile)
+            Endpoint::Simulator { profile, time_per_output_token_ms } => {
+                let mut p = mock::Profile::named(profile)
                     .ok_or_else(|| AppError::BadInput(format!("unknown simulator profile {profile}")))?;
+                if let Some(ms) = time_per_output_token_ms {
+                    p.time_per_output_token = Duration::from_secs_f64(ms / 1000.0);
+                }
                 let server = MockServer::start(p)
                     .await
                     .map_err(|e| AppError::Aborted(format!("cannot start the embedded simulator: {e}")))?;

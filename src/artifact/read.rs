@@ -9,9 +9,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::metric_key;
-use crate::aggregate::slo::SloReport;
+use crate::aggregate::sample::{FailureSample, Sample};
+use crate::aggregate::slo::{SloReport, request_value};
 use crate::aggregate::summary::{Metric, Stat};
 use crate::record::{FailureRecord, RequestTiming};
+use crate::server_metrics::LevelServerMetrics;
 
 /// One level's artifact as written (the fields the readers use; unknown keys are ignored).
 #[derive(Debug, Clone, Deserialize)]
@@ -24,6 +26,8 @@ pub struct ArtifactFile {
     pub model: String,
     pub api: String,
     pub started_at: String,
+    pub base_url: Option<String>,
+    pub tier: Option<String>,
     pub started_at_unix_ns: u64,
     pub finished_at_unix_ns: u64,
     pub configuration_fingerprint: String,
@@ -50,7 +54,11 @@ pub struct ArtifactFile {
     #[serde(default)]
     pub warnings: Vec<WarningFile>,
     pub slo: Option<SloReport>,
-    pub drift: Option<Value>,
+    pub drift: Option<DriftFile>,
+    #[serde(default)]
+    pub snapshot_windows: usize,
+    pub steady_state: Option<SteadyStateFile>,
+    pub server_metrics: Option<LevelServerMetrics>,
     #[serde(default)]
     pub request_timings: Vec<RequestTiming>,
     #[serde(default)]
@@ -83,6 +91,64 @@ pub struct ValidityFile {
     pub client_lateness_max_ms: Option<f64>,
     #[serde(default)]
     pub client_cpu_share: Option<f64>,
+}
+
+/// The `drift` block: the first windows of a long level against the last ones.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DriftFile {
+    pub basis: String,
+    pub windows_compared: usize,
+    pub ttft_p50_ms: ChangeFile,
+    pub ttft_p99_ms: ChangeFile,
+    pub tpot_p50_ms: ChangeFile,
+    pub tpot_p99_ms: ChangeFile,
+    pub throughput_tok_s: ChangeFile,
+}
+
+impl DriftFile {
+    /// The rows in the order people read them, with their names.
+    pub fn rows(&self) -> [(&'static str, &ChangeFile); 5] {
+        [
+            ("TTFT p50 (ms)", &self.ttft_p50_ms),
+            ("TTFT p99 (ms)", &self.ttft_p99_ms),
+            ("TPOT p50 (ms)", &self.tpot_p50_ms),
+            ("TPOT p99 (ms)", &self.tpot_p99_ms),
+            ("output tok/s", &self.throughput_tok_s),
+        ]
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChangeFile {
+    pub first: Option<f64>,
+    pub last: Option<f64>,
+    pub change_pct: Option<f64>,
+}
+
+/// The `steady_state` block: the part of the level where the planned load was on.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SteadyStateFile {
+    pub basis: String,
+    pub start_ms: f64,
+    pub end_ms: f64,
+    pub share_of_level: f64,
+    pub requests: usize,
+    pub throughput_tok_s: f64,
+    pub completion_rate_rps: f64,
+    pub ttft_ms: Option<DistributionFile>,
+    pub tpot_ms: Option<DistributionFile>,
+    pub e2e_ms: Option<DistributionFile>,
+}
+
+/// A distribution written as a block (`steady_state.ttft_ms`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct DistributionFile {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub samples: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -132,6 +198,29 @@ impl ArtifactFile {
     /// The performance-eligible request records (what the distributions are over).
     pub fn eligible(&self) -> impl Iterator<Item = &RequestTiming> {
         self.request_timings.iter().filter(|r| r.performance_eligible)
+    }
+
+    /// The per-request values behind a distribution, in record order: the eligible requests'
+    /// values (by the same definition `summarise` uses), and for the schedule lag and queue
+    /// wait every request sent, failed ones included, as the artifact counts them.
+    pub fn values(&self, metric: Metric) -> Vec<f64> {
+        match metric {
+            Metric::ScheduleLag | Metric::QueueWait => {
+                let completed =
+                    self.request_timings.iter().filter_map(|r| request_value(&Sample::from_record(r), metric));
+                let failed = self.failures.iter().map(FailureSample::from_record).filter_map(|f| match metric {
+                    Metric::ScheduleLag => f.schedule_lag_ms(),
+                    _ => f.queue_wait_ms(),
+                });
+                completed.chain(failed).collect()
+            }
+            _ => self.eligible().filter_map(|r| request_value(&Sample::from_record(r), metric)).collect(),
+        }
+    }
+
+    /// Whether the target was the embedded simulator (its counters are in the artifact).
+    pub fn simulated(&self) -> bool {
+        self.simulator.as_ref().is_some_and(|v| !v.is_null())
     }
 }
 
@@ -186,6 +275,31 @@ mod tests {
             assert_eq!(a.stat(Metric::Ttft, Stat::P50), Some(crate::aggregate::stats::nearest_rank(&ttft, 50)));
             assert!(a.value(Total::ThroughputTokS).is_some());
             assert!(a.slo.is_some() && a.level() > 0.0);
+            // The values behind every distribution give back its summary.
+            for m in Metric::ALL {
+                let mut v = a.values(m);
+                assert_eq!(v.len() as u64, a.samples(m), "{m:?}");
+                v.sort_by(f64::total_cmp);
+                if !v.is_empty() {
+                    assert_eq!(a.stat(m, Stat::P99), Some(crate::aggregate::stats::nearest_rank(&v, 99)), "{m:?}");
+                }
+            }
+            assert!(a.simulated());
+        }
+    }
+
+    #[test]
+    fn open_loop_lags_count_every_request_sent() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize/open");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let a = ArtifactFile::read(&entry.unwrap().path()).unwrap();
+            for m in [Metric::ScheduleLag, Metric::TtftFromIntended, Metric::E2eFromIntended, Metric::Ttft] {
+                let mut v = a.values(m);
+                assert!(!v.is_empty(), "{m:?}");
+                assert_eq!(v.len() as u64, a.samples(m), "{m:?}");
+                v.sort_by(f64::total_cmp);
+                assert_eq!(a.stat(m, Stat::Max), v.last().copied(), "{m:?}");
+            }
         }
     }
 

@@ -22,8 +22,8 @@ pub fn row(metric: &str, c: &Comparison) -> Row {
         },
         Decision::BootstrapCi => match &c.difference_ci {
             Some(ci) if c.base != 0.0 => format!(
-                "({:.0}% CI {:+.2}% to {:+.2}%, {n})",
-                ci.confidence * 100.0,
+                "({}% CI {:+.2}% to {:+.2}%, {n})",
+                fmt_confidence(ci.confidence),
                 ci.low / c.base.abs() * 100.0,
                 ci.high / c.base.abs() * 100.0
             ),
@@ -49,6 +49,21 @@ pub fn table(rows: &[Row]) -> String {
         out.push_str(&format!("{:<wm$}  {:>wb$}  {:>wn$}  {}\n", r.metric, r.base, r.new, r.delta));
     }
     out
+}
+
+/// `95`, `99.4`, `99.99`: as few decimals as tell the level apart from 100 %.
+fn fmt_confidence(confidence: f64) -> String {
+    let pct = confidence * 100.0;
+    if (pct - pct.round()).abs() < 1e-9 {
+        return format!("{pct:.0}");
+    }
+    for decimals in 1..6 {
+        let s = format!("{pct:.decimals$}");
+        if s.parse::<f64>().is_ok_and(|v| v < 100.0) {
+            return s;
+        }
+    }
+    format!("{pct}")
 }
 
 /// `p=0.002`, `p=0.412`, `p<0.001`.
@@ -104,6 +119,13 @@ mod tests {
         let mut tiny = comparison(Decision::RankTest, true);
         tiny.mann_whitney.as_mut().expect("test").p_value = 1e-9;
         assert_eq!(row("x", &tiny).delta, "+4.03% (p<0.001 n=200+200)");
+    }
+
+    #[test]
+    fn confidence_levels_never_read_as_100_percent() {
+        assert_eq!(fmt_confidence(0.95), "95");
+        assert_eq!(fmt_confidence(1.0 - 0.05 / 8.0), "99.4");
+        assert_eq!(fmt_confidence(1.0 - 0.001 / 8.0), "99.99");
     }
 
     #[test]

@@ -1,5 +1,9 @@
-//! The building blocks of `compare BASE NEW`: the statistics that decide whether a metric
-//! changed (`stats`), and benchstat-style rows that say so (`format`).
+//! `compare BASE NEW`: the statistics that decide whether a metric changed (`stats`),
+//! benchstat-style rows that say so (`format`), which levels are compared with which
+//! (`matching`), the `--max-regress` thresholds (`gate`) and the command itself (`run`).
 
 pub mod format;
+pub mod gate;
+pub mod matching;
+pub mod run;
 pub mod stats;

@@ -84,7 +84,7 @@ impl RunInfo {
             }
         }
         let (engine, simulator_profile) = match &s.target.endpoint {
-            Endpoint::Simulator { profile } => (Some(format!("anvil-simulator/{profile}")), Some(profile.clone())),
+            Endpoint::Simulator { profile, .. } => (Some(format!("anvil-simulator/{profile}")), Some(profile.clone())),
             Endpoint::Remote { .. } => (s.target.engine.clone(), None),
         };
         RunInfo {

@@ -38,8 +38,9 @@ pub fn describe(s: &Scenario) -> String {
                 if t.redact_base_url { "; written to the artifact as [redacted]" } else { "" }
             );
         }
-        Endpoint::Simulator { profile } => {
-            let _ = writeln!(out, "target: embedded simulator, profile {profile} ({:?} API)", t.api);
+        Endpoint::Simulator { profile, time_per_output_token_ms } => {
+            let tpot = time_per_output_token_ms.map_or_else(String::new, |ms| format!(", {ms} ms per output token"));
+            let _ = writeln!(out, "target: embedded simulator, profile {profile}{tpot} ({:?} API)", t.api);
         }
     }
     let _ = writeln!(out, "model: {}; dialect {}", t.model, format!("{:?}", t.dialect).to_lowercase());

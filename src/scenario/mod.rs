@@ -140,7 +140,12 @@ pub enum Endpoint {
     /// A real server. `base_url` ends in the API root, e.g. `http://host:8000/v1`.
     Remote { base_url: String },
     /// The embedded simulator, started on 127.0.0.1:0 for the run.
-    Simulator { profile: String },
+    Simulator {
+        profile: String,
+        /// The profile's time per output token replaced (`target.simulator_time_per_output_token_ms`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        time_per_output_token_ms: Option<f64>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]

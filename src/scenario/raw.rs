@@ -64,6 +64,9 @@ pub struct RawTarget {
     /// Simulator profile used when no base URL is given: `instant`, `fast`, `realistic`,
     /// `llamacpp`, `faults` or `spec` (default `realistic`). `--simulator` overrides it.
     pub simulator: Option<String>,
+    /// The simulator profile's decode time per output token, in milliseconds, instead of the
+    /// profile's own (e.g. to simulate a build 20 % slower per token). Simulator only.
+    pub simulator_time_per_output_token_ms: Option<f64>,
     /// Which engine's request spellings to use for non-standard fields: `"generic"` (default;
     /// vLLM, SGLang), `"llamacpp"`, or `"openai"` (hosted OpenAI-style APIs: no extra fields).
     pub dialect: Option<RawDialect>,

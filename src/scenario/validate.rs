@@ -352,6 +352,19 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
             "set the model name the server serves, e.g. model = \"Qwen/Qwen3-8B\"",
         ));
     }
+    // Checked whatever the endpoint, so a typo surfaces before it matters; used only by the
+    // embedded simulator.
+    let time_per_output_token_ms = match t.simulator_time_per_output_token_ms {
+        None => None,
+        Some(ms) if (0.0..=60_000.0).contains(&ms) => Some(ms),
+        Some(ms) => {
+            return Err(c.err(
+                "target.simulator_time_per_output_token_ms",
+                format!("{ms} is not a time per token"),
+                "give milliseconds between 0 and 60000, e.g. simulator_time_per_output_token_ms = 5.16",
+            ));
+        }
+    };
     let endpoint = match &t.base_url {
         Some(url) => Endpoint::Remote { base_url: normalize_base_url(c, url)? },
         None => {
@@ -363,7 +376,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
                     format!("use one of: {}", crate::mock::PROFILE_NAMES.join(", ")),
                 ));
             }
-            Endpoint::Simulator { profile }
+            Endpoint::Simulator { profile, time_per_output_token_ms }
         }
     };
     let api_key = match &t.api_key_env {

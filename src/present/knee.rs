@@ -1,0 +1,67 @@
+//! The knee of a sweep: where adding load stops buying throughput and starts buying latency.
+//!
+//! Definition (the Kneedle rule of Satopää et al., 2011, on the throughput–latency curve): put
+//! every level at (output tokens per second, median end-to-end latency), in load order; scale
+//! both axes to 0–1 over the sweep; the knee is the level farthest below the straight line from
+//! the first level's point to the last one's, i.e. the one with the largest
+//! `x_scaled − y_scaled` gap over the chord. Before it, throughput grows faster than latency;
+//! after it, latency grows faster than throughput. There is no knee with fewer than three
+//! levels, when no point lies below the chord (latency never grew faster than throughput), or
+//! when throughput or latency did not change across the sweep.
+
+/// The index of the knee among `points` (`(throughput, latency)` in load order).
+pub fn knee(points: &[(f64, f64)]) -> Option<usize> {
+    if points.len() < 3 || points.iter().any(|(x, y)| !x.is_finite() || !y.is_finite()) {
+        return None;
+    }
+    let (x_lo, x_hi) = bounds(points.iter().map(|p| p.0));
+    let (y_lo, y_hi) = bounds(points.iter().map(|p| p.1));
+    if x_hi <= x_lo || y_hi <= y_lo {
+        return None;
+    }
+    let scaled: Vec<(f64, f64)> =
+        points.iter().map(|&(x, y)| ((x - x_lo) / (x_hi - x_lo), (y - y_lo) / (y_hi - y_lo))).collect();
+    let (first, last) = (scaled[0], scaled[scaled.len() - 1]);
+    // Signed distance below the chord (positive: throughput ahead of latency).
+    let (dx, dy) = (last.0 - first.0, last.1 - first.1);
+    let norm = (dx * dx + dy * dy).sqrt();
+    if norm == 0.0 {
+        return None;
+    }
+    let below = |p: (f64, f64)| ((p.0 - first.0) * dy - (p.1 - first.1) * dx) / norm;
+    let (best, gap) = scaled
+        .iter()
+        .enumerate()
+        .skip(1)
+        .take(scaled.len() - 2)
+        .map(|(i, &p)| (i, below(p)))
+        .fold((0, 0.0), |acc, (i, g)| if g > acc.1 { (i, g) } else { acc });
+    (gap > 0.0).then_some(best)
+}
+
+fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saturating_server_has_its_knee_where_throughput_flattens() {
+        // Throughput doubles up to the fourth level, then barely moves while latency climbs.
+        let points = [(100.0, 10.0), (200.0, 10.5), (390.0, 11.0), (700.0, 13.0), (720.0, 25.0), (730.0, 50.0)];
+        assert_eq!(knee(&points), Some(3));
+    }
+
+    #[test]
+    fn no_knee_without_a_bend() {
+        assert_eq!(knee(&[(1.0, 1.0), (2.0, 2.0)]), None);
+        // Latency growing in step with throughput: every point on the chord.
+        assert_eq!(knee(&[(1.0, 1.0), (2.0, 2.0), (3.0, 3.0)]), None);
+        // Latency rising first (points above the chord).
+        assert_eq!(knee(&[(1.0, 1.0), (1.1, 5.0), (3.0, 6.0)]), None);
+        assert_eq!(knee(&[(1.0, 1.0), (1.0, 2.0), (1.0, 3.0)]), None);
+        assert_eq!(knee(&[(1.0, 1.0), (2.0, f64::NAN), (3.0, 3.0)]), None);
+    }
+}

@@ -1,0 +1,123 @@
+//! `anvil-load report`: results people look at. The runs the paths hold (see `gather`) become
+//! one document — per run its verdict and warnings, provenance, headline tables with CI95,
+//! latency distributions, TTFT per request over time, the sweep curves with the knee and a
+//! search's capacity point, a soak's windows and drift, canaries, steady state and the server's
+//! own metrics — written as one self-contained HTML file (`html`, plots from `svg`) or as
+//! GitHub-flavoured Markdown (`markdown`, the same content without plots).
+
+pub mod doc;
+pub mod facts;
+pub mod html;
+pub mod knee;
+mod markdown;
+mod run;
+mod soak;
+pub mod svg;
+mod sweep;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::gather::{Gathered, RunKind, gather};
+use doc::Doc;
+
+pub use sweep::KNEE_DEFINITION;
+
+/// What `report` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Html,
+    Md,
+}
+
+impl Format {
+    fn extension(self) -> &'static str {
+        match self {
+            Format::Html => "html",
+            Format::Md => "md",
+        }
+    }
+}
+
+/// Read the paths, write the report, return where it went. Errors name the file and the fix.
+pub fn report(paths: &[PathBuf], out: Option<&Path>, format: Format) -> Result<(PathBuf, Vec<String>), String> {
+    let gathered = gather(paths)?;
+    let doc = document(&gathered);
+    let text = match format {
+        Format::Html => html::render(&doc),
+        Format::Md => markdown::render(&doc),
+    };
+    let path = match out {
+        Some(p) => p.to_path_buf(),
+        None => default_path(&paths[0], format),
+    };
+    write_atomic(&path, text.as_bytes())
+        .map_err(|e| format!("--out {}: cannot write the report ({e})", path.display()))?;
+    Ok((path, gathered.notes))
+}
+
+/// Beside the results: `DIR/report.html` for a directory, `report.html` beside a file.
+fn default_path(first: &Path, format: Format) -> PathBuf {
+    let name = format!("report.{}", format.extension());
+    if first.is_dir() {
+        first.join(name)
+    } else {
+        first.parent().map_or_else(|| PathBuf::from(&name), |p| p.join(&name))
+    }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let mut tmp = tempfile::Builder::new().prefix(".report.").suffix(".tmp").tempfile_in(&dir)?;
+    tmp.write_all(bytes)?;
+    // A report is for reading and sharing, not a secret: rw-r--r-- rather than the temporary
+    // file's rw-------.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The document of everything gathered.
+pub fn document(g: &Gathered) -> Doc {
+    let several = g.runs.len() > 1;
+    let first = &g.runs[0].levels[0].artifact;
+    let (title, subtitle) = if several {
+        (format!("anvil-load report: {} runs", g.runs.len()), format!("{} levels in all", g.levels().count()))
+    } else {
+        let run = &g.runs[0];
+        let kind = match run.kind {
+            RunKind::Single => "single level",
+            RunKind::Sweep => "sweep",
+            RunKind::Search => "capacity search",
+        };
+        (
+            format!("{} — {}", first.model, first.engine.as_deref().unwrap_or("unlabelled engine")),
+            format!("{kind} {} · started {} · {} level(s)", run.run_id, first.started_at, run.levels.len()),
+        )
+    };
+    let mut sections = Vec::new();
+    for (i, r) in g.runs.iter().enumerate() {
+        let p = if several { format!("r{i}-") } else { String::new() };
+        let title = if several { run::run_title(r) } else { "Overview".to_string() };
+        sections.push(run::overview(r, &format!("{p}overview"), &title));
+        sections.extend(sweep::section(r, &format!("{p}sweep")));
+        sections.push(run::level_details(r, &format!("{p}levels")));
+        sections.extend(run::distributions(r, &format!("{p}distributions")));
+        sections.extend(soak::section(r, &format!("{p}windows")));
+    }
+    if !g.notes.is_empty() {
+        let mut s = doc::Section::new("notes", "Files passed over");
+        s.push(doc::Block::List(g.notes.clone()));
+        sections.push(s);
+    }
+    Doc { title, subtitle, sections }
+}

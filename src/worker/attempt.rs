@@ -130,13 +130,7 @@ impl<'a> Attempt<'a> {
     pub fn complete(&self, req: &PreparedRequest, mut state: StreamState) -> Outcome {
         let Some(end) = state.done else {
             let at = self.start.elapsed();
-            return self.fail_with_state(
-                ErrorKind::MissingDone,
-                &state,
-                at,
-                None,
-                "the stream ended without data: [DONE]",
-            );
+            return self.fail_with_state(ErrorKind::MissingDone, &state, at, None, state.missing_end_message());
         };
         let Some(first_output) = state.first_output else {
             return self.fail_with_state(

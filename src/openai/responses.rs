@@ -172,7 +172,7 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::openai::SseDecoder;
     use crate::scenario::{Api, ChatMessage, Dialect, ReasoningEffort};

@@ -55,6 +55,32 @@ pub(super) fn check(
     Ok(())
 }
 
+/// Checked first, before the pacing rules of traces and conversations: embeddings and rerank
+/// inputs are drawn prompts, never a file, a trace or a conversation.
+pub(super) fn check_sources(c: &Checker, raw: &RawScenario, target: &Target) -> Result<(), ScenarioError> {
+    if target.api.streams_text() {
+        return Ok(());
+    }
+    let w = &raw.workload;
+    let key = if w.sessions.is_some() {
+        "workload.sessions"
+    } else if w.trace.is_some() {
+        "workload.trace"
+    } else if w.prompts.is_some() {
+        "workload.prompts"
+    } else {
+        return Ok(());
+    };
+    Err(c.err(
+        key,
+        format!(
+            "target.api = \"{}\" answers with vectors or scores, no text: its inputs are drawn prompts of workload.context_tokens",
+            target.api.name()
+        ),
+        "use context_tokens (and batch_size for several inputs per request)",
+    ))
+}
+
 /// `workload.batch_size`: embeddings and rerank only, 1 by default.
 fn batch_size(c: &Checker, raw: &RawScenario, api: Api, workload: &mut Workload) -> Result<(), ScenarioError> {
     const KEY: &str = "workload.batch_size";

@@ -120,6 +120,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let notes = apply_overrides(&mut raw, overrides, &mut c)?;
 
     let mut target = target(&c, &raw.target)?;
+    super::api_rules::check_sources(&c, &raw, &target)?;
     // A trace, or a number of conversations, bounds a level by itself: requests and duration
     // become optional.
     let conversations = raw.workload.sessions.as_ref().is_some_and(|s| s.conversations.is_some());

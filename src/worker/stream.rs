@@ -536,3 +536,6 @@ mod tests {
         assert!(s.finish_reason.as_deref().unwrap().len() <= FINISH_REASON_BYTES);
     }
 }
+
+#[cfg(test)]
+mod api_tests;

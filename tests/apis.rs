@@ -90,6 +90,11 @@ async fn streamed_apis_time_text_and_reasoning_and_pass_their_canaries() {
             assert!(r["ttft_ms"].as_f64().unwrap() > r["time_to_first_output_ms"].as_f64().unwrap());
             assert_eq!(r["output_token_source"], "usage");
             assert!(matches!(r["finish_reason"].as_str(), Some("stop" | "length")), "{r}");
+            // The Responses API reports its reasoning tokens; Anthropic's usage does not.
+            match api {
+                "responses" => assert!(r["reasoning_tokens"].as_u64().unwrap() > 0, "{r}"),
+                _ => assert!(r.get("reasoning_tokens").is_none(), "{r}"),
+            }
         }
         assert!(a["metric_notes"].is_null(), "streamed APIs have all their metrics");
         server.shutdown().await;

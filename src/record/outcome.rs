@@ -55,6 +55,9 @@ pub struct Completed {
     /// fewer than the chunks that streamed; see `checks::usage_plausible`): `output_tokens` is
     /// then the chunk count.
     pub usage_completion_tokens: Option<u64>,
+    /// Reasoning tokens among the output tokens, when the server's usage says (Responses API
+    /// `output_tokens_details.reasoning_tokens`, chat `completion_tokens_details`).
+    pub reasoning_tokens: Option<u64>,
     pub finish_reason: Option<String>,
     pub visible_content_truncated: bool,
     pub canary: Option<CanaryCheck>,

@@ -170,6 +170,7 @@ impl<'a> Attempt<'a> {
             output_tokens: output.tokens,
             output_token_source: output.source,
             usage_completion_tokens: output.usage_set_aside,
+            reasoning_tokens: state.usage.reasoning_tokens,
             finish_reason: state.finish_reason.as_deref().map(|r| self.secrets.field(r)),
             visible_content_truncated: truncated,
             canary,

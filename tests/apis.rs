@@ -248,12 +248,15 @@ async fn responses_failure_events_are_failures_of_their_kind() {
     }
 }
 
+/// The headers of one request, as the scripted server saw them.
+type Headers = Vec<(String, String)>;
+
 /// The Messages API gets the key as `x-api-key` (beside the bearer token) and the
 /// `anthropic-version` header the scenario asks for; the key is written nowhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_send_their_headers_and_never_record_the_key() {
     const KEY: &str = "sk-ant-test-0123456789abcdef";
-    let seen: Arc<Mutex<Vec<Vec<(String, String)>>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Headers>>> = Arc::default();
     let body = std::fs::read(common::manifest_dir().join("tests/fixtures/apis/messages-text.sse")).unwrap();
     let server = Hostile::start({
         let seen = seen.clone();

@@ -111,12 +111,14 @@ async fn embeddings_and_rerank_report_input_throughput_and_say_why_streaming_met
         assert_eq!(a["api"], api);
         assert_counts_agree(&server, &a, 10);
         let m = &a["metrics"];
-        for key in ["ttft_p50_ms", "tpot_p50_ms", "decode_tok_s_p50", "mean_inter_token_latency_ms_p50"] {
+        for key in
+            ["ttft_p50_ms", "tpot_p50_ms", "decode_tok_s_p50", "mean_inter_token_latency_ms_p50", "itl_chunk_p50_ms"]
+        {
             assert!(m[key].is_null(), "{key} = {}", m[key]);
         }
         assert_eq!((m["ttft_samples"].as_u64(), m["e2e_samples"].as_u64()), (Some(0), Some(10)));
         assert_eq!(m["output_tokens"].as_u64(), Some(0));
-        for family in ["ttft", "tpot", "decode_tok_s", "time_to_first_output", "throughput_tok_s"] {
+        for family in ["ttft", "tpot", "decode_tok_s", "itl_chunk", "time_to_first_output", "throughput_tok_s"] {
             assert!(
                 a["metric_notes"][family].as_str().is_some_and(|n| n.contains(api)),
                 "{family}: {}",

@@ -352,7 +352,18 @@ impl Unstreamed {
         let none = format!("null: the {api} answer arrives whole, with no output tokens to time");
         let whole = format!("the {api} answer arrives whole: time_to_first_output equals e2e, generation is 0");
         let mut notes = BTreeMap::new();
-        for family in ["ttft", "tpot", "decode_tok_s", "mean_inter_token_latency_ms", "mean_time_per_output_token"] {
+        for family in [
+            "ttft",
+            "tpot",
+            "tpot_corrected",
+            "decode_tok_s",
+            "mean_inter_token_latency_ms",
+            "mean_time_per_output_token",
+            "itl_chunk",
+            "itl_token",
+            "tokens_per_chunk",
+            "max_stall",
+        ] {
             notes.insert(family, none.clone());
         }
         notes.insert("time_to_first_output", whole.clone());

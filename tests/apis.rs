@@ -328,6 +328,12 @@ async fn bad_api_combinations_are_refused_before_sending() {
             "context_tokens = 256".into(),
             "target.anthropic_version",
         ),
+        (
+            "responses",
+            "continuous_usage_stats = true".into(),
+            "context_tokens = 256".into(),
+            "target.continuous_usage_stats",
+        ),
         ("responses", String::new(), "context_tokens = 256\ntokenizer = \"calibrate\"".into(), "workload.tokenizer"),
         ("embeddings", String::new(), "context_tokens = 256\n[output]\nignore_eos = true".into(), "output.ignore_eos"),
         (

@@ -236,6 +236,7 @@ mod tests {
             ignore_eos: false,
             min_tokens: Some(4),
             dialect: Dialect::Generic,
+            continuous_usage: false,
             extra: Map::new(),
         };
         let v: Value = serde_json::from_slice(&body(&p, PromptBody::Text("hi"))).unwrap();

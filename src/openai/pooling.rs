@@ -107,6 +107,7 @@ mod tests {
             ignore_eos: true,
             min_tokens: None,
             dialect: Dialect::Generic,
+            continuous_usage: false,
             extra: Map::new(),
         }
     }

@@ -279,6 +279,7 @@ pub(crate) mod tests {
             ignore_eos: true,
             min_tokens: None,
             dialect: Dialect::Generic,
+            continuous_usage: false,
             extra: Map::new(),
         };
         let v: Value = serde_json::from_slice(&body(&p, PromptBody::Text("hi"))).unwrap();

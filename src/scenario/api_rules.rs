@@ -37,6 +37,15 @@ pub(super) fn check(
             ));
         }
     }
+    if target.continuous_usage_stats && !api.has_probes() {
+        return Err(c.err(
+            "target.continuous_usage_stats",
+            format!(
+                "is a stream_options field of chat and completions requests; target.api = \"{name}\" never sends it"
+            ),
+            "remove it",
+        ));
+    }
     batch_size(c, raw, api, workload)?;
     prompt_encoding(c, raw, api, workload)?;
     if !api.has_probes() {

@@ -49,6 +49,7 @@ fn completed(index: u64) -> Completed {
         output_tokens: 256,
         output_token_source: TokenSource::Usage,
         usage_completion_tokens: None,
+        reasoning_tokens: None,
         finish_reason: Some("length".into()),
         visible_content_truncated: false,
         canary: Some(CanaryCheck {

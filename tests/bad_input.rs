@@ -57,7 +57,7 @@ async fn wrong_types_and_bad_values() {
     expect_rejected(&GOOD.replace("requests = 2", "requests = \"two\""), "run.requests", &[]).await;
     expect_rejected(&GOOD.replace("max_tokens = 64", "max_tokens = 0"), "workload.max_tokens", &[]).await;
     expect_rejected(&format!("{GOOD}[sampling]\ntop_p = 1.5\n"), "sampling.top_p", &[]).await;
-    expect_rejected(&GOOD.replace("[target]\n", "[target]\napi = \"responses\"\n"), "target.api", &[]).await;
+    expect_rejected(&GOOD.replace("[target]\n", "[target]\napi = \"images\"\n"), "target.api", &[]).await;
     expect_rejected("[target\nmodel = 1", "line 1", &[]).await;
     expect_rejected(
         &GOOD.replace("[target]\n", "[target]\nsimulator_time_per_output_token_ms = -1\n"),

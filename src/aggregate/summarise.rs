@@ -213,7 +213,12 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         simulator,
         server_metrics,
         conversations: None,
+        unstreamed: None,
     };
+    if !info.api.streams_text() {
+        summary.unstreamed =
+            Some(super::summary::Unstreamed::new(info.api.name(), summary.totals.prompt_tokens, wall_clock_ms));
+    }
     summary.warnings = warnings(info, &summary, samples, failures);
     summary
 }
@@ -423,6 +428,8 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
             .p99_samples_by_metric
             .iter()
             .filter(|&(_, &n)| n < P99_MIN_SAMPLES)
+            // A metric null by the API's nature (see `Unstreamed`) is not thin.
+            .filter(|&(k, &n)| n > 0 || s.unstreamed.as_ref().is_none_or(|u| !u.notes.contains_key(k)))
             .map(|(&k, &n)| (k, n))
             .collect();
         if !thin.is_empty() {

@@ -331,4 +331,45 @@ pub struct LevelSummary {
     pub server_metrics: Option<LevelServerMetrics>,
     /// Conversations: per-turn latency and cache effectiveness, sessions, backends.
     pub conversations: Option<SessionSummary>,
+    /// Embeddings and rerank: why the streaming metrics are null, and the input throughput.
+    pub unstreamed: Option<Unstreamed>,
+}
+
+/// An API whose answer arrives whole (embeddings, rerank): nothing streams, no output tokens
+/// are generated, so the streaming metrics are null (or trivial) for a stated reason and the
+/// throughput that means something is the input side.
+#[derive(Debug, Clone)]
+pub struct Unstreamed {
+    /// Eligible prompt tokens over the level's wall clock.
+    pub input_throughput_tok_s: Option<f64>,
+    /// Metric family → why it is null, zero or equal to another.
+    pub notes: BTreeMap<&'static str, String>,
+}
+
+impl Unstreamed {
+    pub fn new(api: &str, prompt_tokens: u64, wall_clock_ms: f64) -> Self {
+        let wall_s = wall_clock_ms / 1000.0;
+        let none = format!("null: the {api} answer arrives whole, with no output tokens to time");
+        let whole = format!("the {api} answer arrives whole: time_to_first_output equals e2e, generation is 0");
+        let mut notes = BTreeMap::new();
+        for family in [
+            "ttft",
+            "tpot",
+            "tpot_corrected",
+            "decode_tok_s",
+            "mean_inter_token_latency_ms",
+            "mean_time_per_output_token",
+            "itl_chunk",
+            "itl_token",
+            "tokens_per_chunk",
+            "max_stall",
+        ] {
+            notes.insert(family, none.clone());
+        }
+        notes.insert("time_to_first_output", whole.clone());
+        notes.insert("generation", whole);
+        notes.insert("effective_prefill_tok_s", format!("prompt tokens over e2e: the {api} answer is all prefill"));
+        notes.insert("throughput_tok_s", format!("0: {api} generates no output tokens; see input_throughput_tok_s"));
+        Unstreamed { input_throughput_tok_s: (wall_s > 0.0).then(|| prompt_tokens as f64 / wall_s), notes }
+    }
 }

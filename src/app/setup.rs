@@ -271,6 +271,12 @@ pub(super) async fn size_prompts(
             Some(path.display().to_string()),
         ),
     };
+    if !scenario.target.api.has_probes() {
+        // Probes are short chat or completions requests, which this API does not send:
+        // validation allows only the estimate or a local tokenizer with the built-in allowance.
+        let record = SizingRecord::for_sizer(mode, &initial, path);
+        return Some((initial, record));
+    }
     let w = &scenario.workload;
     let largest = match &w.prompts {
         PromptSource::Synthetic { context } => context.largest(),

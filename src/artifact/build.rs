@@ -79,6 +79,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         conversations: s.conversations.clone(),
         shard: info.shard.clone(),
         shards: None,
+        metric_notes: s.unstreamed.as_ref().map(|u| u.notes.clone()),
         client: ClientInfo::this(),
     }
 }
@@ -124,6 +125,9 @@ pub fn metrics(s: &LevelSummary) -> Map<String, Value> {
     m.insert("prompt_sizing_error_pct_bias".into(), json!(s.sizing.bias_pct));
     m.insert("prompt_sizing_samples".into(), json!(s.sizing.samples));
     m.insert("throughput_performance_eligible".into(), json!(r.throughput_performance_eligible));
+    if let Some(u) = &s.unstreamed {
+        m.insert("input_throughput_tok_s".into(), json!(u.input_throughput_tok_s));
+    }
     m
 }
 

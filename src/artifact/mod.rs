@@ -128,6 +128,10 @@ pub struct Artifact {
     /// A merged artifact: its parts, each shard's own validity, and whether any was missing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shards: Option<ShardsBlock>,
+    /// APIs that do not stream (embeddings, rerank): why each streaming metric is null, zero
+    /// or equal to another (absent for streamed APIs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric_notes: Option<BTreeMap<&'static str, String>>,
     pub client: ClientInfo,
 }
 

@@ -7,11 +7,14 @@
 //! `/mock/ground-truth` so a test can compare what the client measured with what the server
 //! did, and `/metrics` in an engine's Prometheus names (see `metrics`). It can also break on purpose, in every way a client must survive (see `faults`).
 
+mod api_prompts;
+mod api_wire;
 mod contamination;
 mod faults;
 mod ground_truth;
 mod metrics;
 mod plan;
+mod pooling;
 mod prefix_cache;
 mod profile;
 mod request;

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::api_wire::WireApi;
 use super::tokenize::{Prompt, PromptKind};
 
 /// Echoed when the request names no model.
@@ -35,15 +36,26 @@ pub(crate) struct GenRequest<'a> {
 }
 
 /// Validates `body` for the endpoint `kind`. The error is the message of a 400 answer.
+#[cfg(test)]
 pub(crate) fn parse(kind: PromptKind, body: &Value) -> Result<GenRequest<'_>, String> {
+    parse_api(kind, WireApi::OpenAi, body)
+}
+
+/// Validates `body` for the endpoint `kind` of `api` (the Responses and Messages APIs read
+/// their own prompt and budget fields, and always report usage).
+pub(crate) fn parse_api(kind: PromptKind, api: WireApi, body: &Value) -> Result<GenRequest<'_>, String> {
     if !body.is_object() {
         return Err("request body must be a JSON object".into());
     }
-    let prompt = match kind {
-        PromptKind::Chat => Prompt::from_chat(body)?,
-        PromptKind::Completion => Prompt::from_completion(body)?,
+    let prompt = match (api, kind) {
+        (WireApi::Responses, _) => super::api_prompts::responses_prompt(body)?,
+        (WireApi::Messages, _) => super::api_prompts::messages_prompt(body)?,
+        (WireApi::OpenAi, PromptKind::Chat) => Prompt::from_chat(body)?,
+        (WireApi::OpenAi, PromptKind::Completion) => Prompt::from_completion(body)?,
     };
     let (include_usage, continuous_usage) = match body.get("stream_options") {
+        // The Responses and Messages APIs always report usage, on their own events.
+        _ if api != WireApi::OpenAi => (true, false),
         None | Some(Value::Null) => (false, false),
         Some(options @ Value::Object(_)) => (
             opt_bool(options, "include_usage")?.unwrap_or(false),
@@ -53,7 +65,11 @@ pub(crate) fn parse(kind: PromptKind, body: &Value) -> Result<GenRequest<'_>, St
     };
     // llama.cpp's precedence: n_predict, then max_completion_tokens, then max_tokens.
     let mut max_tokens = None;
-    for key in ["n_predict", "max_completion_tokens", "max_tokens"] {
+    let budget_keys: &[&str] = match api {
+        WireApi::Responses => &["max_output_tokens"],
+        _ => &["n_predict", "max_completion_tokens", "max_tokens"],
+    };
+    for &key in budget_keys {
         if let Some(limit) = opt_int(body, key)? {
             // Negative means unlimited (llama.cpp's -1); 0 still yields one token.
             if limit >= 0 {

@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::api_wire::{ApiEvents, WireApi};
 use super::contamination::MarkerRegistry;
 use super::faults::{FaultKind, Injection};
 use super::ground_truth::{GroundTruthRecord, GroundTruthStore, Recorder};
@@ -33,7 +34,7 @@ use super::wire::{self, ChunkWriter, ResponseIds, Usage};
 
 /// Request bodies above this are refused. Generous: a prompt at the largest context limits
 /// engines offer is a few megabytes of JSON.
-const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+pub(super) const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// Shared by every handler.
 pub(crate) struct AppState {
@@ -78,6 +79,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
+        .route("/v1/responses", post(responses))
+        .route("/v1/messages", post(messages))
+        .route("/v1/embeddings", post(super::pooling::embeddings))
+        .route("/v1/rerank", post(super::pooling::rerank))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/mock/stats", get(mock_stats))
@@ -88,11 +93,19 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn chat_completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    routed(&state, &headers, generate(&state, PromptKind::Chat, body).await)
+    routed(&state, &headers, generate(&state, PromptKind::Chat, WireApi::OpenAi, body).await)
 }
 
 async fn completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    routed(&state, &headers, generate(&state, PromptKind::Completion, body).await)
+    routed(&state, &headers, generate(&state, PromptKind::Completion, WireApi::OpenAi, body).await)
+}
+
+async fn responses(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    routed(&state, &headers, generate(&state, PromptKind::Chat, WireApi::Responses, body).await)
+}
+
+async fn messages(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    routed(&state, &headers, generate(&state, PromptKind::Chat, WireApi::Messages, body).await)
 }
 
 /// The response header naming the (simulated) backend behind a router.
@@ -160,7 +173,7 @@ async fn mock_ground_truth(State(state): State<Arc<AppState>>) -> Response {
 }
 
 /// An error answer. Errors always close the connection, as llama.cpp's do.
-fn reject(state: &AppState, status: StatusCode, body: Value) -> Response {
+pub(super) fn reject(state: &AppState, status: StatusCode, body: Value) -> Response {
     MockStats::add(&state.stats.requests_rejected, 1);
     let mut response = (status, axum::Json(body)).into_response();
     response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
@@ -179,7 +192,7 @@ fn fault_response(state: &AppState, kind: FaultKind) -> Option<Response> {
     Some(response)
 }
 
-async fn generate(state: &AppState, kind: PromptKind, body: Body) -> Response {
+async fn generate(state: &AppState, kind: PromptKind, api: WireApi, body: Body) -> Response {
     let arrival = Instant::now();
     MockStats::add(&state.stats.requests_received, 1);
     let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
@@ -197,7 +210,7 @@ async fn generate(state: &AppState, kind: PromptKind, body: Body) -> Response {
     if let Some(response) = injection.and_then(|injection| fault_response(state, injection.kind)) {
         return response;
     }
-    let value: Value = match serde_json::from_slice(&bytes) {
+    let mut value: Value = match serde_json::from_slice(&bytes) {
         Ok(value) => value,
         Err(err) => {
             let message = format!("request body is not valid JSON: {err}");
@@ -205,7 +218,11 @@ async fn generate(state: &AppState, kind: PromptKind, body: Body) -> Response {
         }
     };
     drop(bytes);
-    match accept(state, kind, &value, arrival, injection, restart) {
+    let exact_tokens = match kind {
+        PromptKind::Completion => super::api_prompts::token_id_prompt(&mut value, state.tokenizer.as_deref()),
+        PromptKind::Chat => None,
+    };
+    match accept(state, (kind, api, exact_tokens), &value, arrival, injection, restart) {
         Accepted::Respond(response) => response,
         Accepted::Full(generation, body) => full_response(state, *generation, body).await,
     }
@@ -222,23 +239,28 @@ enum Accepted {
 /// parsed body ends before the first `.await`.
 fn accept(
     state: &AppState,
-    kind: PromptKind,
+    (kind, api, exact_tokens): (PromptKind, WireApi, Option<u32>),
     value: &Value,
     arrival: Instant,
     injection: Option<Injection>,
     restart: Option<RestartWatch>,
 ) -> Accepted {
     let profile = &state.profile;
-    let mut req = match request::parse(kind, value) {
+    let mut req = match request::parse_api(kind, api, value) {
         Ok(req) => req,
         Err(message) => {
             let body = wire::invalid_request_body(&message);
             return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
         }
     };
+    if !req.stream && api != WireApi::OpenAi {
+        let body = wire::invalid_request_body("the simulator answers this API streamed only: set stream = true");
+        return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
+    }
     req.prompt.tokenizer = state.tokenizer.as_deref();
     req.prompt.default_system_tokens = profile.default_system_prompt_tokens;
-    let prompt_tokens = req.prompt.token_count();
+    // Token ids are counted as they are; text by the simulator's own rule.
+    let prompt_tokens = exact_tokens.unwrap_or_else(|| req.prompt.token_count());
     if prompt_tokens > profile.context_limit {
         let body = wire::context_error_body(prompt_tokens, profile.context_limit);
         return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
@@ -272,7 +294,8 @@ fn accept(
         words.push_reasoning(&mut answer, plan.reasoning);
         answer.push(' ');
         words.push_content(&mut answer, plan.content);
-        state.cache.lookup_and_insert_answered(&req.prompt, prompt_tokens, &answer)
+        // Capped: a token-id prompt's text may walk to more tokens than its ids.
+        state.cache.lookup_and_insert_answered(&req.prompt, prompt_tokens, &answer).min(prompt_tokens)
     } else {
         0
     };
@@ -310,7 +333,10 @@ fn accept(
         return Accepted::Full(Box::new(generation), body);
     }
 
-    let writer = ChunkWriter::new(kind, reasoning_key, &ids);
+    let mut writer = ChunkWriter::new(kind, reasoning_key, &ids);
+    if api != WireApi::OpenAi {
+        writer = writer.with_events(ApiEvents::new(api, &ids, plan.reasoning, generation.usage));
+    }
     let recorder = profile.record_ground_truth.then(|| {
         let per_chunk = profile.tokens_per_chunk.max(1);
         // Role, finish, usage, done and a spare on top of the deltas.

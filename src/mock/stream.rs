@@ -395,7 +395,7 @@ impl StreamState {
             self.count_fault(FaultKind::MissingDone);
             self.generation.guard.cut();
         } else {
-            ChunkWriter::done(&mut self.buf);
+            self.writer.done(&mut self.buf);
             self.note(ChunkKind::Done, 0);
             self.generation.guard.complete(plan.completion_tokens);
         }

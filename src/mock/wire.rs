@@ -13,6 +13,7 @@ use bytes::BytesMut;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::api_wire::ApiEvents;
 use super::plan::Finish;
 use super::tokenize::PromptKind;
 
@@ -64,6 +65,8 @@ pub(crate) struct ChunkWriter {
     reasoning_key: &'static str,
     /// `data: {"id":…,"object":…,"created":…,"model":…,"choices":[`
     head: Vec<u8>,
+    /// The Responses or Messages API's events instead of chunks.
+    events: Option<ApiEvents>,
 }
 
 impl ChunkWriter {
@@ -80,11 +83,20 @@ impl ChunkWriter {
         head.extend_from_slice(format!("\",\"created\":{},\"model\":", ids.created).as_bytes());
         push_json_str(&mut head, &ids.model);
         head.extend_from_slice(b",\"choices\":[");
-        ChunkWriter { kind, reasoning_key, head: head.to_vec() }
+        ChunkWriter { kind, reasoning_key, head: head.to_vec(), events: None }
     }
 
-    /// The role-only first chunk of a chat stream.
+    /// Write the Responses or Messages API's events instead of chat chunks.
+    pub fn with_events(mut self, events: ApiEvents) -> ChunkWriter {
+        self.events = Some(events);
+        self
+    }
+
+    /// The role-only first chunk of a chat stream (the opening events of the other APIs).
     pub fn role(&self, buf: &mut BytesMut) {
+        if let Some(events) = &self.events {
+            return events.start(buf);
+        }
         buf.extend_from_slice(&self.head);
         buf.extend_from_slice(br#"{"index":0,"delta":{"role":"assistant","content":null},"finish_reason":null}]}"#);
         buf.extend_from_slice(b"\n\n");
@@ -92,6 +104,9 @@ impl ChunkWriter {
 
     /// One delta chunk carrying `text` on `channel`.
     pub fn delta(&self, buf: &mut BytesMut, channel: Channel, text: &str) {
+        if let Some(events) = &self.events {
+            return events.delta(buf, channel, text);
+        }
         buf.extend_from_slice(&self.head);
         match self.kind {
             PromptKind::Chat => {
@@ -114,6 +129,9 @@ impl ChunkWriter {
 
     /// The finish chunk, with `usage` on it when given (llama.cpp's completions).
     pub fn finish(&self, buf: &mut BytesMut, finish: Finish, usage: Option<&Usage>) {
+        if let Some(events) = &self.events {
+            return events.finish(buf, finish);
+        }
         buf.extend_from_slice(&self.head);
         match self.kind {
             PromptKind::Chat => buf.extend_from_slice(b"{\"index\":0,\"delta\":{},"),
@@ -133,6 +151,9 @@ impl ChunkWriter {
 
     /// The OpenAI-style trailing usage chunk, `"choices": []`.
     pub fn usage(&self, buf: &mut BytesMut, usage: &Usage) {
+        if self.events.is_some() {
+            return; // the other APIs carry usage on their opening and closing events
+        }
         buf.extend_from_slice(&self.head);
         buf.extend_from_slice(b"],\"usage\":");
         usage.write(buf);
@@ -149,7 +170,10 @@ impl ChunkWriter {
         }
     }
 
-    pub fn done(buf: &mut BytesMut) {
+    pub fn done(&self, buf: &mut BytesMut) {
+        if let Some(events) = &self.events {
+            return events.done(buf);
+        }
         buf.extend_from_slice(b"data: [DONE]\n\n");
     }
 }

@@ -23,6 +23,12 @@ pub enum StreamEvent<'a> {
     },
     /// An error object sent inside the stream (engines do this for failures after the headers).
     Error { kind: Option<String>, message: String },
+    /// The last event of a stream that has no `[DONE]` (Responses API `response.completed`):
+    /// its finish reason and usage count, then the response is complete.
+    End { finish_reason: Option<Cow<'a, str>>, usage: Option<Usage> },
+    /// The response ended without its answer (Responses API `response.failed`, or
+    /// `response.incomplete` for a reason other than the output budget).
+    Failed { incomplete: bool, kind: Option<String>, message: String },
 }
 
 /// Text of one chunk. Chat puts visible text in `content` and thinking in `reasoning_content`
@@ -40,6 +46,9 @@ pub struct Usage {
     pub completion_tokens: Option<u64>,
     /// `prompt_tokens_details.cached_tokens`; `None` when the server does not report it.
     pub cached_tokens: Option<u64>,
+    /// Reasoning tokens among the completion tokens, when the server says (Responses API
+    /// `output_tokens_details.reasoning_tokens`, chat `completion_tokens_details`).
+    pub reasoning_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,12 +97,16 @@ struct WireUsage {
     completion_tokens: Option<u64>,
     #[serde(default)]
     prompt_tokens_details: Option<WireDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<WireDetails>,
 }
 
 #[derive(Deserialize)]
-struct WireDetails {
+pub(super) struct WireDetails {
     #[serde(default)]
-    cached_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -108,7 +121,7 @@ struct WireError<'a> {
 
 /// An optional string that borrows from the input unless it holds escapes. (serde's own
 /// `Option<Cow<str>>` always copies; borrowing is what keeps a chunk free of allocations.)
-fn opt_str<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+pub(super) fn opt_str<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
     struct Str;
     impl<'de> Visitor<'de> for Str {
         type Value = Option<Cow<'de, str>>;
@@ -196,11 +209,12 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
         cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+        reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
     });
     Ok(StreamEvent::Chunk { delta, finish_reason, usage })
 }
 
-fn error_kind(kind: Option<&str>, code: Option<&serde_json::Value>) -> Option<String> {
+pub(super) fn error_kind(kind: Option<&str>, code: Option<&serde_json::Value>) -> Option<String> {
     match (kind, code) {
         (Some(k), _) => Some(k.to_string()),
         (None, Some(serde_json::Value::String(c))) => Some(c.clone()),
@@ -272,7 +286,15 @@ mod tests {
         let StreamEvent::Chunk { delta, finish_reason, usage } = e else { panic!() };
         assert_eq!(delta.content.as_deref(), Some(""));
         assert_eq!(finish_reason.as_deref(), Some("length"));
-        assert_eq!(usage, Some(Usage { prompt_tokens: Some(5), completion_tokens: Some(8), cached_tokens: Some(0) }));
+        assert_eq!(
+            usage,
+            Some(Usage {
+                prompt_tokens: Some(5),
+                completion_tokens: Some(8),
+                cached_tokens: Some(0),
+                reasoning_tokens: None
+            })
+        );
     }
 
     #[test]
@@ -282,7 +304,15 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(usage, Some(Usage { prompt_tokens: Some(7), completion_tokens: Some(3), cached_tokens: None }));
+        assert_eq!(
+            usage,
+            Some(Usage {
+                prompt_tokens: Some(7),
+                completion_tokens: Some(3),
+                cached_tokens: None,
+                reasoning_tokens: None
+            })
+        );
         let StreamEvent::Chunk { usage, .. } = chunk(r#"{"choices":[{"delta":{"content":"a"}}],"usage":null}"#) else {
             panic!()
         };

@@ -1,12 +1,33 @@
-//! The OpenAI-compatible wire format, client side: request bodies, SSE framing, stream chunks.
+//! The wire formats, client side: request bodies, SSE framing, stream events of each API.
 //!
 //! Parsing borrows from the read buffer and reads only the fields the timing needs, so a chunk
 //! costs no allocation unless its text contains JSON escapes.
 
 mod chunk;
+mod messages;
+mod pooling;
 mod request;
+mod responses;
 mod sse;
 
-pub use chunk::{ChunkError, Delta, StreamEvent, Usage, parse_error_body, parse_event};
+pub use chunk::{ChunkError, Delta, StreamEvent, Usage, parse_error_body};
+pub use pooling::{PoolingAnswer, parse_answer};
 pub use request::{PromptBody, RequestParams, probe_body, request_body};
 pub use sse::{SseDecoder, SseError};
+
+use crate::scenario::Api;
+
+/// Interpret one SSE data payload of a chat or completions stream.
+pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
+    chunk::parse_event(data)
+}
+
+/// Interpret one SSE data payload of `api`'s stream.
+pub fn parse_event_of(api: Api, data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
+    match api {
+        Api::Responses => responses::parse_event(data),
+        Api::Messages => messages::parse_event(data),
+        // Embeddings and rerank do not stream; chat and completions share one format.
+        Api::Chat | Api::Completions | Api::Embeddings | Api::Rerank => chunk::parse_event(data),
+    }
+}

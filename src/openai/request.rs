@@ -1,4 +1,5 @@
-//! Request bodies for `/chat/completions` and `/completions`.
+//! Request bodies for `/chat/completions` and `/completions`, and the dispatch to the other
+//! APIs' bodies (`responses`, `messages`, `pooling`).
 //!
 //! Every measured request streams and asks for usage (`stream_options.include_usage`), because
 //! the server's own token counts are what the throughput and TPOT figures divide by.
@@ -54,6 +55,38 @@ impl RequestParams {
 pub enum PromptBody<'a> {
     Text(&'a str),
     Messages(&'a [ChatMessage]),
+    /// Completions: `prompt` as token ids.
+    TokenIds(&'a [u32]),
+    /// Embeddings: the inputs of one request.
+    Inputs(&'a [String]),
+    /// Rerank: one query and its documents.
+    Rerank {
+        query: &'a str,
+        documents: &'a [String],
+    },
+}
+
+impl<'a> PromptBody<'a> {
+    /// The prompt as one text, for APIs that take one (a conversation's turns joined).
+    pub(super) fn joined(self) -> std::borrow::Cow<'a, str> {
+        use std::borrow::Cow;
+        match self {
+            PromptBody::Text(t) => Cow::Borrowed(t),
+            PromptBody::Messages(m) => {
+                Cow::Owned(m.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n\n"))
+            }
+            PromptBody::Inputs(inputs) => Cow::Owned(inputs.join("\n\n")),
+            PromptBody::Rerank { query, .. } => Cow::Borrowed(query),
+            PromptBody::TokenIds(_) => Cow::Borrowed(""),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PromptField<'a> {
+    Text(std::borrow::Cow<'a, str>),
+    Ids(&'a [u32]),
 }
 
 #[derive(Serialize)]
@@ -62,7 +95,7 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     messages: Option<Messages<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    prompt: Option<std::borrow::Cow<'a, str>>,
+    prompt: Option<PromptField<'a>>,
     max_tokens: u32,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,7 +126,7 @@ enum Messages<'a> {
 #[derive(Serialize)]
 struct Message<'a> {
     role: &'static str,
-    content: &'a str,
+    content: std::borrow::Cow<'a, str>,
 }
 
 #[derive(Serialize)]
@@ -111,12 +144,10 @@ struct TemplateKwargs {
 fn body<'a>(p: &'a RequestParams, prompt: PromptBody<'a>, stream: bool, max_tokens: u32) -> Body<'a> {
     let chat = p.api == Api::Chat;
     let (messages, text) = match (chat, prompt) {
-        (true, PromptBody::Text(t)) => (Some(Messages::One([Message { role: "user", content: t }])), None),
         (true, PromptBody::Messages(m)) => (Some(Messages::Many(m)), None),
-        (false, PromptBody::Text(t)) => (None, Some(std::borrow::Cow::Borrowed(t))),
-        (false, PromptBody::Messages(m)) => {
-            (None, Some(std::borrow::Cow::Owned(m.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n\n"))))
-        }
+        (true, other) => (Some(Messages::One([Message { role: "user", content: other.joined() }])), None),
+        (false, PromptBody::TokenIds(ids)) => (None, Some(PromptField::Ids(ids))),
+        (false, other) => (None, Some(PromptField::Text(other.joined()))),
     };
     // Hosted OpenAI-style APIs reject fields they do not know; validation keeps output control
     // away from that dialect, and this keeps the body clean whatever happens.
@@ -143,11 +174,43 @@ fn body<'a>(p: &'a RequestParams, prompt: PromptBody<'a>, stream: bool, max_toke
     }
 }
 
-/// The JSON body of a measured (streaming) request.
+/// The JSON body of a measured request (streamed, except for embeddings and rerank).
 pub fn request_body(p: &RequestParams, prompt: PromptBody<'_>) -> Vec<u8> {
+    match p.api {
+        Api::Responses => return super::responses::body(p, prompt),
+        Api::Messages => return super::messages::body(p, prompt),
+        Api::Embeddings | Api::Rerank => return super::pooling::body(p, prompt),
+        Api::Chat | Api::Completions => {}
+    }
     // Serializing plain structs of strings and numbers cannot fail.
     // The body is plain data; an empty body sent to the server would be a silent failure.
     serde_json::to_vec(&body(p, prompt, true, p.max_tokens)).expect("a request body serialises to JSON")
+}
+
+/// The sampling and engine fields every generating API shares, as JSON (merged into the
+/// Responses and Messages bodies; chat and completions spell them in `Body`).
+pub(super) fn shared_fields(p: &RequestParams, out: &mut Map<String, Value>) {
+    if let Some(t) = p.temperature {
+        out.insert("temperature".into(), Value::from(t));
+    }
+    if let Some(t) = p.top_p {
+        out.insert("top_p".into(), Value::from(t));
+    }
+    let engine_fields = p.dialect != Dialect::Openai;
+    if p.ignore_eos && engine_fields {
+        out.insert("ignore_eos".into(), Value::Bool(true));
+    }
+    if let Some(n) = p.min_tokens.filter(|_| engine_fields && p.dialect != Dialect::Llamacpp) {
+        out.insert("min_tokens".into(), Value::from(n));
+    }
+}
+
+/// `extra_body`, merged last (validation keeps it from replacing the tool's own fields).
+pub(super) fn merge_extra(p: &RequestParams, out: &mut Map<String, Value>) -> Vec<u8> {
+    for (k, v) in &p.extra {
+        out.insert(k.clone(), v.clone());
+    }
+    serde_json::to_vec(out).expect("a request body serialises to JSON")
 }
 
 /// The JSON body of a calibration probe: the same fields, one output token, not streamed (so

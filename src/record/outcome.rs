@@ -55,6 +55,9 @@ pub struct Completed {
     /// fewer than the chunks that streamed; see `checks::usage_plausible`): `output_tokens` is
     /// then the chunk count.
     pub usage_completion_tokens: Option<u64>,
+    /// Reasoning tokens among the output tokens, when the server's usage says (Responses API
+    /// `output_tokens_details.reasoning_tokens`, chat `completion_tokens_details`).
+    pub reasoning_tokens: Option<u64>,
     pub finish_reason: Option<String>,
     pub visible_content_truncated: bool,
     pub canary: Option<CanaryCheck>,
@@ -147,7 +150,13 @@ pub enum ErrorKind {
     InvalidUtf8,
     /// The server sent an error object inside the stream.
     ServerErrorEvent,
-    /// The stream ended without `data: [DONE]`.
+    /// Responses API: `response.failed` (the server gave up on the response).
+    ResponseFailed,
+    /// Responses API: `response.incomplete` for a reason other than the output budget (a
+    /// content filter, say).
+    ResponseIncomplete,
+    /// The stream ended without its last event (`data: [DONE]`, `response.completed` or
+    /// `message_stop`), or a non-streamed answer ended before its JSON did.
     MissingDone,
     /// The stream finished without any reasoning or content text.
     EmptyResponse,
@@ -180,6 +189,8 @@ impl fmt::Display for ErrorKind {
             ErrorKind::InvalidJson => "invalid_json",
             ErrorKind::InvalidUtf8 => "invalid_utf8",
             ErrorKind::ServerErrorEvent => "server_error_event",
+            ErrorKind::ResponseFailed => "response_failed",
+            ErrorKind::ResponseIncomplete => "response_incomplete",
             ErrorKind::MissingDone => "missing_done",
             ErrorKind::EmptyResponse => "empty_response",
             ErrorKind::Interrupted => "interrupted",
@@ -215,6 +226,8 @@ impl std::str::FromStr for ErrorKind {
             "invalid_json" => ErrorKind::InvalidJson,
             "invalid_utf8" => ErrorKind::InvalidUtf8,
             "server_error_event" => ErrorKind::ServerErrorEvent,
+            "response_failed" => ErrorKind::ResponseFailed,
+            "response_incomplete" => ErrorKind::ResponseIncomplete,
             "missing_done" => ErrorKind::MissingDone,
             "empty_response" => ErrorKind::EmptyResponse,
             "interrupted" => ErrorKind::Interrupted,
@@ -246,6 +259,8 @@ mod tests {
             ErrorKind::MissingDone,
             ErrorKind::RequestTimeout,
             ErrorKind::Redirect,
+            ErrorKind::ResponseFailed,
+            ErrorKind::ResponseIncomplete,
         ] {
             assert_eq!(kind.to_string().parse::<ErrorKind>(), Ok(kind));
         }

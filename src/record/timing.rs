@@ -75,6 +75,9 @@ pub struct RequestTiming {
     /// chunk count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_completion_tokens: Option<u64>,
+    /// Reasoning tokens among `output_tokens`, when the server's usage reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
     pub content_chunks: u32,
     pub reasoning_chunks: u32,
     /// When the request was sent, from the start of the level.
@@ -310,6 +313,7 @@ impl RequestTiming {
             output_tokens: c.output_tokens,
             output_token_source: c.output_token_source,
             usage_completion_tokens: c.usage_completion_tokens,
+            reasoning_tokens: c.reasoning_tokens,
             content_chunks: c.content_chunks,
             reasoning_chunks: c.reasoning_chunks,
             start_offset_ms: start,

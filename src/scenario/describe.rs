@@ -46,7 +46,11 @@ pub fn describe(s: &Scenario) -> String {
     let _ = writeln!(out, "model: {}; dialect {}", t.model, format!("{:?}", t.dialect).to_lowercase());
     let _ = writeln!(out, "labels: engine {}, gpu {}", label(&t.engine), label(&t.gpu));
     if let Some(var) = &t.api_key_env {
-        let _ = writeln!(out, "api key: from ${var} (set)");
+        let header = if t.api == super::Api::Messages { " (sent as a bearer token and as x-api-key)" } else { "" };
+        let _ = writeln!(out, "api key: from ${var} (set){header}");
+    }
+    if let Some(version) = &t.anthropic_version {
+        let _ = writeln!(out, "anthropic-version: {version}");
     }
     if let Some(m) = &t.metrics {
         let from = match &m.endpoint {
@@ -192,6 +196,13 @@ pub fn describe(s: &Scenario) -> String {
         SizingMode::Estimate => "built-in estimate, no probe".to_string(),
     };
     let _ = writeln!(out, "prompt sizing: {sizing}");
+    if let Some(n) = s.workload.batch_size {
+        let what = if t.api == super::Api::Rerank { "documents" } else { "inputs" };
+        let _ = writeln!(out, "batch: {n} {what} per request, each a prompt of the planned context");
+    }
+    if s.workload.prompt_encoding == super::PromptEncoding::TokenIds {
+        let _ = writeln!(out, "prompt encoding: token ids of the local tokenizer, exactly the planned length");
+    }
     let cache = match (&w.prompts, w.prompt_cache) {
         (super::PromptSource::Trace(_), _) => {
             "blocks shared as the trace's hash ids say, a unique tail per request".to_string()

@@ -4,6 +4,7 @@
 //! (`validate`). Errors name the file, the key path, what is wrong and how to fix it; the
 //! program exits with code 2 and sends nothing. No other module sees TOML shapes.
 
+mod api_rules;
 pub mod bounds;
 mod describe;
 mod load_rules;
@@ -84,6 +85,9 @@ pub struct Target {
     pub dialect: Dialect,
     /// Extra fields merged into every request body.
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Messages API: the `anthropic-version` header, when the scenario sets one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anthropic_version: Option<String>,
     /// Scrape the server's own metrics beside the run. Absent from the serialized scenario when
     /// off, so configurations written before the key existed keep their fingerprint.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -148,11 +152,20 @@ pub enum Endpoint {
     },
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Api {
+    #[default]
     Chat,
     Completions,
+    /// The OpenAI Responses API (`/responses`), streamed.
+    Responses,
+    /// Anthropic's Messages API (`/messages`), streamed.
+    Messages,
+    /// `/embeddings`, one JSON answer per request.
+    Embeddings,
+    /// `/rerank` (query and documents), one JSON answer per request.
+    Rerank,
 }
 
 impl Api {
@@ -161,7 +174,49 @@ impl Api {
         match self {
             Api::Chat => "/chat/completions",
             Api::Completions => "/completions",
+            Api::Responses => "/responses",
+            Api::Messages => "/messages",
+            Api::Embeddings => "/embeddings",
+            Api::Rerank => "/rerank",
         }
+    }
+
+    /// The name written in scenarios and artifacts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+            Api::Responses => "responses",
+            Api::Messages => "messages",
+            Api::Embeddings => "embeddings",
+            Api::Rerank => "rerank",
+        }
+    }
+
+    /// Whether the answer streams generated text (every API but embeddings and rerank).
+    pub fn streams_text(self) -> bool {
+        !matches!(self, Api::Embeddings | Api::Rerank)
+    }
+
+    /// Whether calibration probes (short chat or completions requests) speak this API.
+    pub fn has_probes(self) -> bool {
+        matches!(self, Api::Chat | Api::Completions)
+    }
+}
+
+/// How a completions prompt is sent: as text, or as the token ids of a local tokenizer.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptEncoding {
+    #[default]
+    Text,
+    /// `prompt` as an array of integers of exactly the planned length.
+    TokenIds,
+}
+
+impl PromptEncoding {
+    pub fn is_text(&self) -> bool {
+        *self == PromptEncoding::Text
     }
 }
 
@@ -361,6 +416,12 @@ pub struct Workload {
     pub sizing: SizingMode,
     pub prompt_cache: PromptCache,
     pub canaries: bool,
+    /// Embeddings: inputs per request; rerank: documents per request (absent for other APIs,
+    /// so earlier configurations keep their fingerprint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
+    #[serde(skip_serializing_if = "PromptEncoding::is_text")]
+    pub prompt_encoding: PromptEncoding,
 }
 
 /// Where prompt text comes from.

@@ -48,7 +48,9 @@ pub struct RawTarget {
     pub base_url: Option<String>,
     /// Model name sent in every request.
     pub model: String,
-    /// `"chat"` (`/chat/completions`, the default) or `"completions"` (`/completions`).
+    /// `"chat"` (`/chat/completions`, the default), `"completions"` (`/completions`),
+    /// `"responses"` (`/responses`), `"messages"` (Anthropic-style `/messages`),
+    /// `"embeddings"` (`/embeddings`) or `"rerank"` (`/rerank`).
     #[serde(default)]
     pub api: RawApi,
     /// Name of the environment variable holding the API key (sent as a bearer token). The key
@@ -73,6 +75,8 @@ pub struct RawTarget {
     /// Extra JSON fields merged into every request body, e.g. `{ top_k = 20 }`. They may not
     /// replace fields the tool sets itself.
     pub extra_body: Option<toml::Table>,
+    /// `api = "messages"`: send this `anthropic-version` header, e.g. `"2023-06-01"`.
+    pub anthropic_version: Option<String>,
     /// Scrape the server's Prometheus metrics from this URL during the run, e.g.
     /// `"http://127.0.0.1:8000/metrics"`.
     pub metrics_url: Option<String>,
@@ -100,6 +104,10 @@ pub enum RawApi {
     #[default]
     Chat,
     Completions,
+    Responses,
+    Messages,
+    Embeddings,
+    Rerank,
 }
 
 /// `[run]`
@@ -264,6 +272,19 @@ pub struct RawWorkload {
     pub trace: Option<super::RawTrace>,
     /// `[workload.sessions]`: multi-turn conversations instead of single prompts.
     pub sessions: Option<super::RawSessions>,
+    /// `api = "embeddings"`: inputs per request; `api = "rerank"`: documents per request
+    /// (default 1). Each is a prompt of the planned context.
+    pub batch_size: Option<i64>,
+    /// `api = "completions"`: `"text"` (default) or `"token_ids"`, which sends `prompt` as the
+    /// token ids of the local tokenizer (`workload.tokenizer`), exactly the planned length.
+    pub prompt_encoding: Option<RawPromptEncoding>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RawPromptEncoding {
+    Text,
+    TokenIds,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]

@@ -120,6 +120,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let notes = apply_overrides(&mut raw, overrides, &mut c)?;
 
     let mut target = target(&c, &raw.target)?;
+    super::api_rules::check_sources(&c, &raw, &target)?;
     // A trace, or a number of conversations, bounds a level by itself: requests and duration
     // become optional.
     let conversations = raw.workload.sessions.as_ref().is_some_and(|s| s.conversations.is_some());
@@ -154,6 +155,7 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;
     check_thinking_api(&c, &target, &raw.serve)?;
+    super::api_rules::check(&c, &raw, &target, &mut workload, &output, &serve)?;
     let first_byte =
         c.duration("client.first_byte_timeout", raw.client.first_byte_timeout.as_deref(), Duration::from_secs(600))?;
     let request_given = match raw.client.request_timeout.as_deref() {
@@ -416,6 +418,10 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         api: match t.api {
             raw::RawApi::Chat => Api::Chat,
             raw::RawApi::Completions => Api::Completions,
+            raw::RawApi::Responses => Api::Responses,
+            raw::RawApi::Messages => Api::Messages,
+            raw::RawApi::Embeddings => Api::Embeddings,
+            raw::RawApi::Rerank => Api::Rerank,
         },
         api_key_env: t.api_key_env.clone(),
         api_key,
@@ -443,6 +449,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
                 }
             },
         },
+        anthropic_version: t.anthropic_version.clone(),
         metrics: None,
     })
 }
@@ -591,7 +598,7 @@ fn sampling(c: &Checker, s: &raw::RawSampling) -> Result<Sampling, ScenarioError
 /// Thinking modes are chat-template arguments: a completions request has no template, so the
 /// setting would be recorded but never sent. Refused rather than silently dropped.
 fn check_thinking_api(c: &Checker, target: &Target, s: &raw::RawServe) -> Result<(), ScenarioError> {
-    if target.api != Api::Completions {
+    if target.api == Api::Chat {
         return Ok(());
     }
     let key = if s.no_thinking {
@@ -601,10 +608,17 @@ fn check_thinking_api(c: &Checker, target: &Target, s: &raw::RawServe) -> Result
     } else {
         return Ok(());
     };
+    let api = target.api.name();
     Err(c.err(
         key,
-        "is sent as chat_template_kwargs.enable_thinking, which only chat requests carry; with target.api = \"completions\" nothing would be sent",
-        "remove it (a completions prompt reaches the model as written), or use target.api = \"chat\"",
+        format!(
+            "is sent as chat_template_kwargs.enable_thinking, which only chat requests carry; with target.api = \"{api}\" nothing would be sent"
+        ),
+        if target.api == Api::Completions {
+            "remove it (a completions prompt reaches the model as written), or use target.api = \"chat\"".to_string()
+        } else {
+            format!("remove it (the {api} API has no chat template arguments), or use target.api = \"chat\"")
+        },
     ))
 }
 

@@ -49,6 +49,8 @@ pub(super) fn workload(
             sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
             prompt_cache,
             canaries: w.canaries.unwrap_or(true),
+            batch_size: None,
+            prompt_encoding: super::PromptEncoding::Text,
         });
     }
     if let Some(trace) = &w.trace {
@@ -59,6 +61,8 @@ pub(super) fn workload(
             sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
             prompt_cache,
             canaries: w.canaries.unwrap_or(true),
+            batch_size: None,
+            prompt_encoding: super::PromptEncoding::Text,
         });
     }
     let prompts = match (&w.prompts, &w.context_tokens) {
@@ -101,6 +105,8 @@ pub(super) fn workload(
         sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
         prompt_cache,
         canaries: w.canaries.unwrap_or(true),
+        batch_size: None,
+        prompt_encoding: super::PromptEncoding::Text,
     })
 }
 

@@ -31,6 +31,7 @@ pub fn outcome(index: u64) -> Outcome {
         output_tokens: 1,
         output_token_source: TokenSource::Usage,
         usage_completion_tokens: None,
+        reasoning_tokens: None,
         finish_reason: None,
         visible_content_truncated: false,
         canary: None,

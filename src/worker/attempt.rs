@@ -130,13 +130,7 @@ impl<'a> Attempt<'a> {
     pub fn complete(&self, req: &PreparedRequest, mut state: StreamState) -> Outcome {
         let Some(end) = state.done else {
             let at = self.start.elapsed();
-            return self.fail_with_state(
-                ErrorKind::MissingDone,
-                &state,
-                at,
-                None,
-                "the stream ended without data: [DONE]",
-            );
+            return self.fail_with_state(ErrorKind::MissingDone, &state, at, None, state.missing_end_message());
         };
         let Some(first_output) = state.first_output else {
             return self.fail_with_state(
@@ -176,6 +170,7 @@ impl<'a> Attempt<'a> {
             output_tokens: output.tokens,
             output_token_source: output.source,
             usage_completion_tokens: output.usage_set_aside,
+            reasoning_tokens: state.usage.reasoning_tokens,
             finish_reason: state.finish_reason.as_deref().map(|r| self.secrets.field(r)),
             visible_content_truncated: truncated,
             canary,

@@ -44,7 +44,7 @@ pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 
 use crate::openai::parse_error_body;
 use crate::record::{Dispatch, ErrorKind, Outcome};
-use crate::scenario::{ApiKey, ClientSettings};
+use crate::scenario::{Api, ApiKey, ClientSettings};
 use crate::workload::PreparedRequest;
 use attempt::Attempt;
 use errors::{backoff_wait, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind};
@@ -68,10 +68,17 @@ pub struct Client {
     fresh: Arc<OnceLock<reqwest::Client>>,
     url: reqwest::Url,
     auth: Option<HeaderValue>,
+    /// Headers of the API beyond the bearer token (`x-api-key`, `anthropic-version`); the
+    /// key's value is marked sensitive, so it never shows in logs.
+    api_headers: Vec<(reqwest::header::HeaderName, HeaderValue)>,
+    /// Which API's answers these are.
+    api: Api,
     secrets: Secrets,
     timeouts: ClientSettings,
     /// Requests in flight across all workers, for the snapshots.
     in_flight: Arc<AtomicU64>,
+    /// Kept for the API's own key header (see `for_api`); its `Debug` hides the value.
+    api_key: Option<ApiKey>,
 }
 
 /// The HTTP client settings every request of a run shares; `pool_idle` connections per host
@@ -141,7 +148,40 @@ impl Client {
             None => None,
         };
         let secrets = Secrets::new(api_key.as_ref().map(ApiKey::expose), endpoint_url);
-        Ok(Client { http, fresh: Arc::default(), url, auth, secrets, timeouts, in_flight: Arc::default() })
+        Ok(Client {
+            http,
+            fresh: Arc::default(),
+            url,
+            auth,
+            api_headers: Vec::new(),
+            api: Api::Chat,
+            secrets,
+            timeouts,
+            in_flight: Arc::default(),
+            api_key,
+        })
+    }
+
+    /// Speak `api`: read its answers, and for the Messages API send the key as `x-api-key`
+    /// too (Anthropic-style servers read that header, OpenAI-compatible ones the bearer token)
+    /// and the `anthropic-version` header when the scenario sets one.
+    pub fn for_api(mut self, api: Api, anthropic_version: Option<&str>) -> anyhow::Result<Self> {
+        self.api = api;
+        self.api_headers.clear();
+        if api == Api::Messages {
+            if let Some(key) = &self.api_key {
+                let mut v = HeaderValue::from_str(key.expose())?;
+                v.set_sensitive(true);
+                self.api_headers.push((reqwest::header::HeaderName::from_static("x-api-key"), v));
+            }
+            if let Some(version) = anthropic_version {
+                self.api_headers.push((
+                    reqwest::header::HeaderName::from_static("anthropic-version"),
+                    HeaderValue::from_str(version)?,
+                ));
+            }
+        }
+        Ok(self)
     }
 
     /// Requests in flight right now.
@@ -159,6 +199,9 @@ impl Client {
         let mut builder = http.post(self.url.clone()).header(CONTENT_TYPE, "application/json").body(body);
         if let Some(auth) = &self.auth {
             builder = builder.header(AUTHORIZATION, auth.clone());
+        }
+        for (name, value) in &self.api_headers {
+            builder = builder.header(name.clone(), value.clone());
         }
         builder
     }
@@ -275,7 +318,7 @@ impl Client {
         if !status.is_success() {
             return self.http_failure(&a, response).await;
         }
-        let mut state = StreamState::new(req.response_words.is_some());
+        let mut state = StreamState::new(req.response_words.is_some()).for_api(self.api);
         if let Some(marker) = &req.canary {
             state = state.with_canary(marker);
         }

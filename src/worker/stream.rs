@@ -5,21 +5,28 @@
 //! into one growing capture, bounded at `CAPTURE_CHARS` (kept only for the word-count check),
 //! and the canary is checked by a streaming scan that holds no text.
 //!
-//! The response ends at `data: [DONE]`: whatever follows it is not read as SSE at all (a proxy
-//! may append a footer). A response that has sent its finish reason and its usage is complete
+//! The response ends at `data: [DONE]` (`response.completed` and `message_stop` in the
+//! Responses and Messages APIs): whatever follows it is not read as SSE at all (a proxy
+//! may append a footer). Embeddings and rerank answers do not stream: their body is kept
+//! (bounded) and read once it has ended, which is then their first output and their end. A response that has sent its finish reason and its usage is complete
 //! as well when a line that is no SSE field follows (a footer where `[DONE]` should be).
 
 use std::time::Duration;
 
 use super::chunks::ChunkClock;
-use crate::openai::{ChunkError, SseDecoder, SseError, StreamEvent, Usage, parse_event};
+use crate::openai::{
+    ChunkError, PoolingAnswer, SseDecoder, SseError, StreamEvent, Usage, parse_answer, parse_event_of,
+};
 use crate::record::{ErrorKind, TokenSource, usage_plausible};
+use crate::scenario::Api;
 use crate::workload::CanaryScan;
 
 /// Visible content kept per response for the word-count check (the reference contract's cap).
 pub const CAPTURE_CHARS: usize = 8192;
 /// Longest `finish_reason` kept from the wire (it is sanitized further when recorded).
 const FINISH_REASON_BYTES: usize = 256;
+/// Largest embeddings or rerank answer read (a batch of 1024 vectors of 4096 floats fits).
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
 
 /// Why a stream could not be read to its end.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,6 +104,10 @@ pub struct StreamState {
     pub answer: Option<(String, String)>,
     /// Gaps between output chunks and, when the engine reports them, tokens per chunk.
     pub chunk_clock: ChunkClock,
+    /// Which API's events these are.
+    api: Api,
+    /// Embeddings and rerank: the answer's bytes so far.
+    body: Vec<u8>,
 }
 
 impl StreamState {
@@ -110,6 +121,22 @@ impl StreamState {
         self
     }
 
+    /// Read `api`'s events (chat's by default).
+    pub fn for_api(mut self, api: Api) -> Self {
+        self.api = api;
+        self
+    }
+
+    /// Why a response without its last event failed, in the words of its API.
+    pub fn missing_end_message(&self) -> &'static str {
+        match self.api {
+            Api::Chat | Api::Completions => "the stream ended without data: [DONE]",
+            Api::Responses => "the stream ended without response.completed",
+            Api::Messages => "the stream ended without message_stop",
+            Api::Embeddings | Api::Rerank => "the answer ended early",
+        }
+    }
+
     /// Keep the whole answer (content and reasoning), for a conversation's history.
     pub fn keep_answer(&mut self) {
         self.answer = Some((String::new(), String::new()));
@@ -119,6 +146,9 @@ impl StreamState {
     pub fn observe(&mut self, bytes: &[u8], at: Duration) -> Result<(), StreamFault> {
         if self.done.is_some() {
             return Ok(()); // anything after [DONE] is not part of the response
+        }
+        if !self.api.streams_text() {
+            return self.keep_answer_bytes(bytes);
         }
         let mut decoder = std::mem::take(&mut self.decoder);
         let result = decoder.feed(bytes, |data| self.on_event(data, at));
@@ -130,6 +160,9 @@ impl StreamState {
     pub fn finish(&mut self, at: Duration) -> Result<(), StreamFault> {
         if self.done.is_some() {
             return Ok(());
+        }
+        if !self.api.streams_text() {
+            return self.read_answer(at);
         }
         let mut decoder = std::mem::take(&mut self.decoder);
         let result = decoder.finish(|data| self.on_event(data, at));
@@ -155,8 +188,61 @@ impl StreamState {
         self.finish_reason.is_some() && self.usage_seen && self.last_progress.is_some()
     }
 
+    /// Embeddings and rerank: one more piece of the answer.
+    fn keep_answer_bytes(&mut self, bytes: &[u8]) -> Result<(), StreamFault> {
+        if self.body.len() + bytes.len() > MAX_ANSWER_BYTES {
+            return Err(StreamFault {
+                kind: ErrorKind::InvalidJson,
+                server_error_type: None,
+                message: format!("the answer exceeded {MAX_ANSWER_BYTES} bytes"),
+            });
+        }
+        self.body.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Embeddings and rerank: the whole answer arrived at `at`, which is its first output too.
+    fn read_answer(&mut self, at: Duration) -> Result<(), StreamFault> {
+        let body = std::mem::take(&mut self.body);
+        match parse_answer(self.api, &body)? {
+            PoolingAnswer::Ok { usage, .. } => {
+                self.usage = usage;
+                self.usage_seen = true;
+                self.first_output = Some(at);
+                self.last_progress = Some(at);
+                self.done = Some(at);
+                Ok(())
+            }
+            PoolingAnswer::Error { kind, message } => {
+                Err(StreamFault { kind: ErrorKind::ServerErrorEvent, server_error_type: kind, message })
+            }
+        }
+    }
+
+    /// The last event of a stream without `[DONE]`: its finish reason and usage, then the end.
+    fn end(&mut self, finish_reason: Option<&str>, usage: Option<Usage>, at: Duration) -> Stop {
+        if let Some(reason) = finish_reason {
+            self.finish_reason = Some(prefix_at_char(reason, FINISH_REASON_BYTES).to_owned());
+        }
+        if let Some(u) = usage {
+            self.merge_usage(u);
+        }
+        self.done = Some(at);
+        self.last_progress = Some(at);
+        Stop::Done
+    }
+
+    /// Engines differ in which event carries usage; the last report wins field by field.
+    fn merge_usage(&mut self, u: Usage) {
+        self.usage.prompt_tokens = u.prompt_tokens.or(self.usage.prompt_tokens);
+        self.usage.completion_tokens = u.completion_tokens.or(self.usage.completion_tokens);
+        self.usage.cached_tokens = u.cached_tokens.or(self.usage.cached_tokens);
+        self.usage.reasoning_tokens = u.reasoning_tokens.or(self.usage.reasoning_tokens);
+        self.usage_seen = true;
+    }
+
     fn on_event(&mut self, data: &[u8], at: Duration) -> Result<(), Stop> {
-        match parse_event(data).map_err(StreamFault::from)? {
+        match parse_event_of(self.api, data).map_err(StreamFault::from)? {
             StreamEvent::Done => {
                 self.done = Some(at);
                 self.last_progress = Some(at);
@@ -168,6 +254,11 @@ impl StreamState {
                     server_error_type: kind,
                     message,
                 }));
+            }
+            StreamEvent::End { finish_reason, usage } => return Err(self.end(finish_reason.as_deref(), usage, at)),
+            StreamEvent::Failed { incomplete, kind, message } => {
+                let kind_of = if incomplete { ErrorKind::ResponseIncomplete } else { ErrorKind::ResponseFailed };
+                return Err(Stop::Fault(StreamFault { kind: kind_of, server_error_type: kind, message }));
             }
             StreamEvent::Chunk { delta, finish_reason, usage } => {
                 // Role-only and empty deltas are not output: they never start a clock.
@@ -207,11 +298,7 @@ impl StreamState {
                     self.chunk_clock.chunk(at, usage.as_ref().and_then(|u| u.completion_tokens));
                 }
                 if let Some(u) = usage {
-                    // Engines differ in which chunk carries usage; the last report wins field by field.
-                    self.usage.prompt_tokens = u.prompt_tokens.or(self.usage.prompt_tokens);
-                    self.usage.completion_tokens = u.completion_tokens.or(self.usage.completion_tokens);
-                    self.usage.cached_tokens = u.cached_tokens.or(self.usage.cached_tokens);
-                    self.usage_seen = true;
+                    self.merge_usage(u);
                     progress = true;
                 }
                 if progress {
@@ -258,7 +345,7 @@ impl StreamState {
     }
 
     pub fn buffered(&self) -> usize {
-        self.decoder.buffered()
+        self.decoder.buffered() + self.body.len()
     }
 }
 
@@ -449,3 +536,6 @@ mod tests {
         assert!(s.finish_reason.as_deref().unwrap().len() <= FINISH_REASON_BYTES);
     }
 }
+
+#[cfg(test)]
+mod api_tests;

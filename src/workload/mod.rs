@@ -9,6 +9,7 @@
 //! `max_tokens` is reserved on top, and validation keeps `planned + max_tokens` within the
 //! context window. The server's own count is recorded beside both.
 
+mod api_prompts;
 mod blocks;
 pub mod canary;
 mod conversation;
@@ -92,6 +93,10 @@ pub struct Workload {
     trace: Option<trace_prompt::TracePlan>,
     /// Conversations: their spec and what they share.
     sessions: Option<(std::sync::Arc<crate::session::SessionSpec>, std::sync::Arc<conversation::SessionsState>)>,
+    /// Embeddings: inputs per request; rerank: documents per request.
+    batch_size: Option<u32>,
+    /// Completions prompts as text or as token ids.
+    encoding: crate::scenario::PromptEncoding,
 }
 
 impl Workload {
@@ -128,6 +133,8 @@ impl Workload {
             order,
             trace: None,
             sessions: None,
+            batch_size: w.batch_size,
+            encoding: w.prompt_encoding,
         };
         if let PromptSource::Sessions(spec) = &w.prompts {
             let mut order: Vec<usize> = (0..spec.dataset.as_ref().map_or(0, |d| d.count)).collect();
@@ -238,8 +245,18 @@ impl Workload {
         let (body, target, planned) = match &self.source {
             PromptSource::Synthetic { context } => {
                 let planned = draw_context(context, self.seed, index);
-                let (prompt, target) = self.synthetic(index, planned, &header, &task);
-                (openai::request_body(&self.params, PromptBody::Text(&prompt)), target, planned)
+                if let Some(batch) = self.batch_size {
+                    let (body, target) = self.batch_request(index, planned, batch);
+                    (body, target, planned)
+                } else if self.encoding == crate::scenario::PromptEncoding::TokenIds {
+                    let (prompt, _) = self.synthetic(index, planned, &header, &task);
+                    let ids = self.token_ids(&prompt, &task, planned);
+                    // Exactly the planned length: the server counts the ids as they are.
+                    (openai::request_body(&self.params, PromptBody::TokenIds(&ids)), planned, planned)
+                } else {
+                    let (prompt, target) = self.synthetic(index, planned, &header, &task);
+                    (openai::request_body(&self.params, PromptBody::Text(&prompt)), target, planned)
+                }
             }
             PromptSource::Dataset(d) => {
                 let (body, target) = self.dataset_prompt(d, index, &header, &task);

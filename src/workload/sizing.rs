@@ -22,8 +22,10 @@ pub const COMPLETIONS_OVERHEAD_TOKENS: u32 = 1;
 
 pub fn default_overhead(api: Api) -> f64 {
     f64::from(match api {
-        Api::Chat => CHAT_TEMPLATE_TOKENS,
-        Api::Completions => COMPLETIONS_OVERHEAD_TOKENS,
+        // Responses and Messages prompts go through the chat template too.
+        Api::Chat | Api::Responses | Api::Messages => CHAT_TEMPLATE_TOKENS,
+        // Embedding and rerank models add their own start (and separator) tokens per input.
+        Api::Completions | Api::Embeddings | Api::Rerank => COMPLETIONS_OVERHEAD_TOKENS,
     })
 }
 

@@ -39,6 +39,7 @@ fn record(r: R) -> RequestTiming {
         output_tokens: 11,
         output_token_source: TokenSource::Usage,
         usage_completion_tokens: None,
+        reasoning_tokens: None,
         finish_reason: Some("length".into()),
         visible_content_truncated: false,
         canary: Some(CanaryCheck {

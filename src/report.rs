@@ -169,12 +169,25 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
             cell(Stat::P99)
         );
     }
-    let _ = writeln!(
-        s,
-        "throughput {:.1} output tok/s · {:.2} req/s",
-        a.rates.throughput_tok_s.unwrap_or(0.0),
-        a.rates.request_throughput_rps.unwrap_or(0.0)
-    );
+    match &a.unstreamed {
+        // Embeddings and rerank generate nothing: their throughput is the input they took.
+        Some(u) => {
+            let _ = writeln!(
+                s,
+                "throughput {:.1} input tok/s · {:.2} req/s",
+                u.input_throughput_tok_s.unwrap_or(0.0),
+                a.rates.request_throughput_rps.unwrap_or(0.0)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "throughput {:.1} output tok/s · {:.2} req/s",
+                a.rates.throughput_tok_s.unwrap_or(0.0),
+                a.rates.request_throughput_rps.unwrap_or(0.0)
+            );
+        }
+    }
     if let Some(st) = &a.steady_state {
         let p = |d: Option<&crate::aggregate::stats::Summary>, stat: Stat| {
             d.map_or_else(|| "–".to_string(), |d| fmt_ms(stat.of(d)))

@@ -400,7 +400,8 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
             w.push(Warning::PromptSizingOff {
                 mean_pct,
                 bias_pct,
-                calibration_would_help: info.prompt_sizing.calibration_would_help(),
+                calibration_would_help: info.prompt_sizing.calibration_would_help() && info.api.can_calibrate(),
+                tokenizer_would_help: !info.api.can_calibrate() && info.prompt_sizing.calibration_would_help(),
             });
         }
     }

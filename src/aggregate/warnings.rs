@@ -45,6 +45,8 @@ pub enum Warning {
         bias_pct: f64,
         /// The prompts were sized by the estimate (or a calibration that fell back).
         calibration_would_help: bool,
+        /// Sized by the estimate for an API that calibration cannot probe: only a tokenizer helps.
+        tokenizer_would_help: bool,
     },
     CacheWarmInUniqueMode {
         warm: usize,
@@ -172,10 +174,13 @@ impl Warning {
             Warning::SizingFallback { reason } => {
                 format!("prompt sizing fell back to the built-in estimate: {reason}")
             }
-            Warning::PromptSizingOff { mean_pct, bias_pct, calibration_would_help: true } => format!(
+            Warning::PromptSizingOff { mean_pct, bias_pct, tokenizer_would_help: true, .. } => format!(
+                "the server counted prompts {mean_pct:.1}% away from their target on average (bias {bias_pct:+.1}%): the planned context is not what the server saw; calibration cannot probe this API, so give the server's own tokenizer.json as workload.tokenizer"
+            ),
+            Warning::PromptSizingOff { mean_pct, bias_pct, calibration_would_help: true, .. } => format!(
                 "the server counted prompts {mean_pct:.1}% away from their target on average (bias {bias_pct:+.1}%): the planned context is not what the server saw; use workload.tokenizer = \"calibrate\" or a tokenizer.json"
             ),
-            Warning::PromptSizingOff { mean_pct, bias_pct, calibration_would_help: false } => format!(
+            Warning::PromptSizingOff { mean_pct, bias_pct, calibration_would_help: false, .. } => format!(
                 "the server counted prompts {mean_pct:.1}% away from their target on average (bias {bias_pct:+.1}%) although prompts were sized by calibration or a tokenizer: the planned context is not what the server saw; these prompts differ from the probes (see prompt_sizing), so give the server's own tokenizer.json as workload.tokenizer"
             ),
             Warning::CacheWarmInUniqueMode { warm, completed } => format!(

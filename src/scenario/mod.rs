@@ -193,6 +193,11 @@ impl Api {
         }
     }
 
+    /// Whether prompt sizing can calibrate against it: the probes speak chat and completions.
+    pub fn can_calibrate(self) -> bool {
+        matches!(self, Api::Chat | Api::Completions)
+    }
+
     /// Whether the answer streams generated text (every API but embeddings and rerank).
     pub fn streams_text(self) -> bool {
         !matches!(self, Api::Embeddings | Api::Rerank)

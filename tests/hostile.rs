@@ -743,9 +743,13 @@ async fn the_stale_connection_retry_never_takes_another_pooled_connection() {
     let s = Scenario::from_toml(Path::new("t.toml"), text, &Overrides::default()).unwrap();
     let base = server.base_url();
     let client = Client::new(&format!("{base}/chat/completions"), None, s.client.clone(), 4).unwrap();
-    // Three pooled connections, each of which the server will close on its next request.
+    // Pooled connections, each of which the server will close on its next request. Asked for
+    // three; a small answer can put its connection back in the pool before the last connect
+    // finishes, which hands that request the same connection, so two is the least the retry
+    // below needs (another pooled connection it must not take).
     client.warm_connections(&format!("{base}/models"), 3).await;
-    assert_eq!(server.connections(), 3);
+    let warm = server.connections();
+    assert!((2..=3).contains(&warm), "{warm} connections warmed");
     // A connection goes back to the pool just after its body was read; let all three get there.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let req = PreparedRequest {
@@ -762,7 +766,7 @@ async fn the_stale_connection_retry_never_takes_another_pooled_connection() {
     let outcome = client.execute(&req, Dispatch::closed(tokio::time::Instant::now()), &cancel).await;
     let Outcome::Completed(c) = outcome else { panic!("the request failed: {outcome:?}") };
     assert_eq!(c.stale_connection_retries, 1);
-    assert_eq!(server.connections(), 4, "the retry opened a connection of its own");
+    assert_eq!(server.connections(), warm + 1, "the retry opened a connection of its own");
 }
 
 #[test]

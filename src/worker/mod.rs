@@ -401,8 +401,9 @@ impl Client {
             }
             async move { tokio::time::timeout(limit, builder.send()).await.ok().and_then(Result::ok) }
         };
-        // Every response is held until all have their headers: a connection returns to the pool
-        // only when its body is read, so no request can reuse another's and `n` are opened.
+        // Every response is held until all have their headers, so that almost always `n` are
+        // opened. Not always: a connection whose small body has already arrived goes back to the
+        // pool, and a request still waiting for its own connect may take it instead.
         let responses = futures::future::join_all((0..n).map(send)).await;
         let drain = responses.into_iter().flatten().map(|response| async move {
             let _ = tokio::time::timeout(Duration::from_secs(5), response.bytes()).await;

@@ -20,7 +20,7 @@ use super::summary::{
     Canaries, ControlledOutputSummary, Distributions, Goodput, LevelSummary, Metric, Population, PrefixCache, Rates,
     SizingErrors, Totals,
 };
-use super::warnings::Warning;
+use super::warnings::{SizingAdvice, Warning};
 use crate::record::file::RecordLine;
 use crate::record::timing::error_counts;
 use crate::record::{ClientLoad, ErrorKind, Issued, LevelPacing, RunInfo, Stamp, TokenSource};
@@ -400,8 +400,11 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
             w.push(Warning::PromptSizingOff {
                 mean_pct,
                 bias_pct,
-                calibration_would_help: info.prompt_sizing.calibration_would_help() && info.api.can_calibrate(),
-                tokenizer_would_help: !info.api.can_calibrate() && info.prompt_sizing.calibration_would_help(),
+                advice: match (info.prompt_sizing.calibration_would_help(), info.api.can_calibrate()) {
+                    (false, _) => SizingAdvice::ServerTokenizer,
+                    (true, true) => SizingAdvice::Calibrate,
+                    (true, false) => SizingAdvice::Tokenizer,
+                },
             });
         }
     }

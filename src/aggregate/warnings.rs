@@ -8,6 +8,17 @@ use serde::{Serialize, Serializer};
 
 use crate::server_metrics::ServerMetricsWarning;
 
+/// What a `prompt_sizing_off` warning advises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizingAdvice {
+    /// Sized by the estimate (or a calibration that fell back): calibrate, or give a tokenizer.
+    Calibrate,
+    /// Sized by the estimate for an API the calibration probes cannot speak: a tokenizer only.
+    Tokenizer,
+    /// Already sized from the server's counts: these prompts differ from the probes.
+    ServerTokenizer,
+}
+
 /// A methodology problem, shown on the console and saved in the artifact.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Warning {
@@ -43,10 +54,7 @@ pub enum Warning {
     PromptSizingOff {
         mean_pct: f64,
         bias_pct: f64,
-        /// The prompts were sized by the estimate (or a calibration that fell back).
-        calibration_would_help: bool,
-        /// Sized by the estimate for an API that calibration cannot probe: only a tokenizer helps.
-        tokenizer_would_help: bool,
+        advice: SizingAdvice,
     },
     CacheWarmInUniqueMode {
         warm: usize,
@@ -174,13 +182,13 @@ impl Warning {
             Warning::SizingFallback { reason } => {
                 format!("prompt sizing fell back to the built-in estimate: {reason}")
             }
-            Warning::PromptSizingOff { mean_pct, bias_pct, tokenizer_would_help: true, .. } => format!(
+            Warning::PromptSizingOff { mean_pct, bias_pct, advice: SizingAdvice::Tokenizer } => format!(
                 "the server counted prompts {mean_pct:.1}% away from their target on average (bias {bias_pct:+.1}%): the planned context is not what the server saw; calibration cannot probe this API, so give the server's own tokenizer.json as workload.tokenizer"
             ),
-            Warning::PromptSizingOff { mean_pct, bias_pct, calibration_would_help: true, .. } => format!(
+            Warning::PromptSizingOff { mean_pct, bias_pct, advice: SizingAdvice::Calibrate } => format!(
                 "the server counted prompts {mean_pct:.1}% away from their target on average (bias {bias_pct:+.1}%): the planned context is not what the server saw; use workload.tokenizer = \"calibrate\" or a tokenizer.json"
             ),
-            Warning::PromptSizingOff { mean_pct, bias_pct, calibration_would_help: false, .. } => format!(
+            Warning::PromptSizingOff { mean_pct, bias_pct, advice: SizingAdvice::ServerTokenizer } => format!(
                 "the server counted prompts {mean_pct:.1}% away from their target on average (bias {bias_pct:+.1}%) although prompts were sized by calibration or a tokenizer: the planned context is not what the server saw; these prompts differ from the probes (see prompt_sizing), so give the server's own tokenizer.json as workload.tokenizer"
             ),
             Warning::CacheWarmInUniqueMode { warm, completed } => format!(

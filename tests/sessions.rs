@@ -49,10 +49,10 @@ fn summary(a: &Value) -> SessionSummary {
 fn by_session(rs: &[RequestTiming]) -> BTreeMap<String, Vec<&RequestTiming>> {
     let mut out: BTreeMap<String, Vec<&RequestTiming>> = BTreeMap::new();
     for r in rs {
-        out.entry(r.session.clone().unwrap()).or_default().push(r);
+        out.entry(r.replay.session.clone().unwrap()).or_default().push(r);
     }
     for turns in out.values_mut() {
-        turns.sort_by_key(|r| r.turn);
+        turns.sort_by_key(|r| r.replay.turn);
     }
     out
 }
@@ -95,7 +95,7 @@ async fn later_turns_hit_the_previous_turn_and_sessions_are_held() {
     // Every later turn finds the previous prompt and its answer: the server's cached tokens are
     // the previous turn's prompt plus output, within one cache block (16 tokens).
     for turns in by_session(&rs).values() {
-        assert_eq!(turns.iter().map(|r| r.turn.unwrap()).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(turns.iter().map(|r| r.replay.turn.unwrap()).collect::<Vec<_>>(), vec![1, 2, 3]);
         for pair in turns.windows(2) {
             let (prev, next) = (pair[0], pair[1]);
             let reuse = prev.prompt_tokens.unwrap() + prev.output_tokens;
@@ -103,10 +103,14 @@ async fn later_turns_hit_the_previous_turn_and_sessions_are_held() {
             assert!(
                 cached.abs_diff(reuse) <= 16,
                 "turn {}: cached {cached}, previous prompt + answer {reuse}",
-                next.turn.unwrap()
+                next.replay.turn.unwrap()
             );
-            assert_eq!(u64::from(next.expected_cached_tokens.unwrap()), reuse, "the client expects exactly that");
-            assert!(next.history_tokens.unwrap() > prev.history_tokens.unwrap());
+            assert_eq!(
+                u64::from(next.replay.expected_cached_tokens.unwrap()),
+                reuse,
+                "the client expects exactly that"
+            );
+            assert!(next.replay.history_tokens.unwrap() > prev.replay.history_tokens.unwrap());
         }
     }
     let s = summary(&a);
@@ -160,7 +164,7 @@ async fn open_loop_conversation_arrivals_keep_their_schedule() {
     assert_eq!((a["planned_arrivals"].as_u64(), a["undispatched_arrivals"].as_u64()), (Some(24), Some(0)));
     for r in &rs {
         let intended = r.intended_offset_ms.expect("every turn has an intended time");
-        if r.turn == Some(1) {
+        if r.replay.turn == Some(1) {
             // Conversation c arrives at c × 100 ms.
             assert!((intended / 100.0 - (intended / 100.0).round()).abs() < 1e-6, "{intended}");
         }
@@ -231,7 +235,7 @@ async fn affinity_keeps_a_session_on_one_backend() {
         let file = write(dir.path(), name, &conversations("sessions = 4", extra));
         let a = run_scenario(dir.path(), &file, &["--base-url", &url]).await;
         let rs = records(&a);
-        assert!(rs.iter().all(|r| r.backend.as_deref().is_some_and(|b| b.starts_with("backend-"))), "{name}");
+        assert!(rs.iter().all(|r| r.replay.backend.as_deref().is_some_and(|b| b.starts_with("backend-"))), "{name}");
         let s = summary(&a);
         assert_eq!(s.backends.iter().map(|b| b.completed).sum::<u64>(), 24);
         on_one.push(s.sessions_on_one_backend.unwrap());
@@ -275,12 +279,12 @@ async fn dataset_conversations_send_every_turn_with_recorded_answers() {
     assert_eq!(turn_counts, vec![2, 2, 3, 3], "every user turn of both conversations, twice each");
     for turns in sessions.values() {
         // The recorded answer's length is the turn's output ("flows" × 30 is 30 tokens).
-        assert!(turns.iter().all(|r| r.planned_output_tokens == Some(r.output_tokens as u32)));
+        assert!(turns.iter().all(|r| r.replay.planned_output_tokens == Some(r.output_tokens as u32)));
         for pair in turns.windows(2) {
             // The history holds the recorded answer, not the model's: the cache holds the
             // previous prompt only.
             let prev = pair[0].prompt_tokens.unwrap();
-            assert_eq!(u64::from(pair[1].expected_cached_tokens.unwrap()), prev);
+            assert_eq!(u64::from(pair[1].replay.expected_cached_tokens.unwrap()), prev);
             assert!(pair[1].cached_tokens.unwrap().abs_diff(prev) <= 16, "{:?}", pair[1].cached_tokens);
         }
     }

@@ -9,18 +9,25 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayFacts {
     /// The trace's data row (1-based) this request replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_row: Option<u64>,
     /// Output tokens the trace (or the conversation plan) asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planned_output_tokens: Option<u32>,
     /// Leading prompt tokens an earlier request already sent (trace: shared hash-id blocks;
     /// conversation: the history): what a prefix cache could reuse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_cached_tokens: Option<u32>,
     /// The conversation (trace session or generated session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
     /// 1-based turn within the conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
     /// Prompt tokens of earlier turns (and the system prompt) in this turn's prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_tokens: Option<u32>,
     /// The response header naming the backend that served the request (behind a router).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
 }

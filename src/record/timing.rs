@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::checks::{CanaryCheck, ControlledOutput};
 use super::gaps::GapSketch;
 use super::outcome::{Completed, Dropped, ErrorKind, Failed, TokenSource};
+use super::replay::ReplayFacts;
 
 pub fn ms(d: Duration) -> f64 {
     d.as_nanos() as f64 / 1e6
@@ -125,27 +126,10 @@ pub struct RequestTiming {
     /// Attempts repeated under the `[client]` retry policy, and why.
     pub retries: u32,
     pub retried_errors: Vec<ErrorKind>,
-    /// Trace replay: the trace's data row.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trace_row: Option<u64>,
-    /// Trace replay and conversations: the output length asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub planned_output_tokens: Option<u32>,
-    /// Trace replay and conversations: leading prompt tokens an earlier request already sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_cached_tokens: Option<u32>,
-    /// Conversations (and session traces): the session.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// Conversations: the turn, from 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn: Option<u32>,
-    /// Conversations: prompt tokens of earlier turns in this prompt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub history_tokens: Option<u32>,
-    /// The backend that served the request, from the configured response header.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
+    /// Trace replay and conversations: where the request came from and what was planned for it
+    /// (each field absent when unset, so other runs' records are unchanged).
+    #[serde(flatten)]
+    pub replay: ReplayFacts,
     /// The longest gap between two output chunks (absent below two chunks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_stall_ms: Option<f64>,
@@ -343,13 +327,7 @@ impl RequestTiming {
             stale_connection_retries: c.stale_connection_retries,
             retries: c.retries,
             retried_errors: c.retried_errors.clone(),
-            trace_row: x.trace_row,
-            planned_output_tokens: x.planned_output_tokens,
-            expected_cached_tokens: x.expected_cached_tokens,
-            session: x.session,
-            turn: x.turn,
-            history_tokens: x.history_tokens,
-            backend: x.backend,
+            replay: x,
             max_stall_ms: c.chunks.max_stall.map(ms),
             tokens_per_chunk: derive::tokens_per_chunk(streamed.unwrap_or(c.output_tokens), chunks),
             streamed_tokens: streamed,
@@ -386,27 +364,10 @@ pub struct FailureRecord {
     pub stale_connection_retries: u32,
     pub retries: u32,
     pub retried_errors: Vec<ErrorKind>,
-    /// Trace replay: the trace's data row.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trace_row: Option<u64>,
-    /// Trace replay and conversations: the output length asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub planned_output_tokens: Option<u32>,
-    /// Trace replay and conversations: leading prompt tokens an earlier request already sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_cached_tokens: Option<u32>,
-    /// Conversations (and session traces): the session.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// Conversations: the turn, from 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn: Option<u32>,
-    /// Conversations: prompt tokens of earlier turns in this prompt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub history_tokens: Option<u32>,
-    /// The backend that served the request, from the configured response header.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
+    /// Trace replay and conversations: where the request came from and what was planned for it
+    /// (each field absent when unset, so other runs' records are unchanged).
+    #[serde(flatten)]
+    pub replay: ReplayFacts,
 }
 
 impl FailureRecord {
@@ -434,13 +395,7 @@ impl FailureRecord {
             stale_connection_retries: f.stale_connection_retries,
             retries: f.retries,
             retried_errors: f.retried_errors.clone(),
-            trace_row: x.trace_row,
-            planned_output_tokens: x.planned_output_tokens,
-            expected_cached_tokens: x.expected_cached_tokens,
-            session: x.session,
-            turn: x.turn,
-            history_tokens: x.history_tokens,
-            backend: x.backend,
+            replay: x,
         }
     }
 }

@@ -73,7 +73,7 @@ pub struct CacheEffectiveness {
 
 impl CacheEffectiveness {
     fn add(&mut self, r: &RequestTiming) {
-        if let (Some(expected), Some(cached)) = (r.expected_cached_tokens, r.cached_tokens) {
+        if let (Some(expected), Some(cached)) = (r.replay.expected_cached_tokens, r.cached_tokens) {
             self.samples += 1;
             self.expected_cached_tokens += u64::from(expected);
             self.cached_tokens += cached;
@@ -134,8 +134,8 @@ pub struct SessionSummary {
 
 /// The summary of a level's conversations; `None` when no record belongs to one.
 pub fn summarize(records: &[RequestTiming], failures: &[FailureRecord], slo: &Slo) -> Option<SessionSummary> {
-    let records: Vec<&RequestTiming> = records.iter().filter(|r| r.session.is_some()).collect();
-    let failures: Vec<&FailureRecord> = failures.iter().filter(|f| f.session.is_some()).collect();
+    let records: Vec<&RequestTiming> = records.iter().filter(|r| r.replay.session.is_some()).collect();
+    let failures: Vec<&FailureRecord> = failures.iter().filter(|f| f.replay.session.is_some()).collect();
     if records.is_empty() && failures.is_empty() {
         return None;
     }
@@ -164,10 +164,10 @@ fn eligible<'a>(records: &'a [&'a RequestTiming]) -> impl Iterator<Item = &'a Re
 fn by_turn(records: &[&RequestTiming], failures: &[&FailureRecord]) -> Vec<TurnSummary> {
     let mut turns: BTreeMap<u32, (Vec<&RequestTiming>, u64)> = BTreeMap::new();
     for r in records {
-        turns.entry(r.turn.unwrap_or(0)).or_default().0.push(r);
+        turns.entry(r.replay.turn.unwrap_or(0)).or_default().0.push(r);
     }
     for f in failures {
-        turns.entry(f.turn.unwrap_or(0)).or_default().1 += 1;
+        turns.entry(f.replay.turn.unwrap_or(0)).or_default().1 += 1;
     }
     turns
         .into_iter()
@@ -200,10 +200,10 @@ fn spans(records: &[&RequestTiming], failures: &[&FailureRecord]) -> BTreeMap<St
         e.3 += u64::from(failed);
     };
     for r in records {
-        add(r.session.as_deref().unwrap_or_default(), r.start_offset_ms, r.start_offset_ms + r.e2e_ms, false);
+        add(r.replay.session.as_deref().unwrap_or_default(), r.start_offset_ms, r.start_offset_ms + r.e2e_ms, false);
     }
     for f in failures {
-        add(f.session.as_deref().unwrap_or_default(), f.start_offset_ms, f.start_offset_ms + f.elapsed_ms, true);
+        add(f.replay.session.as_deref().unwrap_or_default(), f.start_offset_ms, f.start_offset_ms + f.elapsed_ms, true);
     }
     out
 }
@@ -225,11 +225,11 @@ fn goodput(records: &[&RequestTiming], failures: &[&FailureRecord], slo: &Slo) -
     let mut good: BTreeMap<&str, bool> = BTreeMap::new();
     for r in records {
         let ok = r.performance_eligible && meets_request_slos(&Sample::from_record(r), slo);
-        let e = good.entry(r.session.as_deref().unwrap_or_default()).or_insert(true);
+        let e = good.entry(r.replay.session.as_deref().unwrap_or_default()).or_insert(true);
         *e &= ok;
     }
     for f in failures {
-        good.insert(f.session.as_deref().unwrap_or_default(), false);
+        good.insert(f.replay.session.as_deref().unwrap_or_default(), false);
     }
     let sessions = good.len() as u64;
     let good_sessions = good.values().filter(|g| **g).count() as u64;
@@ -243,12 +243,12 @@ fn goodput(records: &[&RequestTiming], failures: &[&FailureRecord], slo: &Slo) -
 fn backends(records: &[&RequestTiming], failures: &[&FailureRecord]) -> Vec<BackendSummary> {
     let mut by: BTreeMap<&str, (Vec<&RequestTiming>, u64)> = BTreeMap::new();
     for r in records {
-        if let Some(b) = r.backend.as_deref() {
+        if let Some(b) = r.replay.backend.as_deref() {
             by.entry(b).or_default().0.push(r);
         }
     }
     for f in failures {
-        if let Some(b) = f.backend.as_deref() {
+        if let Some(b) = f.replay.backend.as_deref() {
             by.entry(b).or_default().1 += 1;
         }
     }
@@ -270,8 +270,8 @@ fn one_backend(records: &[&RequestTiming], failures: &[&FailureRecord]) -> Optio
     let mut seen: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let pairs = records
         .iter()
-        .map(|r| (r.session.as_deref(), r.backend.as_deref()))
-        .chain(failures.iter().map(|f| (f.session.as_deref(), f.backend.as_deref())));
+        .map(|r| (r.replay.session.as_deref(), r.replay.backend.as_deref()))
+        .chain(failures.iter().map(|f| (f.replay.session.as_deref(), f.replay.backend.as_deref())));
     for (session, backend) in pairs {
         if let (Some(s), Some(b)) = (session, backend) {
             let list = seen.entry(s).or_default();

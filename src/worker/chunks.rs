@@ -23,6 +23,9 @@ pub struct ChunkClock {
     /// Every output chunk so far carried a cumulative count.
     counted: bool,
     chunks: u64,
+    /// Where the last gap of each sketch went (see `GapSketch::add_us_hinted`).
+    chunk_hint: usize,
+    token_hint: usize,
 }
 
 impl ChunkClock {
@@ -46,11 +49,11 @@ impl ChunkClock {
             let gap = at.saturating_sub(last);
             self.max_gap = Some(self.max_gap.map_or(gap, |m| m.max(gap)));
             let us = u64::try_from(gap.as_micros()).unwrap_or(u64::MAX);
-            self.chunk_gaps.add_us(us);
+            self.chunk_gaps.add_us_hinted(us, &mut self.chunk_hint);
             // A chunk that delivered no new token (text held back by detokenization) has no
             // per-token gap.
             if let Some(k) = delivered.filter(|&k| k > 0 && self.counted) {
-                self.token_gaps.add_us((us as f64 / k as f64).round() as u64);
+                self.token_gaps.add_us_hinted((us as f64 / k as f64).round() as u64, &mut self.token_hint);
             }
         }
         self.last_at = Some(at);

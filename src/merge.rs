@@ -277,7 +277,9 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
         let mut parts_block = Vec::new();
         for p in &present {
             let mut own = Collected::default();
-            for line in records::read(&p.path).map_err(|e| MergeError::Io(format!("{}: {e}", p.path.display())))? {
+            for line in records::read_level(&p.path, level, &["request", "failure", "dropped"])
+                .map_err(|e| MergeError::Io(format!("{}: {e}", p.path.display())))?
+            {
                 let line = line.map_err(|e| MergeError::NotOneRun(format!("{}: {e}", p.path.display())))?;
                 let index = match &line {
                     RecordLine::Request { level: l, record } if l == level => {

@@ -52,7 +52,9 @@ impl GapHistograms {
 /// Fill `itl_chunk` and `itl_token` from the level's records in `records`.
 pub fn add_gap_distributions(summary: &mut LevelSummary, records: &Path) -> Result<(), String> {
     let mut h = GapHistograms::default();
-    for line in crate::record::file::read(records).map_err(|e| format!("{}: {e}", records.display()))? {
+    for line in crate::record::file::read_level(records, &summary.level_id, &["request"])
+        .map_err(|e| format!("{}: {e}", records.display()))?
+    {
         if let RecordLine::Request { level, mut record } = line? {
             if level == summary.level_id {
                 summary.rules.apply(&mut record);

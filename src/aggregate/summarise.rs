@@ -234,7 +234,9 @@ pub fn add_conversations(summary: &mut LevelSummary, info: &RunInfo, records: &s
         return Ok(());
     }
     let (mut requests, mut failures) = (Vec::new(), Vec::new());
-    for line in crate::record::file::read(records).map_err(|e| format!("{}: {e}", records.display()))? {
+    for line in crate::record::file::read_level(records, &summary.level_id, &["request", "failure"])
+        .map_err(|e| format!("{}: {e}", records.display()))?
+    {
         match line? {
             RecordLine::Request { level, mut record } if level == summary.level_id => {
                 summary.rules.apply(&mut record);

@@ -28,7 +28,13 @@ pub struct Streamed {
 
 impl Serialize for Streamed {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let lines = records::read(&self.path).map_err(|e| S::Error::custom(format!("{}: {e}", self.path.display())))?;
+        let kinds: &'static [&'static str] = match self.kind {
+            StreamKind::Requests => &["request"],
+            StreamKind::Failures => &["failure"],
+            StreamKind::Dropped => &["dropped"],
+        };
+        let lines = records::read_level(&self.path, &self.level, kinds)
+            .map_err(|e| S::Error::custom(format!("{}: {e}", self.path.display())))?;
         let mut seq = serializer.serialize_seq(None)?;
         for line in lines {
             match (line.map_err(S::Error::custom)?, self.kind) {

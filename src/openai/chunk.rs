@@ -188,6 +188,16 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
     // UTF-8 is checked once for the whole payload; parsing from `str` then skips the check that
     // parsing from bytes repeats for every string and key.
     let text = std::str::from_utf8(data).map_err(|_| ChunkError::InvalidUtf8)?;
+    // Text deltas, nearly every payload, take the validating scanner; the rest (and anything it
+    // is not sure of) the general parser.
+    match super::scan::chat_chunk(text) {
+        Some(event) => Ok(event),
+        None => parse_event_general(text),
+    }
+}
+
+/// `parse_event` by serde alone, for a payload already known to be UTF-8.
+pub(super) fn parse_event_general(text: &str) -> Result<StreamEvent<'_>, ChunkError> {
     let chunk: WireChunk<'_> = serde_json::from_str(text).map_err(|e| ChunkError::InvalidJson(e.to_string()))?;
     if let Some(err) = chunk.error {
         return Ok(StreamEvent::Error {

@@ -8,6 +8,7 @@ mod messages;
 mod pooling;
 mod request;
 mod responses;
+mod scan;
 mod sse;
 
 pub use chunk::{ChunkError, Delta, StreamEvent, Usage, parse_error_body};

@@ -229,21 +229,15 @@ impl<'a> Scanner<'a> {
     /// Control characters and `\u` escapes end the shortcut.
     fn string_body(&mut self) -> Option<Cow<'a, str>> {
         let start = self.i;
-        loop {
-            let &c = self.b.get(self.i)?;
-            if !NEEDS_LOOK[usize::from(c)] {
+        self.i = string_stop(self.b, self.i)?;
+        match self.b[self.i] {
+            b'"' => {
+                let s = &self.text[start..self.i];
                 self.i += 1;
-                continue;
+                Some(Cow::Borrowed(s))
             }
-            return match c {
-                b'"' => {
-                    let s = &self.text[start..self.i];
-                    self.i += 1;
-                    Some(Cow::Borrowed(s))
-                }
-                b'\\' => self.escaped_string(start),
-                _ => None, // a control character: invalid JSON
-            };
+            b'\\' => self.escaped_string(start),
+            _ => None, // a control character: invalid JSON
         }
     }
 
@@ -276,9 +270,7 @@ impl<'a> Scanner<'a> {
                 c if c < 0x20 => return None,
                 _ => {
                     let run = self.i;
-                    while self.b.get(self.i).is_some_and(|&c| !NEEDS_LOOK[usize::from(c)]) {
-                        self.i += 1;
-                    }
+                    self.i = string_stop(self.b, self.i)?;
                     out.push_str(&self.text[run..self.i]);
                 }
             }
@@ -328,11 +320,9 @@ impl<'a> Scanner<'a> {
     /// A skipped string: escapes checked, nothing kept.
     fn skip_string(&mut self) -> Option<()> {
         loop {
-            let &c = self.b.get(self.i)?;
+            self.i = string_stop(self.b, self.i)?;
+            let c = self.b[self.i];
             self.i += 1;
-            if !NEEDS_LOOK[usize::from(c)] {
-                continue;
-            }
             match c {
                 b'"' => return Some(()),
                 b'\\' => {
@@ -384,6 +374,27 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// The first byte at or after `i` that a string scan must stop at (see `NEEDS_LOOK`), eight
+/// bytes at a time: in each word, a byte equal to `"` or `\\` or below 0x20 sets its top bit in
+/// `stop` (a flag above a real one may be spurious, so only the lowest counts).
+fn string_stop(b: &[u8], mut i: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const TOPS: u64 = 0x8080_8080_8080_8080;
+    while let Some(word) = b.get(i..).and_then(|rest| rest.first_chunk::<8>()) {
+        let w = u64::from_le_bytes(*word);
+        let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x;
+        let stop = (zero_byte(w ^ (ONES * u64::from(b'"')))
+            | zero_byte(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w))
+            & TOPS;
+        if stop != 0 {
+            return Some(i + stop.trailing_zeros() as usize / 8);
+        }
+        i += 8;
+    }
+    (i..b.len()).find(|&j| NEEDS_LOOK[usize::from(b[j])])
+}
+
 /// Bytes a string scan must stop at: the closing quote, an escape, a control character.
 static NEEDS_LOOK: [bool; 256] = {
     let mut t = [false; 256];
@@ -413,6 +424,21 @@ mod tests {
     }
 
     const VLLM: &str = r#"{"id":"chatcmpl-b414","object":"chat.completion.chunk","created":1796084446,"model":"bench","choices":[{"index":0,"delta":{"content":" first"},"logprobs":null,"finish_reason":null}]}"#;
+
+    #[test]
+    fn the_word_scan_stops_where_the_byte_scan_does() {
+        let mut bytes: Vec<u8> = (0u8..=255).collect();
+        bytes.extend_from_slice("plain text é and more plain text".as_bytes());
+        for stop_at in 0..bytes.len() {
+            for from in 0..=stop_at.min(20) {
+                let slow = (from..bytes.len()).find(|&j| NEEDS_LOOK[usize::from(bytes[j])]);
+                assert_eq!(string_stop(&bytes, from), slow, "from {from}");
+            }
+            bytes.rotate_left(1);
+        }
+        assert_eq!(string_stop(b"abcdefghijklmnop", 0), None);
+        assert_eq!(string_stop(b"abcdefghijklmno\"", 3), Some(15));
+    }
 
     #[test]
     fn reads_the_common_shapes() {

@@ -50,25 +50,33 @@ impl GapSketch {
         self.add_quantized(quantize_us(us), 1);
     }
 
-    /// `add_us` for a stream of gaps, where `hint` (0 at first, then left to this method)
-    /// remembers the entry the last gap went to: gaps cluster, so most land in the same bucket
-    /// as the one before and skip the search.
-    pub fn add_us_hinted(&mut self, us: u64, hint: &mut usize) {
-        let value = quantize_us(us);
-        if let Some(entry) = self.0.get_mut(*hint).filter(|(v, _)| *v == value) {
-            entry.1 = entry.1.saturating_add(1);
+    /// Count every gap in `pending` (µs, any order), and leave it empty: a stream's gaps are
+    /// gathered a few dozen at a time and merged here at once, so that counting a gap is a push
+    /// instead of a search and a shift of the sorted list.
+    pub fn add_all_us(&mut self, pending: &mut Vec<u32>) {
+        if pending.is_empty() {
             return;
         }
-        *hint = match self.0.binary_search_by_key(&value, |&(v, _)| v) {
-            Ok(i) => {
-                self.0[i].1 = self.0[i].1.saturating_add(1);
-                i
+        for v in pending.iter_mut() {
+            // Quantized values never exceed `MAX_GAP_US`, which fits in 32 bits.
+            *v = u32::try_from(quantize_us(u64::from(*v))).unwrap_or(u32::MAX);
+        }
+        pending.sort_unstable();
+        let mut merged = Vec::with_capacity(self.0.len() + pending.len());
+        let mut old = self.0.iter().copied().peekable();
+        for run in pending.chunk_by(|a, b| a == b) {
+            let (value, count) = (u64::from(run[0]), u32::try_from(run.len()).unwrap_or(u32::MAX));
+            while let Some(entry) = old.next_if(|&(v, _)| v < value) {
+                merged.push(entry);
             }
-            Err(i) => {
-                self.0.insert(i, (value, 1));
-                i
+            match old.next_if(|&(v, _)| v == value) {
+                Some((v, c)) => merged.push((v, c.saturating_add(count))),
+                None => merged.push((value, count)),
             }
-        };
+        }
+        merged.extend(old);
+        self.0 = merged;
+        pending.clear();
     }
 
     fn add_quantized(&mut self, value: u64, count: u32) {
@@ -151,13 +159,19 @@ mod tests {
     }
 
     #[test]
-    fn a_hinted_sketch_equals_a_plain_one() {
-        let (mut plain, mut hinted, mut hint) = (GapSketch::default(), GapSketch::default(), 0);
-        for us in (0..5000u64).map(|i| (i * 7919) % 40_000 / (1 + i % 5)).chain([3, 3, 3, 0, 0, 9_999_999_999]) {
+    fn merging_a_batch_equals_adding_one_by_one() {
+        let (mut plain, mut batched, mut pending) = (GapSketch::default(), GapSketch::default(), Vec::new());
+        let gaps = (0..5000u64).map(|i| (i * 7919) % 40_000 / (1 + i % 5)).chain([3, 3, 3, 0, 0, 3_999_999_999]);
+        for (i, us) in gaps.enumerate() {
             plain.add_us(us);
-            hinted.add_us_hinted(us, &mut hint);
+            pending.push(u32::try_from(us).unwrap());
+            if i % 97 == 0 {
+                batched.add_all_us(&mut pending);
+                assert!(pending.is_empty());
+            }
         }
-        assert_eq!(plain, hinted);
+        batched.add_all_us(&mut pending);
+        assert_eq!(plain, batched);
     }
 
     #[test]

@@ -23,10 +23,14 @@ pub struct ChunkClock {
     /// Every output chunk so far carried a cumulative count.
     counted: bool,
     chunks: u64,
-    /// Where the last gap of each sketch went (see `GapSketch::add_us_hinted`).
-    chunk_hint: usize,
-    token_hint: usize,
+    /// Gaps (µs) not yet merged into the sketches (see `GapSketch::add_all_us`).
+    chunk_pending: Vec<u32>,
+    token_pending: Vec<u32>,
 }
+
+/// Gaps gathered before they are merged into a sketch: 256 bytes per stream, a few merges per
+/// response.
+const PENDING_GAPS: usize = 64;
 
 impl ChunkClock {
     /// One output chunk arrived at `at`; `cumulative` is the `usage.completion_tokens` it
@@ -48,19 +52,22 @@ impl ChunkClock {
         if let Some(last) = self.last_at {
             let gap = at.saturating_sub(last);
             self.max_gap = Some(self.max_gap.map_or(gap, |m| m.max(gap)));
-            let us = u64::try_from(gap.as_micros()).unwrap_or(u64::MAX);
-            self.chunk_gaps.add_us_hinted(us, &mut self.chunk_hint);
+            // Gaps beyond an hour are clamped to it by the sketch; 32 bits hold more than that.
+            let us = u32::try_from(gap.as_micros()).unwrap_or(u32::MAX);
+            push_gap(&mut self.chunk_gaps, &mut self.chunk_pending, us);
             // A chunk that delivered no new token (text held back by detokenization) has no
             // per-token gap.
             if let Some(k) = delivered.filter(|&k| k > 0 && self.counted) {
-                self.token_gaps.add_us_hinted((us as f64 / k as f64).round() as u64, &mut self.token_hint);
+                push_gap(&mut self.token_gaps, &mut self.token_pending, (f64::from(us) / k as f64).round() as u32);
             }
         }
         self.last_at = Some(at);
     }
 
     /// What the stream showed, once it ended.
-    pub fn facts(self) -> ChunkFacts {
+    pub fn facts(mut self) -> ChunkFacts {
+        self.chunk_gaps.add_all_us(&mut self.chunk_pending);
+        self.token_gaps.add_all_us(&mut self.token_pending);
         let per_chunk = (self.counted && self.chunks > 0).then(|| PerChunkCounts {
             first_chunk_tokens: self.first_chunk_tokens.unwrap_or(0),
             streamed_tokens: self.cumulative,
@@ -68,6 +75,13 @@ impl ChunkClock {
         });
         ChunkFacts { max_stall: self.max_gap, chunk_gaps: self.chunk_gaps, per_chunk }
     }
+}
+
+fn push_gap(sketch: &mut GapSketch, pending: &mut Vec<u32>, us: u32) {
+    if pending.len() == PENDING_GAPS {
+        sketch.add_all_us(pending);
+    }
+    pending.push(us);
 }
 
 #[cfg(test)]

@@ -65,6 +65,13 @@ pub(super) struct Accuracy {
     pub(super) tpot_error_warm_pct: Option<Dist>,
     /// The server's own TTFT, for scale (ms).
     pub(super) server_ttft_ms: Option<Dist>,
+    /// Client e2e − server e2e (arrival to its last event), ms.
+    pub(super) e2e_error_ms: Option<Dist>,
+    /// The floor reader's TTFT error (its first read holding a content delta) and e2e error,
+    /// measured against a fresh simulator with the same load: the error any client on this
+    /// machine pays, which the client's errors are read against.
+    pub(super) floor_ttft_error_ms: Option<Dist>,
+    pub(super) floor_e2e_error_ms: Option<Dist>,
     /// Simulator CPU ÷ wall time over the run: near 100 % the simulator itself lags.
     pub(super) server_busy: f64,
     pub(super) client_cpu_s: f64,
@@ -78,6 +85,8 @@ pub(super) struct Truth {
     pub(super) first_output_ms: f64,
     pub(super) first_content_ms: Option<f64>,
     pub(super) tpot_ms: Option<f64>,
+    /// Arrival to the last event's hand-over.
+    pub(super) e2e_ms: f64,
 }
 
 impl Truth {
@@ -93,6 +102,7 @@ impl Truth {
             first_output_ms: ms(first.offset_ns),
             first_content_ms: output.iter().find(|c| c.kind == ChunkKind::Content).map(|c| ms(c.offset_ns)),
             tpot_ms: (tokens > 1).then(|| ms(last.offset_ns - first.offset_ns) / f64::from(tokens - 1)),
+            e2e_ms: record.chunks.last().map_or(0.0, |c| ms(c.offset_ns)),
         })
     }
 }
@@ -109,6 +119,7 @@ pub(super) struct Errors {
     pub(super) tpot: Vec<f64>,
     pub(super) tpot_warm: Vec<f64>,
     pub(super) server_ttft: Vec<f64>,
+    pub(super) e2e: Vec<f64>,
 }
 
 impl Errors {
@@ -140,6 +151,9 @@ impl Errors {
             if let Some(d) = delivery {
                 self.response_side.push(error - d);
             }
+        }
+        if let Some(client) = record["e2e_ms"].as_f64() {
+            self.e2e.push(client - truth.e2e_ms);
         }
         if let (Some(client), Some(server)) = (record["tpot_ms"].as_f64(), truth.tpot_ms) {
             let error = (client - server) / server * 100.0;
@@ -187,6 +201,7 @@ pub(super) fn accuracy(bench: &Bench, quick: bool) -> io::Result<Vec<Accuracy>> 
             }
         }
         let wall_s = run.artifact.wall_clock_ms / 1000.0;
+        let (floor_ttft, floor_e2e) = floor_errors(bench, &profile, &load)?;
         out.push(Accuracy {
             status: run.exit.status(),
             completed: run.artifact.completed,
@@ -201,6 +216,9 @@ pub(super) fn accuracy(bench: &Bench, quick: bool) -> io::Result<Vec<Accuracy>> 
             tpot_error_pct: Dist::of(errors.tpot),
             tpot_error_warm_pct: Dist::of(errors.tpot_warm),
             server_ttft_ms: Dist::of(errors.server_ttft),
+            e2e_error_ms: Dist::of(errors.e2e),
+            floor_ttft_error_ms: Dist::of(floor_ttft),
+            floor_e2e_error_ms: Dist::of(floor_e2e),
             server_busy: if wall_s > 0.0 { run.server.cpu_s / wall_s } else { f64::NAN },
             client_cpu_s: run.exit.cpu_s(),
             peak_rss_mib: run.exit.max_rss_kib as f64 / 1024.0,
@@ -209,4 +227,22 @@ pub(super) fn accuracy(bench: &Bench, quick: bool) -> io::Result<Vec<Accuracy>> 
         });
     }
     Ok(out)
+}
+
+/// The floor reader's TTFT and e2e errors for `load`, against a fresh simulator of `profile`.
+fn floor_errors(bench: &Bench, profile: &Profile, load: &Load) -> io::Result<(Vec<f64>, Vec<f64>)> {
+    let server = bench.start(profile.clone())?;
+    let run = bench.floor_timed(&server, load, Duration::from_secs(180))?;
+    let truth: HashMap<String, Truth> =
+        server.ground_truth().iter().filter_map(|r| Some((r.marker.clone()?, Truth::of(r)?))).collect();
+    bench.stop(server);
+    let (mut ttft, mut e2e) = (Vec::new(), Vec::new());
+    for t in run.report.iter().flat_map(|r| &r.timings) {
+        let Some(truth) = truth.get(&format!("ANVIL_REQ_{SEED}_{:05}", t.index)) else { continue };
+        if let Some(client) = t.ttft_ms {
+            ttft.push(client - truth.first_content_ms.unwrap_or(f64::NAN));
+        }
+        e2e.push(t.e2e_ms - truth.e2e_ms);
+    }
+    Ok((ttft, e2e))
 }

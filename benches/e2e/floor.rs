@@ -16,14 +16,31 @@ pub struct Report {
     /// First send to last read.
     pub wall_s: f64,
     pub first_error: Option<String>,
+    /// Per request, when asked (`timed`): for the timing-accuracy comparison.
+    #[serde(default)]
+    pub timings: Vec<Timing>,
 }
+
+/// One request as the floor reader saw it: started (wall clock), first read holding a content
+/// delta, body end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Timing {
+    pub index: u64,
+    pub start_unix_ns: u64,
+    pub ttft_ms: Option<f64>,
+    pub e2e_ms: f64,
+}
+
+/// What marks a content delta in the simulator's chunks (`"delta":{"content":"…`); a role chunk
+/// (`{"role":…,"content":null}`) and reasoning deltas do not match.
+const CONTENT_DELTA: &[u8] = b"{\"content\":\"";
 
 /// Filler for a prompt of about 64 tokens, like the client's synthetic prompts.
 const FILLER: &str = "the river ran north past the old mill while the city slept under a quiet sky and \
                       every street held its breath as the night train rolled slowly across the long bridge \
                       toward the harbour where ships waited for the morning tide to carry them out";
 
-/// `--floor URL CONCURRENCY REQUESTS MAX_TOKENS canaries|plain`
+/// `--floor URL CONCURRENCY REQUESTS MAX_TOKENS canaries|plain [timed]`
 pub fn main(args: &[String]) -> ExitCode {
     let parsed = (|| {
         let url = args.first()?.clone();
@@ -31,10 +48,11 @@ pub fn main(args: &[String]) -> ExitCode {
         let requests: u64 = args.get(2)?.parse().ok()?;
         let max_tokens: u32 = args.get(3)?.parse().ok()?;
         let canaries = args.get(4)? == "canaries";
-        Some((url, concurrency, requests, max_tokens, canaries))
+        let timed = args.get(5).is_some_and(|a| a == "timed");
+        Some((url, concurrency, requests, max_tokens, canaries, timed))
     })();
-    let Some((url, concurrency, requests, max_tokens, canaries)) = parsed else {
-        eprintln!("usage: --floor URL CONCURRENCY REQUESTS MAX_TOKENS canaries|plain");
+    let Some((url, concurrency, requests, max_tokens, canaries, timed)) = parsed else {
+        eprintln!("usage: --floor URL CONCURRENCY REQUESTS MAX_TOKENS canaries|plain [timed]");
         return ExitCode::from(2);
     };
     // The same runtime the client builds: multi-threaded, one worker per available CPU.
@@ -45,7 +63,7 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(load(url, concurrency, requests, max_tokens, canaries)) {
+    match runtime.block_on(load(url, concurrency, requests, max_tokens, canaries, timed)) {
         Ok(report) => {
             println!("{}", serde_json::to_string(&report).unwrap_or_default());
             ExitCode::SUCCESS
@@ -81,6 +99,7 @@ async fn load(
     requests: u64,
     max_tokens: u32,
     canaries: bool,
+    timed: bool,
 ) -> Result<Report, reqwest::Error> {
     // The client's pool settings: no proxy, Nagle off, one idle connection kept per worker.
     let http = reqwest::Client::builder()
@@ -92,25 +111,42 @@ async fn load(
     let url = reqwest::Url::parse(&format!("{base_url}/chat/completions")).expect("valid base URL");
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
+    // The wall clock at `started`, so that request starts compare with the server's arrivals.
+    let started_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
             let (http, url, next) = (http.clone(), url.clone(), Arc::clone(&next));
             tokio::spawn(async move {
                 let (mut completed, mut failed, mut bytes, mut first_error) = (0u64, 0u64, 0u64, None);
+                let mut timings = Vec::new();
                 loop {
                     let index = next.fetch_add(1, Ordering::Relaxed);
                     if index >= requests {
                         break;
                     }
-                    let sent = http
+                    let mut first_content: Option<Duration> = None;
+                    // The end of the previous read, so a marker split across two reads is found.
+                    let mut tail: Vec<u8> = Vec::new();
+                    let request = http
                         .post(url.clone())
                         .header(CONTENT_TYPE, "application/json")
-                        .body(body(index, max_tokens, canaries))
-                        .send()
-                        .await;
+                        .body(body(index, max_tokens, canaries));
+                    // As the client's clock: started as the request is handed to the pool.
+                    let start = Instant::now();
+                    let sent = request.send().await;
                     let result = match sent {
                         Ok(mut response) if response.status().is_success() => loop {
                             match response.chunk().await {
+                                Ok(Some(chunk)) if timed && first_content.is_none() => {
+                                    let at = start.elapsed();
+                                    bytes += chunk.len() as u64;
+                                    tail.extend_from_slice(&chunk);
+                                    if memchr::memmem::find(&tail, CONTENT_DELTA).is_some() {
+                                        first_content = Some(at);
+                                    }
+                                    let keep = tail.len().saturating_sub(CONTENT_DELTA.len());
+                                    tail.drain(..keep);
+                                }
                                 Ok(Some(chunk)) => bytes += chunk.len() as u64,
                                 Ok(None) => break Ok(()),
                                 Err(e) => break Err(e.to_string()),
@@ -119,6 +155,15 @@ async fn load(
                         Ok(response) => Err(format!("HTTP {}", response.status())),
                         Err(e) => Err(e.to_string()),
                     };
+                    if timed && result.is_ok() {
+                        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                        timings.push(Timing {
+                            index,
+                            start_unix_ns: started_unix_ns + start.duration_since(started).as_nanos() as u64,
+                            ttft_ms: first_content.map(ms),
+                            e2e_ms: ms(start.elapsed()),
+                        });
+                    }
                     match result {
                         Ok(()) => completed += 1,
                         Err(e) => {
@@ -127,14 +172,23 @@ async fn load(
                         }
                     }
                 }
-                (completed, failed, bytes, first_error)
+                (completed, failed, bytes, first_error, timings)
             })
         })
         .collect();
-    let mut report = Report { requests, completed: 0, failed: 0, body_bytes: 0, wall_s: 0.0, first_error: None };
+    let mut report = Report {
+        requests,
+        completed: 0,
+        failed: 0,
+        body_bytes: 0,
+        wall_s: 0.0,
+        first_error: None,
+        timings: Vec::new(),
+    };
     for worker in workers {
         match worker.await {
-            Ok((completed, failed, bytes, error)) => {
+            Ok((completed, failed, bytes, error, timings)) => {
+                report.timings.extend(timings);
                 report.completed += completed;
                 report.failed += failed;
                 report.body_bytes += bytes;

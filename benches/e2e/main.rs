@@ -190,6 +190,15 @@ impl Bench {
 
     /// One floor-reader run with the same load.
     fn floor(&self, server: &MockServer, load: &Load, limit: Duration) -> io::Result<FloorRun> {
+        self.floor_run(server, load, limit, false)
+    }
+
+    /// A floor-reader run that also reports each request's timings.
+    fn floor_timed(&self, server: &MockServer, load: &Load, limit: Duration) -> io::Result<FloorRun> {
+        self.floor_run(server, load, limit, true)
+    }
+
+    fn floor_run(&self, server: &MockServer, load: &Load, limit: Duration, timed: bool) -> io::Result<FloorRun> {
         let dir = self.run_dir(&format!("floor-{}", load.tag()))?;
         let me = std::env::current_exe()?;
         let args: Vec<OsString> = vec![
@@ -199,6 +208,7 @@ impl Bench {
             load.requests.to_string().into(),
             load.max_tokens.to_string().into(),
             if load.canaries { "canaries" } else { "plain" }.into(),
+            if timed { "timed" } else { "untimed" }.into(),
         ];
         let (exit, server_side) = self.measure(server, &me, &args, &dir, limit)?;
         let report = serde_json::from_str::<floor::Report>(exit.stdout.trim()).ok();

@@ -70,6 +70,7 @@ impl Bench {
             body_bytes: s.summary.total_data.unwrap_or(0),
             wall_s: s.summary.total,
             first_error: None,
+            timings: Vec::new(),
         });
         Ok(Some(FloorRun { exit, server: server_side, report }))
     }

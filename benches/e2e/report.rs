@@ -74,6 +74,20 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
             );
         }
     }
+    for a in accuracy.iter().filter(|a| a.load.concurrency > 1) {
+        for (what, client, floor) in
+            [("TTFT", &a.ttft_error_ms, &a.floor_ttft_error_ms), ("e2e", &a.e2e_error_ms, &a.floor_e2e_error_ms)]
+        {
+            if let (Some(c), Some(f)) = (client, floor) {
+                let ratio = c.p99 / f.p99;
+                push(
+                    format!("{what} error p99 ≤ 1.25 × floor reader's (c={})", a.load.concurrency),
+                    format!("{:.3} ms ÷ {:.3} ms = {ratio:.2} ×", c.p99, f.p99),
+                    Some(ratio <= 1.25),
+                );
+            }
+        }
+    }
     for a in accuracy {
         if let Some(d) = &a.tpot_error_pct {
             let worst = d.min.abs().max(d.max.abs());
@@ -210,6 +224,22 @@ pub(super) fn print_accuracy(rows: &[Accuracy]) {
         if a.status != "exit 0" || a.failed > 0 {
             println!("       {}: {}", a.status, a.first_error.as_deref().unwrap_or(""));
         }
+    }
+    println!("beside the floor reader (same load against a fresh simulator; its TTFT ends at the first read");
+    println!("holding a content delta), error p50/p99/max in ms:");
+    println!(
+        "{:>5} | {:>22} | {:>22} | {:>22} | {:>22}",
+        "conc", "TTFT anvil-load", "TTFT floor", "e2e anvil-load", "e2e floor"
+    );
+    for a in rows {
+        println!(
+            "{:>5} | {:>22} | {:>22} | {:>22} | {:>22}",
+            a.load.concurrency,
+            fmt(&a.ttft_error_ms),
+            fmt(&a.floor_ttft_error_ms),
+            fmt(&a.e2e_error_ms),
+            fmt(&a.floor_e2e_error_ms)
+        );
     }
     println!();
 }

@@ -109,6 +109,15 @@ async fn load(
         .pool_idle_timeout(Duration::from_secs(90))
         .build()?;
     let url = reqwest::Url::parse(&format!("{base_url}/chat/completions")).expect("valid base URL");
+    if timed {
+        // As the client does before a level's clock starts: one connection per worker opened
+        // first, so that no request's timings include a TCP handshake.
+        let models = format!("{base_url}/models");
+        let opened = (0..concurrency).map(|_| http.get(&models).send());
+        for response in futures::future::join_all(opened).await.into_iter().flatten() {
+            let _ = response.bytes().await;
+        }
+    }
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     // The wall clock at `started`, so that request starts compare with the server's arrivals.

@@ -1,7 +1,8 @@
 //! The wire formats, client side: request bodies, SSE framing, stream events of each API.
 //!
 //! Parsing borrows from the read buffer and reads only the fields the timing needs, so a chunk
-//! costs no allocation unless its text contains JSON escapes.
+//! costs no allocation unless its text contains JSON escapes. Chat and completions chunks of the
+//! common shape are read by a validating scanner (`scan`); everything else by serde.
 
 mod chunk;
 mod messages;

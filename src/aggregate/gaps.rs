@@ -2,8 +2,7 @@
 //! eligible requests) and `itl_token` (every such gap divided by the tokens its chunk
 //! delivered). Read from the records' gap sketches once the level's final rules are known (so
 //! cool-down and every other exclusion apply exactly), in one pass over the records file that
-//! reads only each request's eligibility facts and sketches (`GapLine`), into two HDR
-//! histograms: memory is two fixed-size histograms however long the run.
+//! reads only each request's eligibility facts and sketches (`GapLine`), into two HDR histograms: memory is two fixed-size histograms however long the run.
 //!
 //! Percentiles are nearest-rank over the histogram's buckets, each bucket standing for its
 //! middle value (within 0.4 % of every gap in it); mean and standard deviation are over the same

@@ -135,36 +135,6 @@ fn read_filtered(
     path: &Path,
     wanted: Option<(String, &'static [&'static str])>,
 ) -> std::io::Result<impl Iterator<Item = Result<RecordLine, String>>> {
-    lines_of(path, wanted, |line, head| parse_line(line, head).map(Some))
-}
-
-/// The request lines of `level`, each read as `T`: a struct of the few fields a pass needs, so
-/// the rest of each line is checked and skipped instead of built. A line whose start is not the
-/// way this tool writes it is read whole first.
-pub fn read_requests_as<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    level: &str,
-) -> std::io::Result<impl Iterator<Item = Result<T, String>>> {
-    let own = level.to_owned();
-    lines_of(path, Some((own.clone(), &["request"])), move |line, head| match head {
-        Some(("request", Some(_))) => serde_json::from_str(line).map(Some),
-        _ => match serde_json::from_str::<RecordLine>(line)? {
-            RecordLine::Request { level, record } if level == own => {
-                serde_json::to_value(record).and_then(serde_json::from_value).map(Some)
-            }
-            _ => Ok(None),
-        },
-    })
-}
-
-/// The lines of a records file, those `wanted` (a level and its line kinds) or all, each read by
-/// `parse` (given the line's start, when it is the way this tool writes it), which may still
-/// leave a line out (`Ok(None)`).
-fn lines_of<T>(
-    path: &Path,
-    wanted: Option<(String, &'static [&'static str])>,
-    parse: impl Fn(&str, Option<(&str, Option<&str>)>) -> serde_json::Result<Option<T>>,
-) -> std::io::Result<impl Iterator<Item = Result<T, String>>> {
     let file = File::open(path)?;
     let mut lines = BufReader::new(file).lines().enumerate().peekable();
     Ok(std::iter::from_fn(move || {
@@ -183,12 +153,11 @@ fn lines_of<T>(
                     continue;
                 }
             }
-            match parse(&line, head) {
-                Ok(Some(record)) => return Some(Ok(record)),
-                Ok(None) => continue,
-                Err(_) if lines.peek().is_none() => return None,
-                Err(e) => return Some(Err(format!("line {}: {e}", n + 1))),
-            }
+            return match parse_line(&line, head) {
+                Ok(record) => Some(Ok(record)),
+                Err(_) if lines.peek().is_none() => None,
+                Err(e) => Some(Err(format!("line {}: {e}", n + 1))),
+            };
         }
     }))
 }

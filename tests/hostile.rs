@@ -733,6 +733,22 @@ async fn connections_closed_under_the_pool_are_retried_on_fresh_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stale_connection_retry_never_takes_another_pooled_connection() {
+    // The property is only exercised when the first attempt lands on a warmed connection. The
+    // pool takes a connection back only once hyper has seen it ready for another request (on a
+    // task of its own), so on a loaded machine a request can still find the pool empty and open
+    // a connection of its own, which says nothing about the retry: such a round is run again,
+    // a bounded number of times.
+    for round in 1..=5 {
+        match stale_retry_round().await {
+            Some(()) => return,
+            None => eprintln!("round {round}: the request opened its own connection; again"),
+        }
+    }
+    panic!("in five rounds the request never landed on a warmed connection");
+}
+
+/// One round: `None` when the request did not land on a warmed connection.
+async fn stale_retry_round() -> Option<()> {
     use anvil_load::record::{Dispatch, Outcome};
     use anvil_load::scenario::{Overrides, Scenario};
     use anvil_load::worker::Client;
@@ -765,8 +781,14 @@ async fn the_stale_connection_retry_never_takes_another_pooled_connection() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let outcome = client.execute(&req, Dispatch::closed(tokio::time::Instant::now()), &cancel).await;
     let Outcome::Completed(c) = outcome else { panic!("the request failed: {outcome:?}") };
+    if c.stale_connection_retries == 0 {
+        // Answered on a connection of its own: the server saw one more connection, no hang-up.
+        assert_eq!(server.connections(), warm + 1);
+        return None;
+    }
     assert_eq!(c.stale_connection_retries, 1);
     assert_eq!(server.connections(), warm + 1, "the retry opened a connection of its own");
+    Some(())
 }
 
 #[test]

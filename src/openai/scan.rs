@@ -184,27 +184,15 @@ impl<'a> Scanner<'a> {
         if self.peek()? == b'n' {
             return self.null().map(|()| None);
         }
-        self.eat(b'[')?;
-        self.ws();
-        if self.peek()? == b']' {
-            self.i += 1;
-            return Some(None);
-        }
-        let first = self.choice()?;
-        loop {
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    self.skip(1)?;
-                }
-                b']' => {
-                    self.i += 1;
-                    return Some(Some(first));
-                }
-                _ => return None,
+        let mut first = None;
+        self.array(|s, index| {
+            match index {
+                0 => first = Some(s.choice()?),
+                _ => s.skip(1)?,
             }
-        }
+            Some(())
+        })?;
+        Some(first)
     }
 
     fn choice(&mut self) -> Option<Choice<'a>> {
@@ -282,6 +270,30 @@ impl<'a> Scanner<'a> {
             match self.peek()? {
                 b',' => self.i += 1,
                 b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array; `element` gets each element's index with the scanner at it.
+    fn array(&mut self, mut element: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(());
+        }
+        let mut index = 0;
+        loop {
+            element(self, index)?;
+            index += 1;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
                     self.i += 1;
                     return Some(());
                 }
@@ -376,26 +388,7 @@ impl<'a> Scanner<'a> {
                 self.skip_string()
             }
             b'{' => self.object(|s, _| s.skip(depth + 1)),
-            b'[' => {
-                self.i += 1;
-                self.ws();
-                if self.peek()? == b']' {
-                    self.i += 1;
-                    return Some(());
-                }
-                loop {
-                    self.skip(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => self.i += 1,
-                        b']' => {
-                            self.i += 1;
-                            return Some(());
-                        }
-                        _ => return None,
-                    }
-                }
-            }
+            b'[' => self.array(|s, _| s.skip(depth + 1)),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),

@@ -12,13 +12,26 @@ const REASONING: &str = r#"data: {"id":"chatcmpl-7SbJZDz8Incavod4IS5DFPSvCqJ3NkK
 const MULTI_TOKEN: &str = r#"data: {"id":"chatcmpl-7SbJZDz8Incavod4IS5DFPSvCqJ3NkKp","object":"chat.completion.chunk","created":1795983988,"model":"qwen3","choices":[{"index":0,"delta":{"content":" the river ran north \"quickly\""},"finish_reason":null}]}"#;
 const USAGE: &str = r#"data: {"id":"chatcmpl-7SbJZDz8Incavod4IS5DFPSvCqJ3NkKp","object":"chat.completion.chunk","created":1795983988,"model":"qwen3","choices":[],"usage":{"prompt_tokens":62327,"completion_tokens":281,"total_tokens":62608,"prompt_tokens_details":{"cached_tokens":0}}}"#;
 
+/// Words a stream's chunks carry in turn (one with an escape, as newlines are).
+const WORDS: [&str; 8] = [" the", " river", " ran", " north", ",", r"\n", " quickly", " and"];
+
+/// 256 events of `line` with the text of the first word replaced by each word in turn.
+fn stream_of(line: &str) -> String {
+    let word = [" the", " so the"].into_iter().find(|w| line.contains(&format!("\"{w}"))).unwrap_or("");
+    (0..256)
+        .map(|i| {
+            let event = if word.is_empty() { line.to_owned() } else { line.replacen(word, WORDS[i % WORDS.len()], 1) };
+            format!("{event}\n\n")
+        })
+        .collect()
+}
+
 fn per_chunk(c: &mut Criterion) {
     let mut group = c.benchmark_group("sse_chunk");
     for (name, line) in [("content", CONTENT), ("reasoning", REASONING), ("multi_token", MULTI_TOKEN), ("usage", USAGE)]
     {
-        // 256 events in one read, as a zero-delay server delivers them.
-        let event = format!("{line}\n\n");
-        let read = event.repeat(256);
+        // 256 events in one read, as a zero-delay server delivers them, each with its own text.
+        let read = stream_of(line);
         group.throughput(Throughput::Elements(256));
         group.bench_function(name, |b| {
             b.iter(|| {
@@ -29,7 +42,7 @@ fn per_chunk(c: &mut Criterion) {
         });
     }
     // Canaries on (no `response_words`): no capture, the streaming marker scan instead.
-    let read = format!("{CONTENT}\n\n").repeat(256);
+    let read = stream_of(CONTENT);
     group.throughput(Throughput::Elements(256));
     group.bench_function("content_canary", |b| {
         b.iter(|| {

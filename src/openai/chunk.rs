@@ -196,6 +196,21 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
     }
 }
 
+/// `parse_event`, reading a payload that repeats the stream's last text chunk (`shape`) by
+/// comparing, and learning the next shape from the others.
+#[inline]
+pub(super) fn parse_event_shaped<'a>(
+    data: &'a [u8],
+    shape: &mut super::shape::ChunkShape,
+) -> Result<StreamEvent<'a>, ChunkError> {
+    if let Some(event) = shape.read(data) {
+        return Ok(event);
+    }
+    let event = parse_event(data)?;
+    shape.learn(data, &event);
+    Ok(event)
+}
+
 /// `parse_event` by serde alone, for a payload already known to be UTF-8.
 pub(super) fn parse_event_general(text: &str) -> Result<StreamEvent<'_>, ChunkError> {
     let chunk: WireChunk<'_> = serde_json::from_str(text).map_err(|e| ChunkError::InvalidJson(e.to_string()))?;

@@ -31,6 +31,15 @@ pub(super) fn chat_chunk(text: &str) -> Option<StreamEvent<'_>> {
     (s.i == s.b.len()).then_some(event)
 }
 
+/// A string value from its first byte past the opening quote: the text and the index just past
+/// its closing quote (`None` where the scanner would decline: a control character, a `\u`
+/// escape, no closing quote).
+pub(super) fn string_value(text: &str) -> Option<(Cow<'_, str>, usize)> {
+    let mut s = Scanner { b: text.as_bytes(), i: 0, text };
+    let value = s.string_body()?;
+    Some((value, s.i))
+}
+
 struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
@@ -493,7 +502,7 @@ static NEEDS_LOOK: [bool; 256] = {
 };
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::chunk::parse_event_general;
     use super::*;
 
@@ -604,7 +613,7 @@ mod tests {
     }
 
     /// Every data payload of the captured and hand-written streams.
-    fn payloads() -> Vec<String> {
+    pub(crate) fn payloads() -> Vec<String> {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sse");
         let mut out = vec![VLLM.to_owned()];
         for entry in std::fs::read_dir(dir).unwrap() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::chunks::ChunkClock;
 use crate::openai::{
-    ChunkError, PoolingAnswer, SseDecoder, SseError, StreamEvent, Usage, parse_answer, parse_event_of,
+    ChunkError, ChunkShape, PoolingAnswer, SseDecoder, SseError, StreamEvent, Usage, parse_answer, parse_event_of,
 };
 use crate::record::{ErrorKind, TokenSource, usage_plausible};
 use crate::scenario::Api;
@@ -108,6 +108,8 @@ pub struct StreamState {
     api: Api,
     /// Embeddings and rerank: the answer's bytes so far.
     body: Vec<u8>,
+    /// The last text chunk, against which the next payload is compared first.
+    shape: ChunkShape,
 }
 
 impl StreamState {
@@ -242,7 +244,7 @@ impl StreamState {
     }
 
     fn on_event(&mut self, data: &[u8], at: Duration) -> Result<(), Stop> {
-        match parse_event_of(self.api, data).map_err(StreamFault::from)? {
+        match parse_event_of(self.api, data, &mut self.shape).map_err(StreamFault::from)? {
             StreamEvent::Done => {
                 self.done = Some(at);
                 self.last_progress = Some(at);

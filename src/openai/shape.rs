@@ -39,12 +39,12 @@ impl ChunkShape {
         if data.len() < head.len() + tail.len() || !data.starts_with(head) || !data.ends_with(tail) {
             return None;
         }
-        // `head` ends at an opening quote and `tail` starts at a closing one, both ASCII: the
-        // payload is UTF-8 when the rest is.
-        let rest = std::str::from_utf8(&data[head.len()..]).ok()?;
-        let (text, past_quote) = super::scan::string_value(rest)?;
-        if past_quote != rest.len() - tail.len() + 1 {
-            return None; // the string ended inside the text, or ran into the known end
+        // `head` ends at an opening quote and `tail` starts at a closing one, both ASCII and
+        // both checked when learned: the payload is UTF-8 when the text and that quote are.
+        let text_and_quote = std::str::from_utf8(&data[head.len()..=data.len() - tail.len()]).ok()?;
+        let (text, past_quote) = super::scan::string_value(text_and_quote)?;
+        if past_quote != text_and_quote.len() {
+            return None; // the string ended inside the text
         }
         let delta = if self.reasoning {
             Delta { content: None, reasoning: Some(text) }

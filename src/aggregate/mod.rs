@@ -161,11 +161,6 @@ pub async fn collect(
             }
         }
         on_update(&live, snapshots.current());
-        // Readers before the next outcome. Requests that end together (a wave of paced streams)
-        // would otherwise queue their outcomes here, and this task would handle them back to
-        // back, for milliseconds, while the last reads of the streams still open waited on the
-        // same thread to be stamped. A yield lets the runtime poll the sockets first.
-        tokio::task::yield_now().await;
     }
     snapshots.take(&live).await;
     out.windows = snapshots.finish();

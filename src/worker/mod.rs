@@ -385,10 +385,6 @@ impl Client {
                 }
             }
         }
-        // The response is stamped; building its outcome can wait. Streams that end together (a
-        // wave of paced streams) would otherwise each build theirs before the next one's last
-        // read is polled, and the last of a thousand would be stamped tens of milliseconds late.
-        tokio::task::yield_now().await;
         a.complete(req, state)
     }
 

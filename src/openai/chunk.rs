@@ -198,7 +198,6 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
 
 /// `parse_event`, reading a payload that repeats the stream's last text chunk (`shape`) by
 /// comparing, and learning the next shape from the others.
-#[inline]
 pub(super) fn parse_event_shaped<'a>(
     data: &'a [u8],
     shape: &mut super::shape::ChunkShape,

@@ -56,7 +56,6 @@ impl ChunkShape {
 
     /// Learn `data`, whose event is `event`, when it is a plain text chunk: one text, taken
     /// from the payload as it stands (no escapes), no finish reason, no usage.
-    #[inline]
     pub(super) fn learn(&mut self, data: &[u8], event: &StreamEvent<'_>) {
         let StreamEvent::Chunk { delta, finish_reason: None, usage: None } = event else { return };
         let (text, reasoning) = match (&delta.content, &delta.reasoning) {
@@ -85,9 +84,12 @@ mod tests {
 
     const PLAIN: &str = r#"{"id":"chatcmpl-b414","object":"chat.completion.chunk","created":1796084446,"model":"bench","choices":[{"index":0,"delta":{"content":" first"},"logprobs":null,"finish_reason":null}]}"#;
 
+    /// The shape learned from `payload` (none when it does not parse).
     fn learned(payload: &str) -> ChunkShape {
         let mut shape = ChunkShape::default();
-        shape.learn(payload.as_bytes(), &parse_event(payload.as_bytes()).unwrap());
+        if let Ok(event) = parse_event(payload.as_bytes()) {
+            shape.learn(payload.as_bytes(), &event);
+        }
         shape
     }
 
@@ -165,11 +167,6 @@ mod tests {
         }
     }
 
-    /// Every data payload of the captured streams.
-    fn payloads() -> Vec<String> {
-        super::super::scan::tests::payloads()
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
 
@@ -183,10 +180,9 @@ mod tests {
                 b"{}[]:,\"\\/ 0123456789-+.eEtrufalsn\nbu\x01\xc3\xa9\xffx".to_vec()
             )), 1..4),
         ) {
-            let payloads = payloads();
-            let shaped: Vec<(String, ChunkShape)> = payloads
-                .iter()
-                .map(|p| (p.clone(), learned_or_default(p)))
+            let shaped: Vec<(String, ChunkShape)> = super::super::scan::tests::payloads()
+                .into_iter()
+                .map(|p| { let shape = learned(&p); (p, shape) })
                 .filter(|(_, s)| !s.payload.is_empty())
                 .collect();
             let (payload, shape) = &shaped[pick % shaped.len()];
@@ -207,13 +203,5 @@ mod tests {
             }
             proptest::prop_assert!(reads_as_without(shape, &bytes), "{}", String::from_utf8_lossy(&bytes));
         }
-    }
-
-    fn learned_or_default(payload: &str) -> ChunkShape {
-        let mut shape = ChunkShape::default();
-        if let Ok(event) = parse_event(payload.as_bytes()) {
-            shape.learn(payload.as_bytes(), &event);
-        }
-        shape
     }
 }

@@ -782,8 +782,11 @@ async fn stale_retry_round() -> Option<()> {
     let outcome = client.execute(&req, Dispatch::closed(tokio::time::Instant::now()), &cancel).await;
     let Outcome::Completed(c) = outcome else { panic!("the request failed: {outcome:?}") };
     if c.stale_connection_retries == 0 {
-        // Answered on a connection of its own: the server saw one more connection, no hang-up.
-        assert_eq!(server.connections(), warm + 1);
+        // Answered on a connection of its own (the server saw one more), or on a warmed one that
+        // had answered nothing yet (a warm-up request that opened it took another's answer):
+        // neither says anything about the retry.
+        let seen = server.connections();
+        assert!(seen == warm || seen == warm + 1, "{seen} connections after {warm} warmed");
         return None;
     }
     assert_eq!(c.stale_connection_retries, 1);

@@ -46,24 +46,52 @@ pub(crate) struct RestartState {
     downtime: Duration,
     /// Fired when that request has ended.
     trigger: CancellationToken,
-    /// Restarts that have cut connections so far; a request remembers the value at its
-    /// arrival, so one dropped after a later cut was cut by it.
+    /// Restarts that have begun cutting connections so far; a request remembers the value at
+    /// its arrival, so one dropped after a later cut was cut by it.
     cuts: AtomicU64,
+    /// Restarts whose listener is bound again. While fewer than `cuts`, a restart is under
+    /// way: no connection is being accepted, so a request arriving then came in on a
+    /// connection the restart has cut, or is about to (its bytes were read just before).
+    /// That happens: the client answers the end of the request that triggers the restart
+    /// with its next request on the same connection, at the moment the restart begins.
+    rebinds: AtomicU64,
 }
 
 impl RestartState {
     pub fn new(after_requests: Option<u64>, downtime: Duration) -> RestartState {
-        RestartState { after_requests, downtime, trigger: CancellationToken::new(), cuts: AtomicU64::new(0) }
+        RestartState {
+            after_requests,
+            downtime,
+            trigger: CancellationToken::new(),
+            cuts: AtomicU64::new(0),
+            rebinds: AtomicU64::new(0),
+        }
     }
 
     /// The restart hook of the `n`-th generation request; `None` when no restart is set up.
     pub fn watch(self: &Arc<Self>, n: u64) -> Option<RestartWatch> {
         let after = self.after_requests?;
+        // Read in this order: a restart that begins in between counts as begun either way.
+        let rebinds = self.rebinds.load(Ordering::Acquire);
+        let cuts = self.cuts.load(Ordering::Acquire);
         Some(RestartWatch {
             state: Arc::clone(self),
-            cuts_at_arrival: self.cuts.load(Ordering::Acquire),
+            cuts_at_arrival: cuts,
+            doomed: cuts > rebinds,
             trigger: n == after,
         })
+    }
+}
+
+impl RestartState {
+    /// A restart begins: connections open now are about to be cut.
+    fn begin(&self) {
+        self.cuts.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The restarted server accepts connections again.
+    fn rebound(&self) {
+        self.rebinds.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -72,6 +100,8 @@ impl RestartState {
 pub(crate) struct RestartWatch {
     state: Arc<RestartState>,
     cuts_at_arrival: u64,
+    /// Arrived while a restart was under way, on a connection it cuts.
+    doomed: bool,
     /// This request's end starts the restart.
     trigger: bool,
 }
@@ -80,7 +110,7 @@ impl RestartWatch {
     /// Whether a restart has cut connections since this request arrived, so its unfinished
     /// end is the restart's doing rather than the client's.
     pub fn cut_by_restart(&self) -> bool {
-        self.state.cuts.load(Ordering::Acquire) > self.cuts_at_arrival
+        self.doomed || self.state.cuts.load(Ordering::Acquire) > self.cuts_at_arrival
     }
 }
 
@@ -127,7 +157,7 @@ pub(crate) async fn run(
         restarted = true;
         stats.count_fault(RESTART);
         tracing::debug!("mock server: restarting, down for {:?}", restart.downtime);
-        restart.cuts.fetch_add(1, Ordering::AcqRel);
+        restart.begin();
         // Stop accepting (the listener is dropped as soon as the server is polled), and cut
         // every connection.
         stop.cancel();
@@ -145,6 +175,7 @@ pub(crate) async fn run(
             () = &mut shutdown => return Ok(()),
         }
         listener = rebind(addr).await?;
+        restart.rebound();
     }
 }
 
@@ -230,5 +261,42 @@ impl AsyncWrite for CuttableStream {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> Arc<RestartState> {
+        Arc::new(RestartState::new(Some(10), Duration::ZERO))
+    }
+
+    #[test]
+    fn a_request_in_flight_when_a_restart_begins_is_cut_by_it() {
+        let state = state();
+        let watch = state.watch(3).unwrap();
+        assert!(!watch.cut_by_restart());
+        state.begin();
+        assert!(watch.cut_by_restart());
+        state.rebound();
+        assert!(watch.cut_by_restart());
+    }
+
+    #[test]
+    fn a_request_arriving_during_a_restart_came_on_a_cut_connection() {
+        let state = state();
+        state.begin();
+        assert!(state.watch(3).unwrap().cut_by_restart());
+    }
+
+    #[test]
+    fn a_request_after_the_restart_is_on_a_new_connection() {
+        let state = state();
+        state.begin();
+        state.rebound();
+        assert!(!state.watch(3).unwrap().cut_by_restart());
+        assert!(state.watch(10).unwrap().trigger);
+        assert!(Arc::new(RestartState::new(None, Duration::ZERO)).watch(1).is_none());
     }
 }

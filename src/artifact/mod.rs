@@ -6,6 +6,7 @@
 //! flushed, then renamed, so a reader never sees half an artifact.
 
 mod build;
+pub mod json;
 mod methodology;
 pub mod read;
 mod stream;
@@ -147,7 +148,7 @@ impl ClientInfo {
     }
 }
 
-/// Write `value` as pretty JSON to `dir/name` atomically: a temporary file with an unpredictable
+/// Write `value` as JSON (pretty, one record per line: see [`json`]) to `dir/name` atomically: a temporary file with an unpredictable
 /// name, created exclusively in the same directory (never through a planted link), flushed to
 /// disk, then renamed over `name`. Returns the final path.
 pub fn write_json_atomic(dir: &Path, name: &str, value: &impl Serialize) -> std::io::Result<PathBuf> {
@@ -155,7 +156,7 @@ pub fn write_json_atomic(dir: &Path, name: &str, value: &impl Serialize) -> std:
     let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)?;
     {
         let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-        serde_json::to_writer_pretty(&mut w, value)?;
+        json::to_writer(&mut w, value)?;
         w.write_all(b"\n")?;
         w.flush()?;
     }

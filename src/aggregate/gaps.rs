@@ -2,7 +2,9 @@
 //! eligible requests) and `itl_token` (every such gap divided by the tokens its chunk
 //! delivered). Read from the records' gap sketches once the level's final rules are known (so
 //! cool-down and every other exclusion apply exactly), in one pass over the records file, into
-//! two HDR histograms: memory is two fixed-size histograms however long the run.
+//! two HDR histograms: memory is two fixed-size histograms however long the run. A live level
+//! feeds the same histograms as its requests end, under the rules it started with, and reads
+//! the records back only when the end of the level changed those rules.
 //!
 //! Percentiles are nearest-rank over the histogram's buckets, each bucket standing for its
 //! middle value (within 0.4 % of every gap in it); mean and standard deviation are over the same
@@ -19,6 +21,7 @@ use crate::record::file::RecordLine;
 use crate::record::gaps::gap_histogram;
 
 /// The two gap histograms of a level, in µs.
+#[derive(Debug)]
 pub struct GapHistograms {
     pub chunk: Histogram<u64>,
     pub token: Histogram<u64>,
@@ -49,6 +52,13 @@ impl GapHistograms {
     }
 }
 
+/// Fill `itl_chunk` and `itl_token` from histograms already fed with exactly the requests
+/// eligible under `summary.rules`.
+pub fn set_gap_distributions(summary: &mut LevelSummary, h: &GapHistograms) {
+    summary.distributions.set(Metric::ItlChunk, of_histogram(&h.chunk));
+    summary.distributions.set(Metric::ItlToken, of_histogram(&h.token));
+}
+
 /// Fill `itl_chunk` and `itl_token` from the level's records in `records`.
 pub fn add_gap_distributions(summary: &mut LevelSummary, records: &Path) -> Result<(), String> {
     let mut h = GapHistograms::default();
@@ -64,8 +74,7 @@ pub fn add_gap_distributions(summary: &mut LevelSummary, records: &Path) -> Resu
             }
         }
     }
-    summary.distributions.set(Metric::ItlChunk, of_histogram(&h.chunk));
-    summary.distributions.set(Metric::ItlToken, of_histogram(&h.token));
+    set_gap_distributions(summary, &h);
     Ok(())
 }
 

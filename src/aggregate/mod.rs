@@ -38,6 +38,11 @@ pub struct Collected {
     pub dropped: u64,
     /// Interval snapshots taken during the level (for the drift summary).
     pub windows: Vec<snapshots::Window>,
+    /// The gaps of the requests eligible under `gap_rules`, the rules the level started with:
+    /// when they are still its rules at the end, these are the level's gap distributions,
+    /// without reading every record back (see `gaps`).
+    pub gaps: gaps::GapHistograms,
+    pub gap_rules: Exclusions,
 }
 
 /// Running counters and HDR histograms (microseconds) for the live view.
@@ -123,7 +128,7 @@ pub async fn collect(
     mut on_update: impl FnMut(&LiveStats, Option<&snapshots::Window>),
     mut snapshots: Snapshots,
 ) -> Collected {
-    let mut out = Collected::default();
+    let mut out = Collected { gap_rules: sink.rules, ..Collected::default() };
     let mut live = LiveStats::default();
     let level = sink.level.to_string();
     loop {
@@ -140,6 +145,9 @@ pub async fn collect(
             Outcome::Completed(c) => {
                 let record = RequestTiming::from_completed(&c, &sink.rules);
                 let sample = Sample::from_record(&record);
+                if record.performance_eligible {
+                    out.gaps.add(&record);
+                }
                 live.record_completed(&sample);
                 snapshots.record_completed(&sample);
                 out.samples.push(sample);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::aggregate::gaps::add_gap_distributions;
+use crate::aggregate::gaps::{add_gap_distributions, set_gap_distributions};
 use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
 use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::aggregate::summary::LevelSummary;
@@ -565,7 +565,7 @@ impl Session<'_> {
         );
         let lateness = LatenessProbe::start();
         let sink = LevelSink { records: &self.records, level: &level_id, rules: self.info.initial_rules() };
-        let (issued, collected) = tokio::join!(
+        let (issued, mut collected) = tokio::join!(
             schedule::run_level(
                 plan,
                 start.shard,
@@ -600,6 +600,7 @@ impl Session<'_> {
         // The artifact streams this level's records from the file: they must all be there, or
         // the artifact would disagree with itself.
         self.records.sync().await.map_err(AppError::Aborted)?;
+        let (gaps, gap_rules) = (std::mem::take(&mut collected.gaps), collected.gap_rules);
         let mut summary = summarise(LevelInput {
             info: &self.info,
             level_id: level_id.clone(),
@@ -614,7 +615,13 @@ impl Session<'_> {
             client: Some(client),
         });
         add_conversations(&mut summary, &self.info, self.records.path()).map_err(AppError::Aborted)?;
-        add_gap_distributions(&mut summary, self.records.path()).map_err(AppError::Aborted)?;
+        // The live gap histograms hold this level's eligible requests unless the end of the
+        // level changed the rules (a cool-down, say): then every record is read back.
+        if summary.rules == gap_rules {
+            set_gap_distributions(&mut summary, &gaps);
+        } else {
+            add_gap_distributions(&mut summary, self.records.path()).map_err(AppError::Aborted)?;
+        }
         let artifact = artifact::build(&self.info, &summary, self.records.path());
         let path = write(&self.args.out, &self.shard.file_name(&level_id, "json"), &artifact)?;
         if !self.args.quiet {

@@ -203,7 +203,7 @@ pub struct ExclusionFacts {
 }
 
 /// The rules that decide phases and exclusions; all thresholds are in the records' own units.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Exclusions {
     /// `controlled_output_policy = "strict"`: responses off the requested length are excluded.
     pub strict_output: bool,

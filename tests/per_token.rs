@@ -141,6 +141,11 @@ async fn spec_profile_per_chunk_and_per_token_latency_with_per_chunk_usage() {
     for key in gap_keys.into_iter().chain(&["max_stall_p90_ms".to_string(), "tpot_corrected_p50_ms".to_string()]) {
         assert_eq!(b["metrics"][key], m[key], "{key}");
     }
+    // The live run copied its records into the artifact as written; `summarize` parsed and
+    // serialized them again.
+    for key in ["request_timings", "failures", "dropped"] {
+        assert_eq!(b[key], a[key], "{key}");
+    }
     server.shutdown().await;
 }
 

@@ -38,11 +38,12 @@ pub struct Collected {
     pub dropped: u64,
     /// Interval snapshots taken during the level (for the drift summary).
     pub windows: Vec<snapshots::Window>,
-    /// The gaps of the requests eligible under `gap_rules`, the rules the level started with:
-    /// when they are still its rules at the end, these are the level's gap distributions,
-    /// without reading every record back (see `gaps`).
+    /// The gaps of the requests eligible under `written_under`: when those are still the
+    /// level's rules at its end, these are its gap distributions, without reading every record
+    /// back (see `gaps`).
     pub gaps: gaps::GapHistograms,
-    pub gap_rules: Exclusions,
+    /// The rules the level started with, under which its records were written.
+    pub written_under: Exclusions,
 }
 
 /// Running counters and HDR histograms (microseconds) for the live view.
@@ -128,7 +129,7 @@ pub async fn collect(
     mut on_update: impl FnMut(&LiveStats, Option<&snapshots::Window>),
     mut snapshots: Snapshots,
 ) -> Collected {
-    let mut out = Collected { gap_rules: sink.rules, ..Collected::default() };
+    let mut out = Collected { written_under: sink.rules, ..Collected::default() };
     let mut live = LiveStats::default();
     let level = sink.level.to_string();
     loop {

@@ -600,7 +600,7 @@ impl Session<'_> {
         // The artifact streams this level's records from the file: they must all be there, or
         // the artifact would disagree with itself.
         self.records.sync().await.map_err(AppError::Aborted)?;
-        let (gaps, gap_rules) = (std::mem::take(&mut collected.gaps), collected.gap_rules);
+        let (gaps, written_under) = (std::mem::take(&mut collected.gaps), collected.written_under);
         let mut summary = summarise(LevelInput {
             info: &self.info,
             level_id: level_id.clone(),
@@ -615,14 +615,16 @@ impl Session<'_> {
             client: Some(client),
         });
         add_conversations(&mut summary, &self.info, self.records.path()).map_err(AppError::Aborted)?;
-        // The live gap histograms hold this level's eligible requests unless the end of the
-        // level changed the rules (a cool-down, say): then every record is read back.
-        if summary.rules == gap_rules {
+        // Unless the end of the level changed the rules (a cool-down, say), the live gap
+        // histograms hold this level's eligible requests and its records stand as written;
+        // otherwise every record is read back, and brought in line.
+        if summary.rules == written_under {
             set_gap_distributions(&mut summary, &gaps);
         } else {
             add_gap_distributions(&mut summary, self.records.path()).map_err(AppError::Aborted)?;
         }
-        let artifact = artifact::build(&self.info, &summary, self.records.path());
+        let mut artifact = artifact::build(&self.info, &summary, self.records.path());
+        artifact.records_written_under(written_under);
         let path = write(&self.args.out, &self.shard.file_name(&level_id, "json"), &artifact)?;
         if !self.args.quiet {
             print!("{}", report::level_summary(&summary, &self.info));

@@ -17,7 +17,13 @@ use crate::record::RunInfo;
 /// into `request_timings`, `failures` and `dropped` when the artifact is written.
 pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact {
     let s = summary;
-    let stream = |kind| Streamed { path: records.to_path_buf(), level: s.level_id.clone(), kind, rules: s.rules };
+    let stream = |kind| Streamed {
+        path: records.to_path_buf(),
+        level: s.level_id.clone(),
+        kind,
+        rules: s.rules,
+        as_written: None,
+    };
     Artifact {
         schema: SCHEMA,
         run_id: s.level_id.clone(),

@@ -148,6 +148,15 @@ impl ClientInfo {
     }
 }
 
+impl Artifact {
+    /// This process wrote the level's records, under `rules` (see [`Streamed::as_written`]).
+    pub fn records_written_under(&mut self, rules: crate::record::Exclusions) {
+        for stream in [&mut self.request_timings, &mut self.failures, &mut self.dropped] {
+            stream.as_written = Some(rules);
+        }
+    }
+}
+
 /// Write `value` as JSON (pretty, one record per line: see [`json`]) to `dir/name` atomically: a temporary file with an unpredictable
 /// name, created exclusively in the same directory (never through a planted link), flushed to
 /// disk, then renamed over `name`. Returns the final path.

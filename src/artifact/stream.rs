@@ -24,6 +24,10 @@ pub struct Streamed {
     pub level: String,
     pub kind: StreamKind,
     pub rules: Exclusions,
+    /// The rules this process wrote the records under, when it wrote them itself. Still the
+    /// level's `rules`, they leave every record as it is: the lines are copied as written,
+    /// with no parsing and serializing again (most of the cost of writing an artifact).
+    pub as_written: Option<Exclusions>,
 }
 
 impl Serialize for Streamed {
@@ -33,9 +37,15 @@ impl Serialize for Streamed {
             StreamKind::Failures => &["failure"],
             StreamKind::Dropped => &["dropped"],
         };
-        let lines = records::read_level(&self.path, &self.level, kinds)
-            .map_err(|e| S::Error::custom(format!("{}: {e}", self.path.display())))?;
+        let unreadable = |e: std::io::Error| S::Error::custom(format!("{}: {e}", self.path.display()));
         let mut seq = serializer.serialize_seq(None)?;
+        if self.as_written == Some(self.rules) {
+            for record in records::read_level_verbatim(&self.path, &self.level, kinds).map_err(unreadable)? {
+                seq.serialize_element(&record.map_err(S::Error::custom)?)?;
+            }
+            return seq.end();
+        }
+        let lines = records::read_level(&self.path, &self.level, kinds).map_err(unreadable)?;
         for line in lines {
             match (line.map_err(S::Error::custom)?, self.kind) {
                 (RecordLine::Request { level, mut record }, StreamKind::Requests) if level == self.level => {

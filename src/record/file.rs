@@ -16,6 +16,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::timing::{DroppedRecord, FailureRecord, RequestTiming};
 use super::{Issued, LevelPacing, RunInfo};
@@ -131,10 +132,61 @@ pub fn read_level(
     read_filtered(path, Some((level.to_owned(), kinds)))
 }
 
+/// The records of `level` of one `kind` (`request`, `failure` or `dropped`), each as the JSON
+/// of its record, copied from its line as written (without the line's `type` and `level`).
+/// Only for a file this build wrote: a record is then exactly what serializing it again gives.
+/// A line not started the way this tool writes it is parsed, matched and serialized instead.
+pub fn read_level_verbatim(
+    path: &Path,
+    level: &str,
+    kind: &'static [&'static str],
+) -> std::io::Result<impl Iterator<Item = Result<Box<RawValue>, String>>> {
+    let wanted = level.to_owned();
+    let lines = read_filtered_with(path, Some((level.to_owned(), kind)), move |line, head| {
+        let level = wanted.as_str();
+        if let Some(json) = record_json(line, head) {
+            return RawValue::from_string(json).map(Some);
+        }
+        match parse_line(line, head)? {
+            RecordLine::Request { level: l, record } if l == level && kind == ["request"] => to_raw_value(&record),
+            RecordLine::Failure { level: l, record } if l == level && kind == ["failure"] => to_raw_value(&record),
+            RecordLine::Dropped { level: l, record } if l == level && kind == ["dropped"] => to_raw_value(&record),
+            _ => Ok(None),
+        }
+    })?;
+    Ok(lines.filter_map(Result::transpose))
+}
+
+/// The record's own JSON in a line whose head was read: `{` and what follows the level.
+fn record_json(line: &str, head: Option<(&str, Option<&str>)>) -> Option<String> {
+    let level = head?.1?;
+    // `level` lies in `line`, followed by its closing quote.
+    let after = (level.as_ptr() as usize - line.as_ptr() as usize) + level.len() + 1;
+    let rest = &line[after..];
+    let fields = rest.strip_prefix(',').or_else(|| rest.starts_with('}').then_some(rest))?;
+    let mut json = String::with_capacity(fields.len() + 1);
+    json.push('{');
+    json.push_str(fields);
+    Some(json)
+}
+
+fn to_raw_value<T: Serialize>(record: &T) -> serde_json::Result<Option<Box<RawValue>>> {
+    serde_json::value::to_raw_value(record).map(Some)
+}
+
 fn read_filtered(
     path: &Path,
     wanted: Option<(String, &'static [&'static str])>,
 ) -> std::io::Result<impl Iterator<Item = Result<RecordLine, String>>> {
+    read_filtered_with(path, wanted, parse_line)
+}
+
+/// The lines wanted, each converted by `convert`, given the line and its head.
+fn read_filtered_with<T>(
+    path: &Path,
+    wanted: Option<(String, &'static [&'static str])>,
+    convert: impl Fn(&str, Option<(&str, Option<&str>)>) -> serde_json::Result<T>,
+) -> std::io::Result<impl Iterator<Item = Result<T, String>>> {
     let file = File::open(path)?;
     let mut lines = BufReader::new(file).lines().enumerate().peekable();
     Ok(std::iter::from_fn(move || {
@@ -153,7 +205,7 @@ fn read_filtered(
                     continue;
                 }
             }
-            return match parse_line(&line, head) {
+            return match convert(&line, head) {
                 Ok(record) => Some(Ok(record)),
                 Err(_) if lines.peek().is_none() => None,
                 Err(e) => Some(Err(format!("line {}: {e}", n + 1))),
@@ -225,5 +277,58 @@ mod tests {
             }
         }
         assert!(shortcuts > 100, "{shortcuts} lines took the shortcut");
+    }
+
+    /// A record copied from its line is the JSON serializing the parsed record gives; lines
+    /// written another way are parsed and serialized, and other levels and kinds left out.
+    #[test]
+    fn records_copied_as_written_are_the_records_serialized() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.ndjson");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize");
+        let mut text = std::fs::read_to_string(fixtures.join("open.records.ndjson")).unwrap();
+        // The same records again, with the keys of their heads the other way round.
+        let swapped: Vec<String> = text
+            .lines()
+            .filter(|l| head(l).is_some_and(|(kind, _)| kind == "request"))
+            .take(3)
+            .map(|l| {
+                l.replacen(r#"{"type":"request","level":"#, r#"{"level":"#, 1).replacen(",", r#","type":"request","#, 1)
+            })
+            .collect();
+        assert!(swapped.iter().all(|l| head(l).is_none() && serde_json::from_str::<RecordLine>(l).is_ok()));
+        text.push_str(&(swapped.join("\n") + "\n"));
+        std::fs::write(&path, &text).unwrap();
+        let mut levels = Vec::new();
+        for line in read(&path).unwrap() {
+            if let RecordLine::Level { level, .. } = line.unwrap() {
+                levels.push(level);
+            }
+        }
+        let mut copied = 0;
+        for level in &levels {
+            for (kind, tag) in [(&["request"], "request"), (&["failure"], "failure"), (&["dropped"], "dropped")] {
+                let as_written: Vec<String> =
+                    read_level_verbatim(&path, level, kind).unwrap().map(|r| r.unwrap().get().to_owned()).collect();
+                let serialized: Vec<String> = read_level(&path, level, kind)
+                    .unwrap()
+                    .filter_map(|line| match line.unwrap() {
+                        RecordLine::Request { level: l, record } if &l == level && tag == "request" => {
+                            Some(serde_json::to_string(&record).unwrap())
+                        }
+                        RecordLine::Failure { level: l, record } if &l == level && tag == "failure" => {
+                            Some(serde_json::to_string(&record).unwrap())
+                        }
+                        RecordLine::Dropped { level: l, record } if &l == level && tag == "dropped" => {
+                            Some(serde_json::to_string(&record).unwrap())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                assert_eq!(as_written, serialized, "{level} {tag}");
+                copied += as_written.len();
+            }
+        }
+        assert!(copied > 100 && levels.len() == 1, "{copied} records, levels {levels:?}");
     }
 }

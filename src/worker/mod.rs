@@ -25,6 +25,7 @@
 mod attempt;
 mod chunks;
 mod errors;
+mod next;
 mod probe;
 mod sanitize;
 mod stream;
@@ -34,6 +35,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
+use next::{Next, Waits};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
@@ -333,13 +335,13 @@ impl Client {
         let mut armed = due;
         let timer = tokio::time::sleep_until(armed);
         tokio::pin!(timer);
+        let waits = Waits::new();
         loop {
-            let next = tokio::select! {
-                // Data first: when a read is ready, neither the cancellation nor the timer is polled.
-                biased;
-                item = body.next() => Some(item),
-                () = cancelled.as_mut() => return a.interrupted(&state),
-                () = &mut timer => None,
+            // Data first: when a read is ready, neither the stop signal nor the timer is polled.
+            let next = match waits.next(&mut body, cancelled.as_mut(), timer.as_mut()).await {
+                Next::Read(item) => Some(item),
+                Next::Stopped => return a.interrupted(&state),
+                Next::Timer => None,
             };
             // One timestamp per read, taken before any parsing.
             let now = Instant::now();
@@ -348,6 +350,7 @@ impl Client {
                 if now < due {
                     armed = due;
                     timer.as_mut().reset(armed);
+                    waits.timer_moved();
                     continue;
                 }
                 // The body never ended after [DONE]: the response was complete.
@@ -381,6 +384,7 @@ impl Client {
                     if due < armed {
                         armed = due;
                         timer.as_mut().reset(armed);
+                        waits.timer_moved();
                     }
                 }
             }

@@ -143,18 +143,29 @@ pub fn read_level_verbatim(
 ) -> std::io::Result<impl Iterator<Item = Result<Box<RawValue>, String>>> {
     let wanted = level.to_owned();
     let lines = read_filtered_with(path, Some((level.to_owned(), kind)), move |line, head| {
-        let level = wanted.as_str();
         if let Some(json) = record_json(line, head) {
             return RawValue::from_string(json).map(Some);
         }
-        match parse_line(line, head)? {
-            RecordLine::Request { level: l, record } if l == level && kind == ["request"] => to_raw_value(&record),
-            RecordLine::Failure { level: l, record } if l == level && kind == ["failure"] => to_raw_value(&record),
-            RecordLine::Dropped { level: l, record } if l == level && kind == ["dropped"] => to_raw_value(&record),
+        match parse_line(line, head)?.record_raw() {
+            Some((k, l, raw)) if l == wanted && kind.contains(&k) => raw.map(Some),
             _ => Ok(None),
         }
     })?;
     Ok(lines.filter_map(Result::transpose))
+}
+
+impl RecordLine {
+    /// A per-request line's kind, level and record, the record serialized on its own (as the
+    /// artifact lists it); `None` for the other lines.
+    fn record_raw(&self) -> Option<(&'static str, &str, serde_json::Result<Box<RawValue>>)> {
+        use serde_json::value::to_raw_value;
+        match self {
+            RecordLine::Request { level, record } => Some(("request", level, to_raw_value(record))),
+            RecordLine::Failure { level, record } => Some(("failure", level, to_raw_value(record))),
+            RecordLine::Dropped { level, record } => Some(("dropped", level, to_raw_value(record))),
+            _ => None,
+        }
+    }
 }
 
 /// The record's own JSON in a line whose head was read: `{` and what follows the level.
@@ -168,10 +179,6 @@ fn record_json(line: &str, head: Option<(&str, Option<&str>)>) -> Option<String>
     json.push('{');
     json.push_str(fields);
     Some(json)
-}
-
-fn to_raw_value<T: Serialize>(record: &T) -> serde_json::Result<Option<Box<RawValue>>> {
-    serde_json::value::to_raw_value(record).map(Some)
 }
 
 fn read_filtered(
@@ -312,16 +319,8 @@ mod tests {
                     read_level_verbatim(&path, level, kind).unwrap().map(|r| r.unwrap().get().to_owned()).collect();
                 let serialized: Vec<String> = read_level(&path, level, kind)
                     .unwrap()
-                    .filter_map(|line| match line.unwrap() {
-                        RecordLine::Request { level: l, record } if &l == level && tag == "request" => {
-                            Some(serde_json::to_string(&record).unwrap())
-                        }
-                        RecordLine::Failure { level: l, record } if &l == level && tag == "failure" => {
-                            Some(serde_json::to_string(&record).unwrap())
-                        }
-                        RecordLine::Dropped { level: l, record } if &l == level && tag == "dropped" => {
-                            Some(serde_json::to_string(&record).unwrap())
-                        }
+                    .filter_map(|line| match line.unwrap().record_raw() {
+                        Some((k, l, raw)) if k == tag && l == level => Some(raw.unwrap().get().to_owned()),
                         _ => None,
                     })
                     .collect();

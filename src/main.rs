@@ -19,11 +19,19 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::ABORTED);
         }
     };
-    match runtime.block_on(anvil_load::app::run(cli)) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
+    // The program runs as a task of the runtime, not on this thread: the aggregator then takes
+    // each outcome on a worker thread, instead of every request's end waking this thread too.
+    match runtime.block_on(async { tokio::spawn(anvil_load::app::run(cli)).await }) {
+        Ok(Ok(code)) => ExitCode::from(code),
+        Ok(Err(e)) => {
             eprintln!("error: {e}");
             ExitCode::from(e.exit_code())
+        }
+        // A panic is a bug: it ends the program as it would have on this thread.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(exit::ABORTED)
         }
     }
 }

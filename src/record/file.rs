@@ -189,36 +189,85 @@ fn read_filtered(
 }
 
 /// The lines wanted, each converted by `convert`, given the line and its head.
+///
+/// Lines are read as bytes into one reused buffer, and a line is checked as text only once its
+/// head says it is wanted: a level's artifact reads the file once per record kind, so nearly
+/// every line a pass meets is one it skips.
 fn read_filtered_with<T>(
     path: &Path,
     wanted: Option<(String, &'static [&'static str])>,
     convert: impl Fn(&str, Option<(&str, Option<&str>)>) -> serde_json::Result<T>,
 ) -> std::io::Result<impl Iterator<Item = Result<T, String>>> {
-    let file = File::open(path)?;
-    let mut lines = BufReader::new(file).lines().enumerate().peekable();
+    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
+    let mut buf = Vec::new();
+    let mut n = 0usize;
     Ok(std::iter::from_fn(move || {
         loop {
-            let (n, line) = lines.next()?;
-            let line = match line {
-                Ok(line) => line,
-                Err(e) => return Some(Err(format!("line {}: {e}", n + 1))),
+            n += 1;
+            let line = match next_line(&mut reader, &mut buf) {
+                Ok(Some(line)) => line,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(format!("line {n}: {e}"))),
             };
-            if line.trim().is_empty() {
-                return Some(Err(format!("line {}: empty", n + 1)));
+            if line.trim_ascii().is_empty() {
+                return Some(Err(format!("line {n}: empty")));
             }
-            let head = head(&line);
+            // The head is read from the line's valid start; a line that is not text there has no
+            // head and is parsed below, which reports it.
+            let start = &line[..line.len().min(HEAD_BYTES)];
+            let start = std::str::from_utf8(start)
+                .unwrap_or_else(|e| std::str::from_utf8(&start[..e.valid_up_to()]).unwrap_or_default());
+            let head = head(start);
             if let (Some((kind, line_level)), Some((level, kinds))) = (head, &wanted) {
                 if !kinds.contains(&kind) || line_level.is_some_and(|l| l != level) {
                     continue;
                 }
             }
-            return match convert(&line, head) {
+            let text = match std::str::from_utf8(line) {
+                Ok(text) => text,
+                Err(_) => return Some(Err(format!("line {n}: stream did not contain valid UTF-8"))),
+            };
+            // A head read from the start is the same head in the whole line.
+            let head = head.and_then(|_| self::head(text));
+            let last = reader.fill_buf().map_or(true, |rest| rest.is_empty());
+            return match convert(text, head) {
                 Ok(record) => Some(Ok(record)),
-                Err(_) if lines.peek().is_none() => None,
-                Err(e) => Some(Err(format!("line {}: {e}", n + 1))),
+                Err(_) if last => None,
+                Err(e) => Some(Err(format!("line {n}: {e}"))),
             };
         }
     }))
+}
+
+/// How much of a line's start its head is looked for in: `{"type":"…","level":"…"` with any
+/// level name this tool gives.
+const HEAD_BYTES: usize = 512;
+
+/// The next line of `reader` in `buf`, without its line end (`\n` or `\r\n`); `None` at the end.
+fn next_line<'a>(reader: &mut impl BufRead, buf: &'a mut Vec<u8>) -> std::io::Result<Option<&'a [u8]>> {
+    buf.clear();
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            break;
+        }
+        if let Some(at) = memchr::memchr(b'\n', available) {
+            buf.extend_from_slice(&available[..at + 1]);
+            reader.consume(at + 1);
+            break;
+        }
+        let all = available.len();
+        buf.extend_from_slice(available);
+        reader.consume(all);
+    }
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let mut line = buf.as_slice();
+    if let Some(rest) = line.strip_suffix(b"\n") {
+        line = rest.strip_suffix(b"\r").unwrap_or(rest);
+    }
+    Ok(Some(line))
 }
 
 /// The `type` and `level` of a line as this tool writes it (`{"type":"request","level":"…",`),
@@ -263,6 +312,49 @@ mod tests {
         assert_eq!(head(r#"{"type":"request","level":"a\"b","x":1}"#), None);
         assert_eq!(head(r#"{"level":"c16","type":"request"}"#), None);
         assert_eq!(head(r#"{"type":"req"#), None);
+    }
+
+    /// Line ends, a last line cut short, and text errors: a wanted line that is not UTF-8 is an
+    /// error naming it; a line skipped by its head is not read further.
+    #[test]
+    fn lines_are_read_as_bytes_and_checked_when_wanted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.ndjson");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize");
+        let text = std::fs::read_to_string(fixtures.join("open.records.ndjson")).unwrap();
+        let level = text
+            .lines()
+            .find_map(|l| match head(l) {
+                Some(("request", Some(level))) => Some(level.to_owned()),
+                _ => None,
+            })
+            .unwrap();
+        let requests = |path: &Path| -> Vec<Result<String, String>> {
+            read_level_verbatim(path, &level, &["request"])
+                .unwrap()
+                .map(|r| r.map(|raw| raw.get().to_owned()))
+                .collect()
+        };
+        let expected = requests(&fixtures.join("open.records.ndjson"));
+        assert!(expected.len() > 10 && expected.iter().all(Result::is_ok));
+        // CRLF line ends, and the last request line cut short (a killed run): the records before
+        // it, no error.
+        let lines: Vec<&str> = text.lines().collect();
+        let last = lines.iter().rposition(|l| l.starts_with(r#"{"type":"request""#)).unwrap();
+        let cut = format!("{}\r\n{}", lines[..last].join("\r\n"), &lines[last][..60]);
+        std::fs::write(&path, cut).unwrap();
+        assert_eq!(requests(&path), expected[..expected.len() - 1]);
+        // Invalid UTF-8 after the head: an error naming the line when the line is wanted, nothing
+        // when another kind is read.
+        let mut bytes = text.into_bytes();
+        let at = bytes.windows(22).position(|w| w == br#"{"type":"request","lev"#).unwrap();
+        let line_no = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        bytes[at + 120] = 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let got = requests(&path);
+        let error = format!("line {line_no}: stream did not contain valid UTF-8");
+        assert!(got.contains(&Err(error)), "{:?}", got.iter().find(|r| r.is_err()));
+        assert!(read_level_verbatim(&path, &level, &["failure"]).unwrap().all(|r| r.is_ok()));
     }
 
     /// Every line of the committed records files reads the same by the shortcut as by the

@@ -274,10 +274,10 @@ fn next_line<'a>(reader: &mut impl BufRead, buf: &'a mut Vec<u8>) -> std::io::Re
 /// read from its first bytes; `None` for any other start (a level with escapes, say).
 fn head(line: &str) -> Option<(&str, Option<&str>)> {
     let rest = line.strip_prefix(r#"{"type":""#)?;
-    let end = rest.find(['"', '\\'])?;
+    let end = memchr::memchr2(b'"', b'\\', rest.as_bytes())?;
     let (kind, rest) = (&rest[..end], rest[end..].strip_prefix('"')?);
     let Some(rest) = rest.strip_prefix(r#","level":""#) else { return Some((kind, None)) };
-    let end = rest.find(['"', '\\'])?;
+    let end = memchr::memchr2(b'"', b'\\', rest.as_bytes())?;
     rest[end..].starts_with('"').then(|| (kind, Some(&rest[..end])))
 }
 

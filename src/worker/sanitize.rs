@@ -104,8 +104,19 @@ impl Secrets {
     /// The same for a short server label (`finish_reason`, an error's type or code): at most
     /// `FIELD_CHARS` characters.
     pub fn field(&self, text: &str) -> String {
+        // The labels every response ends with (`stop`, `length`, `tool_calls`): one word of
+        // lowercase letters, digits and `_` holds no URL, no control character and no prompt
+        // text, so only a secret could be withheld from it.
+        if is_label(text) && !self.found_in(text) {
+            return text.to_owned();
+        }
         bounded(text, |t| self.found_in(t), FIELD_CHARS)
     }
+}
+
+/// A short word of lowercase ASCII letters, digits and `_`.
+fn is_label(text: &str) -> bool {
+    text.len() <= FIELD_CHARS && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// `Secrets::message` for callers that know only the API key.
@@ -151,6 +162,19 @@ fn quotes_prompt(message: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A label is what the general path makes of it, secrets included.
+    #[test]
+    fn labels_take_the_short_way_to_the_same_answer() {
+        use proptest::prelude::*;
+        let key = Secrets::new(Some("sk1"), "http://h/v1");
+        proptest!(ProptestConfig::with_cases(1_000), |(text in "[a-z0-9_]{0,70}|[a-z]{0,5}sk1[a-z_]{0,5}")| {
+            prop_assert!(is_label(&text) || text.len() > FIELD_CHARS);
+            prop_assert_eq!(key.field(&text), bounded(&text, |t| key.found_in(t), FIELD_CHARS));
+        });
+        assert!(key.field("stopsk1").contains("withheld"));
+        assert!(!is_label("Stop") && !is_label("a b") && !is_label("http://x"));
+    }
 
     #[test]
     fn messages_are_bounded_and_never_quote_prompts_or_keys() {

@@ -212,12 +212,7 @@ fn read_filtered_with<T>(
             if line.trim_ascii().is_empty() {
                 return Some(Err(format!("line {n}: empty")));
             }
-            // The head is read from the line's valid start; a line that is not text there has no
-            // head and is parsed below, which reports it.
-            let start = &line[..line.len().min(HEAD_BYTES)];
-            let start = std::str::from_utf8(start)
-                .unwrap_or_else(|e| std::str::from_utf8(&start[..e.valid_up_to()]).unwrap_or_default());
-            let head = head(start);
+            let head = head(line);
             if let (Some((kind, line_level)), Some((level, kinds))) = (head, &wanted) {
                 if !kinds.contains(&kind) || line_level.is_some_and(|l| l != level) {
                     continue;
@@ -227,8 +222,6 @@ fn read_filtered_with<T>(
                 Ok(text) => text,
                 Err(_) => return Some(Err(format!("line {n}: stream did not contain valid UTF-8"))),
             };
-            // A head read from the start is the same head in the whole line.
-            let head = head.and_then(|_| self::head(text));
             let last = reader.fill_buf().map_or(true, |rest| rest.is_empty());
             return match convert(text, head) {
                 Ok(record) => Some(Ok(record)),
@@ -238,10 +231,6 @@ fn read_filtered_with<T>(
         }
     }))
 }
-
-/// How much of a line's start its head is looked for in: `{"type":"…","level":"…"` with any
-/// level name this tool gives.
-const HEAD_BYTES: usize = 512;
 
 /// The next line of `reader` in `buf`, without its line end (`\n` or `\r\n`); `None` at the end.
 fn next_line<'a>(reader: &mut impl BufRead, buf: &'a mut Vec<u8>) -> std::io::Result<Option<&'a [u8]>> {
@@ -271,14 +260,17 @@ fn next_line<'a>(reader: &mut impl BufRead, buf: &'a mut Vec<u8>) -> std::io::Re
 }
 
 /// The `type` and `level` of a line as this tool writes it (`{"type":"request","level":"…",`),
-/// read from its first bytes; `None` for any other start (a level with escapes, say).
-fn head(line: &str) -> Option<(&str, Option<&str>)> {
-    let rest = line.strip_prefix(r#"{"type":""#)?;
-    let end = memchr::memchr2(b'"', b'\\', rest.as_bytes())?;
-    let (kind, rest) = (&rest[..end], rest[end..].strip_prefix('"')?);
-    let Some(rest) = rest.strip_prefix(r#","level":""#) else { return Some((kind, None)) };
-    let end = memchr::memchr2(b'"', b'\\', rest.as_bytes())?;
-    rest[end..].starts_with('"').then(|| (kind, Some(&rest[..end])))
+/// read from its first bytes, which need not be checked as text first; `None` for any other
+/// start (a level with escapes, say, or one that is not UTF-8).
+fn head<L: AsRef<[u8]> + ?Sized>(line: &L) -> Option<(&str, Option<&str>)> {
+    let text = |bytes| std::str::from_utf8(bytes).ok();
+    let rest = line.as_ref().strip_prefix(br#"{"type":""#)?;
+    let end = memchr::memchr2(b'"', b'\\', rest)?;
+    let (kind, rest) = (text(&rest[..end])?, rest[end..].strip_prefix(b"\"")?);
+    let Some(rest) = rest.strip_prefix(br#","level":""#) else { return Some((kind, None)) };
+    let end = memchr::memchr2(b'"', b'\\', rest)?;
+    rest[end..].starts_with(b"\"").then_some(())?;
+    Some((kind, Some(text(&rest[..end])?)))
 }
 
 /// One line. Request, failure and dropped lines (nearly every line of a file) are read straight

@@ -40,15 +40,17 @@ pub fn estimate_tokens(text: &str) -> u32 {
     if text.is_ascii() {
         return estimate_ascii(text.as_bytes());
     }
-    text.split_whitespace()
-        .map(|word| {
-            if word.len() <= 8 && word.bytes().all(|b| b.is_ascii_alphabetic()) {
-                1
-            } else {
-                word.len().div_ceil(4) as u32
-            }
-        })
-        .sum()
+    estimate_words(text)
+}
+
+/// The estimate word by word, for any text.
+fn estimate_words(text: &str) -> u32 {
+    text.split_whitespace().map(|word| word_tokens(word.len(), word.bytes().all(|b| b.is_ascii_alphabetic()))).sum()
+}
+
+/// The estimate of one word of `len` bytes, `letters` when they are all ASCII letters.
+fn word_tokens(len: usize, letters: bool) -> u32 {
+    if len <= 8 && letters { 1 } else { len.div_ceil(4) as u32 }
 }
 
 /// `estimate_tokens` of ASCII text, a byte at a time: every prompt is counted as it is built,
@@ -59,7 +61,7 @@ fn estimate_ascii(bytes: &[u8]) -> u32 {
     let (mut tokens, mut len, mut letters) = (0u32, 0usize, true);
     let mut end_word = |len: usize, letters: bool| {
         if len > 0 {
-            tokens += if len <= 8 && letters { 1 } else { len.div_ceil(4) as u32 };
+            tokens += word_tokens(len, letters);
         }
     };
     for &b in bytes {
@@ -139,17 +141,7 @@ mod tests {
     #[test]
     fn the_ascii_count_is_the_unicode_count() {
         use proptest::prelude::*;
-        let word_wise = |text: &str| -> u32 {
-            text.split_whitespace()
-                .map(|w| {
-                    if w.len() <= 8 && w.bytes().all(|b| b.is_ascii_alphabetic()) {
-                        1
-                    } else {
-                        w.len().div_ceil(4) as u32
-                    }
-                })
-                .sum()
-        };
+        let word_wise = estimate_words;
         proptest!(ProptestConfig::with_cases(2_000), |(text in "[ -~\t\n\x0b\x0c\r\x00-\x1f]{0,80}")| {
             prop_assert_eq!(estimate_ascii(text.as_bytes()), word_wise(&text));
             prop_assert_eq!(estimate_tokens(&text), word_wise(&text));

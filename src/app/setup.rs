@@ -92,7 +92,7 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(),
             // Prior-knowledge HTTP/2 against a server that only speaks HTTP/1.1 fails ("frame
             // with invalid size") or hangs; every request of the run would do the same.
             let h2_problem = match failed {
-                Ok(Err(e)) => secrets.message(&error_chain(e)),
+                Ok(Err(e)) => secrets.message(&error_chain(&e.without_url())),
                 _ => format!("no answer within {}", report::fmt_duration(limit)),
             };
             return Err(match get(false).await? {
@@ -110,7 +110,10 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(),
         Err(_) => return Err(hung(&shown, &shown_url, limit)),
         Ok(Err(e)) if e.is_timeout() => return Err(hung(&shown, &shown_url, limit)),
         Ok(Err(e)) => {
-            eprintln!("warning: GET {shown_url} failed ({}); continuing", secrets.message(&error_chain(e)));
+            eprintln!(
+                "warning: GET {shown_url} failed ({}); continuing",
+                secrets.message(&error_chain(&e.without_url()))
+            );
             return Ok(());
         }
     };

@@ -5,54 +5,52 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, LOCATION, RETRY_AFTER};
 
+use super::transport::SendError;
 use crate::record::ErrorKind;
 use crate::record::redact::redact_url;
 
 /// Longest wait before a retry, whatever `Retry-After` or the backoff say.
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 
+/// The error and each of its causes, outermost first.
+fn causes<'a>(e: &'a (dyn std::error::Error + 'static)) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |err| err.source())
+}
+
+/// Whether an I/O error of `kind` is among the causes of `e`.
+fn has_io_kind(e: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
+    causes(e).any(|err| err.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == kind))
+}
+
 /// A send that failed on an already-open connection that was closed under us.
-pub fn is_stale_connection(e: &reqwest::Error) -> bool {
-    if e.is_connect() || e.is_timeout() || e.is_builder() {
+pub fn is_stale_connection(e: &SendError) -> bool {
+    if e.is_connect() || has_io_kind(e, std::io::ErrorKind::TimedOut) {
         return false;
     }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind as K;
-            if matches!(io.kind(), K::ConnectionReset | K::BrokenPipe | K::ConnectionAborted | K::UnexpectedEof) {
-                return true;
-            }
-        }
-        if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            if h.is_incomplete_message() || h.is_canceled() {
-                return true;
-            }
-        }
-        source = err.source();
-    }
-    false
+    causes(e).any(|err| {
+        use std::io::ErrorKind as K;
+        err.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(io.kind(), K::ConnectionReset | K::BrokenPipe | K::ConnectionAborted | K::UnexpectedEof)
+        }) || err.downcast_ref::<hyper::Error>().is_some_and(|h| h.is_incomplete_message() || h.is_canceled())
+    })
 }
 
-pub fn send_error_kind(e: &reqwest::Error) -> ErrorKind {
-    if e.is_connect() {
-        if e.is_timeout() { ErrorKind::ConnectTimeout } else { ErrorKind::ConnectFailed }
-    } else if e.is_timeout() {
-        ErrorKind::FirstByteTimeout
-    } else if e.is_request() {
-        ErrorKind::StreamBroken
-    } else {
-        ErrorKind::RequestFailed
+/// What a failed send was: no connection (in time), or a connection that failed under the
+/// request.
+pub fn send_error_kind(e: &SendError) -> ErrorKind {
+    let timed_out = has_io_kind(e, std::io::ErrorKind::TimedOut);
+    match (e.is_connect(), timed_out) {
+        (true, true) => ErrorKind::ConnectTimeout,
+        (true, false) => ErrorKind::ConnectFailed,
+        (false, true) => ErrorKind::FirstByteTimeout,
+        (false, false) => ErrorKind::StreamBroken,
     }
 }
 
-/// The error and its causes on one line (reqwest's top-level message alone says little),
-/// without the request's URL (it may carry query tokens; the target is known anyway).
-pub fn error_chain(e: reqwest::Error) -> String {
-    chain(&e.without_url())
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
+/// The error and its causes on one line (an HTTP client's top-level message alone says little).
+/// Errors of the measured path name no URL; reqwest's are passed `without_url()`, since a URL may
+/// carry query tokens (the target is known anyway).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

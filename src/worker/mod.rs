@@ -29,20 +29,25 @@ mod next;
 mod probe;
 mod sanitize;
 mod stream;
+mod transport;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::StreamExt;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Uri};
+use http_body_util::Full;
 use next::{Next, Waits};
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 pub use errors::{MAX_RETRY_WAIT, error_chain};
 pub use sanitize::{FIELD_CHARS, Secrets, sanitize_message};
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
+pub use transport::READ_BUFFER_MAX;
 
 use crate::openai::parse_error_body;
 use crate::record::{Dispatch, ErrorKind, Outcome};
@@ -50,6 +55,7 @@ use crate::scenario::{Api, ApiKey, ClientSettings};
 use crate::workload::PreparedRequest;
 use attempt::Attempt;
 use errors::{backoff_wait, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind};
+use transport::Http;
 
 /// Error bodies are read up to this size; the rest is not needed to classify them.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -60,19 +66,19 @@ const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// The HTTP client for one run: a connection pool sized to the concurrency, no proxy (a proxy
 /// would be measured along with the server), no redirects (a redirect would measure another
-/// server under this one's name), keep-alive, Nagle off.
+/// server under this one's name), keep-alive, Nagle off (see `transport`).
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: reqwest::Client,
-    /// A client that keeps no connection, for the one send repeated after a pooled connection
+    http: Http,
+    /// A pool that keeps no connection, for the one send repeated after a pooled connection
     /// turned out closed: the pool may hold more connections the server closed the same way.
     /// Built on first use.
-    fresh: Arc<OnceLock<reqwest::Client>>,
-    url: reqwest::Url,
+    fresh: Arc<OnceLock<Http>>,
+    uri: Uri,
     auth: Option<HeaderValue>,
     /// Headers of the API beyond the bearer token (`x-api-key`, `anthropic-version`); the
     /// key's value is marked sensitive, so it never shows in logs.
-    api_headers: Vec<(reqwest::header::HeaderName, HeaderValue)>,
+    api_headers: Vec<(HeaderName, HeaderValue)>,
     /// Which API's answers these are.
     api: Api,
     secrets: Secrets,
@@ -83,8 +89,9 @@ pub struct Client {
     api_key: Option<ApiKey>,
 }
 
-/// The HTTP client settings every request of a run shares; `pool_idle` connections per host
-/// are kept for reuse (0: none).
+/// reqwest with the settings of the measured requests' client (see `transport`), for the requests
+/// around a run (the server check before it, server metrics); `pool_idle` connections per host are
+/// kept for reuse (0: none).
 pub fn http_client(settings: &ClientSettings, pool_idle: usize) -> reqwest::Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder()
         .no_proxy()
@@ -146,8 +153,9 @@ impl Client {
         timeouts: ClientSettings,
         pool_size: usize,
     ) -> anyhow::Result<Self> {
-        let url = reqwest::Url::parse(endpoint_url)?;
-        let http = http_client(&timeouts, pool_size)?;
+        // Parsed as a URL first: the URI parser alone accepts what no server could be asked for.
+        let uri: Uri = reqwest::Url::parse(endpoint_url)?.as_str().parse()?;
+        let http = Http::new(&timeouts, pool_size);
         let auth = match &api_key {
             Some(key) => {
                 let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose()))?;
@@ -160,7 +168,7 @@ impl Client {
         Ok(Client {
             http,
             fresh: Arc::default(),
-            url,
+            uri,
             auth,
             api_headers: Vec::new(),
             api: Api::Chat,
@@ -181,13 +189,10 @@ impl Client {
             if let Some(key) = &self.api_key {
                 let mut v = HeaderValue::from_str(key.expose())?;
                 v.set_sensitive(true);
-                self.api_headers.push((reqwest::header::HeaderName::from_static("x-api-key"), v));
+                self.api_headers.push((HeaderName::from_static("x-api-key"), v));
             }
             if let Some(version) = anthropic_version {
-                self.api_headers.push((
-                    reqwest::header::HeaderName::from_static("anthropic-version"),
-                    HeaderValue::from_str(version)?,
-                ));
+                self.api_headers.push((HeaderName::from_static("anthropic-version"), HeaderValue::from_str(version)?));
             }
         }
         Ok(self)
@@ -198,21 +203,31 @@ impl Client {
         Arc::clone(&self.in_flight)
     }
 
-    /// The client for a send repeated after a stale pooled connection: never a pooled one.
-    fn fresh(&self) -> &reqwest::Client {
-        self.fresh.get_or_init(|| http_client(&self.timeouts, 0).unwrap_or_else(|_| self.http.clone()))
+    /// The pool for a send repeated after a stale pooled connection: never a pooled one.
+    fn fresh(&self) -> &Http {
+        self.fresh.get_or_init(|| Http::new(&self.timeouts, 0))
     }
 
-    /// A POST of `body` to the endpoint, on `http`.
-    fn post(&self, http: &reqwest::Client, body: bytes::Bytes) -> reqwest::RequestBuilder {
-        let mut builder = http.post(self.url.clone()).header(CONTENT_TYPE, "application/json").body(body);
+    /// A request to the endpoint (or `uri`), with the run's credentials.
+    fn request(&self, method: Method, uri: Uri, body: Bytes) -> Request<Full<Bytes>> {
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
         if let Some(auth) = &self.auth {
-            builder = builder.header(AUTHORIZATION, auth.clone());
+            headers.insert(AUTHORIZATION, auth.clone());
         }
         for (name, value) in &self.api_headers {
-            builder = builder.header(name.clone(), value.clone());
+            headers.append(name.clone(), value.clone());
         }
-        builder
+        request
+    }
+
+    /// A POST of `body` to the endpoint.
+    fn post(&self, body: Bytes) -> Request<Full<Bytes>> {
+        let mut request = self.request(Method::POST, self.uri.clone(), body);
+        request.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        request
     }
 
     /// Send one request and stream it to the end. Never panics on what the server sends;
@@ -281,17 +296,17 @@ impl Client {
         tokio::pin!(cancelled);
         let response = loop {
             let http = if a.stale_connection_retries == 0 { &self.http } else { self.fresh() };
-            let mut builder = self.post(http, req.body.clone());
+            let mut request = self.post(req.body.clone());
             if let Some(exchange) = &req.exchange {
-                for (name, value) in &exchange.headers {
-                    builder = builder.header(name.as_str(), value.as_str());
+                if let Err(what) = add_headers(request.headers_mut(), &exchange.headers) {
+                    return a.fail(ErrorKind::RequestFailed, None, None, &what);
                 }
             }
             // The clock starts here, as the request is handed to the pool.
             a.start = Instant::now();
             a.start_offset = a.start.saturating_duration_since(level_start);
             let (due, clock) = self.earliest(a.start, deadline(a.start, self.timeouts.first_byte), Clock::FirstOutput);
-            match wait(&mut cancelled, due, builder.send()).await {
+            match wait(&mut cancelled, due, http.send(request)).await {
                 Wait::Cancelled => return a.interrupted(&StreamState::default()),
                 Wait::TimedOut => {
                     let (kind, what) = match clock {
@@ -309,7 +324,7 @@ impl Client {
                 Wait::Ready(Err(e)) if a.stale_connection_retries == 0 && is_stale_connection(&e) => {
                     a.stale_connection_retries += 1;
                 }
-                Wait::Ready(Err(e)) => return a.fail(send_error_kind(&e), None, None, &error_chain(e)),
+                Wait::Ready(Err(e)) => return a.fail(send_error_kind(&e), None, None, &error_chain(&e)),
             }
         };
         if let Some(exchange) = &req.exchange {
@@ -334,7 +349,7 @@ impl Client {
         if req.exchange.as_ref().is_some_and(|e| e.keep_answer) {
             state.keep_answer();
         }
-        let mut body = response.bytes_stream();
+        let mut body = transport::body(response);
         // One timer per request, armed at the earliest deadline that can apply and otherwise left
         // alone: a read only moves `due`, and when the timer fires early it is re-armed from
         // there. Reads therefore never touch the timer wheel unless a deadline comes closer.
@@ -374,7 +389,7 @@ impl Client {
                 // A close after [DONE] is not a failure: the response was complete.
                 Some(Err(_)) if state.done.is_some() => break,
                 Some(Err(e)) => {
-                    return a.fail_with_state(ErrorKind::StreamBroken, &state, at, None, &error_chain(e));
+                    return a.fail_with_state(ErrorKind::StreamBroken, &state, at, None, &error_chain(&e));
                 }
                 Some(Ok(bytes)) => {
                     if let Err(fault) = state.observe(&bytes, at) {
@@ -405,19 +420,20 @@ impl Client {
     /// connection simply opens one, as it would have anyway.
     pub async fn warm_connections(&self, url: &str, n: usize) {
         let limit = self.timeouts.connect.saturating_add(Duration::from_secs(5));
+        let Ok(uri) = url.parse::<Uri>() else { return };
         let send = |_| {
-            let mut builder = self.http.get(url);
-            if let Some(auth) = &self.auth {
-                builder = builder.header(AUTHORIZATION, auth.clone());
-            }
-            async move { tokio::time::timeout(limit, builder.send()).await.ok().and_then(Result::ok) }
+            let request = self.request(Method::GET, uri.clone(), Bytes::new());
+            async move { tokio::time::timeout(limit, self.http.send(request)).await.ok().and_then(Result::ok) }
         };
         // Every response is held until all have their headers, so that almost always `n` are
         // opened. Not always: a connection whose small body has already arrived goes back to the
         // pool, and a request still waiting for its own connect may take it instead.
         let responses = futures::future::join_all((0..n).map(send)).await;
         let drain = responses.into_iter().flatten().map(|response| async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), response.bytes()).await;
+            let mut body = transport::body(response);
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), async { while let Some(Ok(_)) = body.next().await {} })
+                    .await;
         });
         futures::future::join_all(drain).await;
         // A drained connection goes back to the pool from a task of its own, once it is ready
@@ -429,11 +445,11 @@ impl Client {
         tokio::time::sleep(settle_time(n)).await;
     }
 
-    async fn http_failure(&self, a: &Attempt<'_>, response: reqwest::Response) -> Outcome {
+    async fn http_failure(&self, a: &Attempt<'_>, response: transport::Response) -> Outcome {
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers());
         let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
+        let mut stream = transport::body(response);
         let until = deadline(Instant::now(), self.timeouts.idle).min(deadline(a.start, self.timeouts.request));
         while let Ok(Some(Ok(bytes))) = timeout_at(until, stream.next()).await {
             body.extend_from_slice(&bytes[..bytes.len().min(ERROR_BODY_LIMIT - body.len())]);
@@ -490,8 +506,19 @@ async fn wait<F: std::future::Future>(
     }
 }
 
+/// Add a request's own headers (a replayed exchange's), or say which one cannot be sent.
+fn add_headers(headers: &mut HeaderMap, extra: &[(String, String)]) -> Result<(), String> {
+    for (name, value) in extra {
+        let name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("invalid request header name {name:?}"))?;
+        let value = HeaderValue::from_str(value).map_err(|_| format!("invalid value of request header {name}"))?;
+        headers.append(name, value);
+    }
+    Ok(())
+}
+
 /// The named response headers that are present, as text.
-fn read_headers(headers: &reqwest::header::HeaderMap, names: &[String]) -> Vec<(String, String)> {
+fn read_headers(headers: &HeaderMap, names: &[String]) -> Vec<(String, String)> {
     names
         .iter()
         .filter_map(|name| {

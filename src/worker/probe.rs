@@ -4,11 +4,11 @@
 
 use bytes::Bytes;
 use futures::StreamExt;
-use reqwest::header::CONTENT_TYPE;
+use http::header::CONTENT_TYPE;
 use tokio::time::{Instant, timeout_at};
 
 use super::errors::{error_chain, is_stale_connection, redirect_message};
-use super::{Client, Clock, StreamState, deadline};
+use super::{Client, Clock, StreamState, deadline, transport};
 use crate::openai::parse_error_body;
 
 /// A probe's answer is read up to this size: a count is a few hundred bytes.
@@ -22,7 +22,7 @@ impl Client {
         let mut stale = false;
         let response = loop {
             let http = if stale { self.fresh() } else { &self.http };
-            match timeout_at(due, self.post(http, body.clone()).send()).await {
+            match timeout_at(due, http.send(self.post(body.clone()))).await {
                 Err(_) => {
                     return Err(match clock {
                         Clock::Request => "no answer within client.request_timeout".to_string(),
@@ -31,7 +31,7 @@ impl Client {
                 }
                 Ok(Ok(r)) => break r,
                 Ok(Err(e)) if !stale && is_stale_connection(&e) => stale = true,
-                Ok(Err(e)) => return Err(self.secrets.message(&error_chain(e))),
+                Ok(Err(e)) => return Err(self.secrets.message(&error_chain(&e))),
             }
         };
         let status = response.status();
@@ -45,7 +45,7 @@ impl Client {
             .unwrap_or_else(|| "no content type".to_string());
         let until = deadline(Instant::now(), self.timeouts.idle).min(deadline(start, self.timeouts.request));
         let mut answer = Answer::default();
-        let mut stream = response.bytes_stream();
+        let mut stream = transport::body(response);
         loop {
             match timeout_at(until, stream.next()).await {
                 Err(_) => {
@@ -53,7 +53,7 @@ impl Client {
                     break;
                 }
                 Ok(None) => break,
-                Ok(Some(Err(e))) => return Err(self.secrets.message(&error_chain(e))),
+                Ok(Some(Err(e))) => return Err(self.secrets.message(&error_chain(&e))),
                 Ok(Some(Ok(bytes))) => {
                     if answer.read(&bytes, &content_type, start.elapsed()) {
                         break;

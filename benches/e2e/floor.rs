@@ -1,10 +1,15 @@
 //! The cheapest client that can take these responses: the same request bodies over the same
-//! kind of pooled connections, body bytes read and counted, nothing parsed, timed or kept.
+//! kind of pooled connections (hyper's pooled client, as the client's measured requests use it,
+//! with the same read-buffer cap), body bytes read and counted, nothing parsed, timed or kept.
 
 use super::*;
 
 use bytes::Bytes;
-use reqwest::header::CONTENT_TYPE;
+use http::header::CONTENT_TYPE;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::Deserialize;
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -100,22 +105,30 @@ async fn load(
     max_tokens: u32,
     canaries: bool,
     timed: bool,
-) -> Result<Report, reqwest::Error> {
-    // The client's pool settings: no proxy, Nagle off, one idle connection kept per worker.
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
+) -> Result<Report, String> {
+    // The client's pool settings: Nagle off, one idle connection kept per worker, the same cap
+    // on each connection's read buffer.
+    let mut tcp = HttpConnector::new();
+    tcp.set_nodelay(true);
+    let mut builder = Client::builder(TokioExecutor::new());
+    builder
+        .pool_timer(TokioTimer::new())
         .pool_max_idle_per_host(concurrency)
         .pool_idle_timeout(Duration::from_secs(90))
-        .build()?;
-    let url = reqwest::Url::parse(&format!("{base_url}/chat/completions")).expect("valid base URL");
+        .http1_max_buf_size(anvil_load::worker::READ_BUFFER_MAX);
+    let http: Client<HttpConnector, Full<Bytes>> = builder.build(tcp);
+    let url: http::Uri = format!("{base_url}/chat/completions").parse().map_err(|e| format!("base URL: {e}"))?;
     if timed {
         // As the client does before a level's clock starts: one connection per worker opened
         // first, so that no request's timings include a TCP handshake.
-        let models = format!("{base_url}/models");
-        let opened = (0..concurrency).map(|_| http.get(&models).send());
+        let models: http::Uri = format!("{base_url}/models").parse().map_err(|e| format!("base URL: {e}"))?;
+        let opened = (0..concurrency).map(|_| {
+            let mut request = http::Request::new(Full::new(Bytes::new()));
+            *request.uri_mut() = models.clone();
+            http.request(request)
+        });
         for response in futures::future::join_all(opened).await.into_iter().flatten() {
-            let _ = response.bytes().await;
+            let _ = response.into_body().collect().await;
         }
     }
     let next = Arc::new(AtomicU64::new(0));
@@ -136,31 +149,39 @@ async fn load(
                     let mut first_content: Option<Duration> = None;
                     // The end of the previous read, so a marker split across two reads is found.
                     let mut tail: Vec<u8> = Vec::new();
-                    let request = http
-                        .post(url.clone())
-                        .header(CONTENT_TYPE, "application/json")
-                        .body(body(index, max_tokens, canaries));
+                    let mut request = http::Request::new(Full::new(body(index, max_tokens, canaries)));
+                    *request.method_mut() = http::Method::POST;
+                    *request.uri_mut() = url.clone();
+                    request.headers_mut().insert(CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
                     // As the client's clock: started as the request is handed to the pool.
                     let start = Instant::now();
-                    let sent = request.send().await;
+                    let sent = http.request(request).await;
                     let result = match sent {
-                        Ok(mut response) if response.status().is_success() => loop {
-                            match response.chunk().await {
-                                Ok(Some(chunk)) if timed && first_content.is_none() => {
-                                    let at = start.elapsed();
-                                    bytes += chunk.len() as u64;
-                                    tail.extend_from_slice(&chunk);
-                                    if memchr::memmem::find(&tail, CONTENT_DELTA).is_some() {
-                                        first_content = Some(at);
+                        Ok(response) if response.status().is_success() => {
+                            let mut response = response.into_body();
+                            loop {
+                                let chunk = match response.frame().await {
+                                    Some(Ok(frame)) => Ok(frame.into_data().ok()),
+                                    Some(Err(e)) => Err(e),
+                                    None => break Ok(()),
+                                };
+                                match chunk {
+                                    Ok(None) => {}
+                                    Ok(Some(chunk)) if timed && first_content.is_none() => {
+                                        let at = start.elapsed();
+                                        bytes += chunk.len() as u64;
+                                        tail.extend_from_slice(&chunk);
+                                        if memchr::memmem::find(&tail, CONTENT_DELTA).is_some() {
+                                            first_content = Some(at);
+                                        }
+                                        let keep = tail.len().saturating_sub(CONTENT_DELTA.len());
+                                        tail.drain(..keep);
                                     }
-                                    let keep = tail.len().saturating_sub(CONTENT_DELTA.len());
-                                    tail.drain(..keep);
+                                    Ok(Some(chunk)) => bytes += chunk.len() as u64,
+                                    Err(e) => break Err(e.to_string()),
                                 }
-                                Ok(Some(chunk)) => bytes += chunk.len() as u64,
-                                Ok(None) => break Ok(()),
-                                Err(e) => break Err(e.to_string()),
                             }
-                        },
+                        }
                         Ok(response) => Err(format!("HTTP {}", response.status())),
                         Err(e) => Err(e.to_string()),
                     };

@@ -114,6 +114,17 @@ fn settle_time(connections: usize) -> Duration {
         .min(Duration::from_millis(50))
 }
 
+/// The URI a request to `url` is sent to. Parsed as a URL first: the URI parser alone accepts
+/// what no server could be asked for. Credentials in the URL are not sent (HTTP/2 would carry them
+/// in `:authority`; the key goes in its header), and the pool's key is the same with or without
+/// them.
+fn request_uri(url: &str) -> anyhow::Result<Uri> {
+    let mut url = reqwest::Url::parse(url)?;
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    Ok(url.as_str().parse()?)
+}
+
 /// `start + d`, or far in the future when that cannot be represented.
 fn deadline(start: Instant, d: Duration) -> Instant {
     start.checked_add(d).unwrap_or_else(|| start + FAR_FUTURE)
@@ -153,8 +164,7 @@ impl Client {
         timeouts: ClientSettings,
         pool_size: usize,
     ) -> anyhow::Result<Self> {
-        // Parsed as a URL first: the URI parser alone accepts what no server could be asked for.
-        let uri: Uri = reqwest::Url::parse(endpoint_url)?.as_str().parse()?;
+        let uri = request_uri(endpoint_url)?;
         let http = Http::new(&timeouts, pool_size);
         let auth = match &api_key {
             Some(key) => {
@@ -420,7 +430,7 @@ impl Client {
     /// connection simply opens one, as it would have anyway.
     pub async fn warm_connections(&self, url: &str, n: usize) {
         let limit = self.timeouts.connect.saturating_add(Duration::from_secs(5));
-        let Ok(uri) = url.parse::<Uri>() else { return };
+        let Ok(uri) = request_uri(url) else { return };
         let send = |_| {
             let request = self.request(Method::GET, uri.clone(), Bytes::new());
             async move { tokio::time::timeout(limit, self.http.send(request)).await.ok().and_then(Result::ok) }
@@ -526,4 +536,17 @@ fn read_headers(headers: &HeaderMap, names: &[String]) -> Vec<(String, String)> 
             Some((name.clone(), value.to_string()))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_uris_carry_no_credentials() {
+        let uri = request_uri("http://user:secret@127.0.0.1:8000/v1/chat/completions?x=1").unwrap();
+        assert_eq!(uri.to_string(), "http://127.0.0.1:8000/v1/chat/completions?x=1");
+        assert_eq!(uri.authority(), request_uri("http://127.0.0.1:8000/v1/models").unwrap().authority());
+        assert!(request_uri("not a url").is_err());
+    }
 }

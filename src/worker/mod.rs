@@ -165,7 +165,7 @@ impl Client {
         pool_size: usize,
     ) -> anyhow::Result<Self> {
         let uri = request_uri(endpoint_url)?;
-        let http = Http::new(&timeouts, pool_size);
+        let http = Http::new(&timeouts, pool_size, uri.scheme_str() == Some("https"));
         let auth = match &api_key {
             Some(key) => {
                 let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose()))?;
@@ -215,7 +215,7 @@ impl Client {
 
     /// The pool for a send repeated after a stale pooled connection: never a pooled one.
     fn fresh(&self) -> &Http {
-        self.fresh.get_or_init(|| Http::new(&self.timeouts, 0))
+        self.fresh.get_or_init(|| Http::new(&self.timeouts, 0, matches!(self.http, Http::Tls(_))))
     }
 
     /// A request to the endpoint (or `uri`), with the run's credentials.

@@ -26,9 +26,10 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::scenario::ClientSettings;
 
-/// The largest a connection's read buffer grows (hyper's minimum is 8 KiB, its default some
-/// 400 KiB). A read takes at most this much from the socket; at 16 KiB that is still dozens of
-/// SSE events per read, and response headers must fit in it (a server's are a few hundred bytes).
+/// The cap on a connection's read buffer (hyper's minimum is 8 KiB, its default some 400 KiB).
+/// hyper grows the buffer in its own steps, so a read may hold somewhat more (a 24 KiB read was
+/// seen), never the default's hundreds; that is still dozens of SSE events per read. Response
+/// headers must fit within the cap (a server's are a few hundred bytes).
 pub const READ_BUFFER_MAX: usize = 16 * 1024;
 
 /// A response whose body is still to be read.

@@ -433,14 +433,21 @@ impl Client {
         let Ok(uri) = request_uri(url) else { return };
         let send = |_| {
             let request = self.request(Method::GET, uri.clone(), Bytes::new());
-            async move { tokio::time::timeout(limit, self.http.send(request)).await.ok().and_then(Result::ok) }
+            async move {
+                let response = tokio::time::timeout(limit, self.http.send(request)).await.ok()?.ok()?;
+                // The body's first bytes are taken (and dropped) at once: held, they would pin
+                // the connection's read buffer, and hyper would give the connection a second one
+                // for its next read (8 KiB per connection at the peak, held until all answered).
+                let mut body = transport::body(response);
+                let _ = tokio::time::timeout(Duration::from_secs(5), body.next()).await;
+                Some(body)
+            }
         };
         // Every response is held until all have their headers, so that almost always `n` are
         // opened. Not always: a connection whose small body has already arrived goes back to the
         // pool, and a request still waiting for its own connect may take it instead.
-        let responses = futures::future::join_all((0..n).map(send)).await;
-        let drain = responses.into_iter().flatten().map(|response| async move {
-            let mut body = transport::body(response);
+        let bodies = futures::future::join_all((0..n).map(send)).await;
+        let drain = bodies.into_iter().flatten().map(|mut body| async move {
             let _ =
                 tokio::time::timeout(Duration::from_secs(5), async { while let Some(Ok(_)) = body.next().await {} })
                     .await;

@@ -50,16 +50,14 @@ pub fn send_error_kind(e: &SendError) -> ErrorKind {
 /// The error and its causes on one line (an HTTP client's top-level message alone says little).
 /// Errors of the measured path name no URL; reqwest's are passed `without_url()`, since a URL may
 /// carry query tokens (the target is known anyway).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
+    for cause in causes(e).skip(1) {
+        let text = cause.to_string();
         if !out.contains(&text) {
             out.push_str(": ");
             out.push_str(&text);
         }
-        source = s.source();
     }
     out
 }

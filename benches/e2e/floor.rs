@@ -5,8 +5,9 @@
 use super::*;
 
 use bytes::Bytes;
+use futures::StreamExt;
 use http::header::CONTENT_TYPE;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyDataStream, BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -158,16 +159,10 @@ async fn load(
                     let sent = http.request(request).await;
                     let result = match sent {
                         Ok(response) if response.status().is_success() => {
-                            let mut response = response.into_body();
+                            let mut body = BodyDataStream::new(response.into_body());
                             loop {
-                                let chunk = match response.frame().await {
-                                    Some(Ok(frame)) => Ok(frame.into_data().ok()),
-                                    Some(Err(e)) => Err(e),
-                                    None => break Ok(()),
-                                };
-                                match chunk {
-                                    Ok(None) => {}
-                                    Ok(Some(chunk)) if timed && first_content.is_none() => {
+                                match body.next().await {
+                                    Some(Ok(chunk)) if timed && first_content.is_none() => {
                                         let at = start.elapsed();
                                         bytes += chunk.len() as u64;
                                         tail.extend_from_slice(&chunk);
@@ -177,8 +172,9 @@ async fn load(
                                         let keep = tail.len().saturating_sub(CONTENT_DELTA.len());
                                         tail.drain(..keep);
                                     }
-                                    Ok(Some(chunk)) => bytes += chunk.len() as u64,
-                                    Err(e) => break Err(e.to_string()),
+                                    Some(Ok(chunk)) => bytes += chunk.len() as u64,
+                                    None => break Ok(()),
+                                    Some(Err(e)) => break Err(e.to_string()),
                                 }
                             }
                         }

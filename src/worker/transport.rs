@@ -29,7 +29,7 @@ use crate::scenario::ClientSettings;
 /// The cap on a connection's read buffer (hyper's minimum is 8 KiB, its default some 400 KiB).
 /// hyper grows the buffer in its own steps, so a read may hold somewhat more (a 24 KiB read was
 /// seen), never the default's hundreds; that is still dozens of SSE events per read. Response
-/// headers must fit within the cap (a server's are a few hundred bytes).
+/// headers must fit within the cap (llama.cpp's are under 200 bytes).
 pub const READ_BUFFER_MAX: usize = 16 * 1024;
 
 /// A response whose body is still to be read.

@@ -119,19 +119,7 @@ async fn load(
         .http1_max_buf_size(anvil_load::worker::READ_BUFFER_MAX);
     let http: Client<HttpConnector, Full<Bytes>> = builder.build(tcp);
     let url: http::Uri = format!("{base_url}/chat/completions").parse().map_err(|e| format!("base URL: {e}"))?;
-    if timed {
-        // As the client does before a level's clock starts: one connection per worker opened
-        // first, so that no request's timings include a TCP handshake.
-        let models: http::Uri = format!("{base_url}/models").parse().map_err(|e| format!("base URL: {e}"))?;
-        let opened = (0..concurrency).map(|_| {
-            let mut request = http::Request::new(Full::new(Bytes::new()));
-            *request.uri_mut() = models.clone();
-            http.request(request)
-        });
-        for response in futures::future::join_all(opened).await.into_iter().flatten() {
-            let _ = response.into_body().collect().await;
-        }
-    }
+    open_connections(&http, &base_url, concurrency).await?;
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     // The wall clock at `started`, so that request starts compare with the server's arrivals.
@@ -227,4 +215,28 @@ async fn load(
     }
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// As the client does before a level's clock starts: one connection per worker opened first, so
+/// that no request's timings include a TCP handshake and both hold the same connections when
+/// their memory peaks.
+async fn open_connections(
+    http: &Client<HttpConnector, Full<Bytes>>,
+    base_url: &str,
+    concurrency: usize,
+) -> Result<(), String> {
+    let models: http::Uri = format!("{base_url}/models").parse().map_err(|e| format!("base URL: {e}"))?;
+    // All requests are handed to the pool before any answer arrives (`join_all` polls each once
+    // first), so each opens its own connection; each body is read as soon as it comes.
+    let opened = (0..concurrency).map(|_| {
+        let mut request = http::Request::new(Full::new(Bytes::new()));
+        *request.uri_mut() = models.clone();
+        async move {
+            if let Ok(response) = http.request(request).await {
+                let _ = response.into_body().collect().await;
+            }
+        }
+    });
+    futures::future::join_all(opened).await;
+    Ok(())
 }

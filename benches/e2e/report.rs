@@ -116,6 +116,13 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
         format!("{:.1} KiB", scale.rss_per_stream_kib),
         Some(scale.rss_per_stream_kib <= 16.0),
     );
+    push(
+        format!("RSS per stream ≤ 1.1 × floor ({} streams)", scale.load.concurrency),
+        scale.rss_per_stream_ratio.map_or("n/a".into(), |r| {
+            format!("{:.1} KiB ÷ {:.1} KiB = {r:.2} ×", scale.rss_per_stream_kib, scale.floor_rss_per_stream_kib)
+        }),
+        scale.rss_per_stream_ratio.map(|r| r <= 1.1),
+    );
     push("start-up < 50 ms CPU".into(), format!("{:.1} ms", startup.median_cpu_ms), Some(startup.median_cpu_ms < 50.0));
     out
 }

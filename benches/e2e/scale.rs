@@ -28,6 +28,8 @@ pub(super) struct Scale {
     pub(super) floor_baseline_peak_rss_mib: f64,
     pub(super) floor_rss_per_stream_kib: f64,
     pub(super) floor_cpu_s: f64,
+    /// `rss_per_stream_kib` ÷ `floor_rss_per_stream_kib`, when the floor completed.
+    pub(super) rss_per_stream_ratio: Option<f64>,
 }
 
 pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
@@ -51,6 +53,11 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
     let floor = bench.floor(&server, &load, Duration::from_secs(300))?;
     bench.stop(server);
     let per_stream = |peak: u64, base: u64| (peak as f64 - base as f64) / f64::from(streams);
+    let (client_per_stream, floor_per_stream) = (
+        per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib),
+        per_stream(floor.exit.max_rss_kib, floor_base.exit.max_rss_kib),
+    );
+    let floor_completed = floor.report.as_ref().map_or(0, |r| r.completed);
     Ok(Scale {
         status: run.exit.status(),
         completed: run.artifact.completed,
@@ -64,16 +71,18 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         stderr_tail: run.exit.stderr_tail.clone(),
         peak_rss_mib: run.exit.max_rss_kib as f64 / 1024.0,
         baseline_peak_rss_mib: base.exit.max_rss_kib as f64 / 1024.0,
-        rss_per_stream_kib: per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib),
+        rss_per_stream_kib: client_per_stream,
         cpu_s: run.exit.cpu_s(),
         process_wall_s: run.exit.process_wall_s,
         server_completed: run.server.requests_completed,
         floor_status: floor.exit.status(),
-        floor_completed: floor.report.as_ref().map_or(0, |r| r.completed),
+        floor_completed,
         floor_peak_rss_mib: floor.exit.max_rss_kib as f64 / 1024.0,
         floor_baseline_peak_rss_mib: floor_base.exit.max_rss_kib as f64 / 1024.0,
-        floor_rss_per_stream_kib: per_stream(floor.exit.max_rss_kib, floor_base.exit.max_rss_kib),
+        floor_rss_per_stream_kib: floor_per_stream,
         floor_cpu_s: floor.exit.cpu_s(),
+        rss_per_stream_ratio: (floor.exit.ok() && floor_completed == load.requests && floor_per_stream > 0.0)
+            .then(|| client_per_stream / floor_per_stream),
         load,
     })
 }

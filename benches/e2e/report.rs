@@ -51,6 +51,20 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
         if let Some(r) = o.peak_rss_ratio_oha {
             push("  same, ÷ oha (c=256)".into(), format!("{r:.2} ×"), Some(r <= 1.1));
         }
+        // What grows with the load: each reader's peak above its own one-stream run (the scale
+        // test's baselines), which holds its code's pages and its fixed allocations.
+        if let Some(f) = &o.floor {
+            let (client, floor) = (
+                o.client.peak_rss_mib - scale.baseline_peak_rss_mib,
+                f.peak_rss_mib - scale.floor_baseline_peak_rss_mib,
+            );
+            let ratio = client / floor;
+            push(
+                "  same, above each one's c=1 peak (c=256)".into(),
+                format!("{client:.1} MiB ÷ {floor:.1} MiB = {ratio:.2} ×"),
+                (floor > 0.0).then_some(ratio <= 1.1),
+            );
+        }
         push(
             "peak RSS ≤ 48 MiB (c=256)".into(),
             format!("{:.1} MiB", o.client.peak_rss_mib),

@@ -137,6 +137,16 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
         }),
         scale.rss_per_stream_ratio.map(|r| r <= 1.1),
     );
+    if let Some(o) = &scale.oha {
+        push(
+            format!("  same, ÷ oha ({} streams)", scale.load.concurrency),
+            o.rss_per_stream_ratio.map_or_else(
+                || format!("n/a: oha {}, {} completed", o.status, o.completed),
+                |r| format!("{:.1} KiB ÷ {:.1} KiB = {r:.2} ×", scale.rss_per_stream_kib, o.rss_per_stream_kib),
+            ),
+            o.rss_per_stream_ratio.map(|r| r <= 1.1),
+        );
+    }
     push("start-up < 50 ms CPU".into(), format!("{:.1} ms", startup.median_cpu_ms), Some(startup.median_cpu_ms < 50.0));
     out
 }
@@ -310,6 +320,13 @@ pub(super) fn print_scale(s: &Scale) {
         s.floor_rss_per_stream_kib,
         s.floor_cpu_s
     );
+    if let Some(o) = &s.oha {
+        println!(
+            "oha (opens its connections as its requests start): {} ({} completed), peak RSS {:.1} MiB \
+             (c=1: {:.1} MiB), {:.1} KiB per stream",
+            o.status, o.completed, o.peak_rss_mib, o.baseline_peak_rss_mib, o.rss_per_stream_kib
+        );
+    }
     println!();
 }
 

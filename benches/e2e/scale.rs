@@ -30,6 +30,21 @@ pub(super) struct Scale {
     pub(super) floor_cpu_s: f64,
     /// `rss_per_stream_kib` ÷ `floor_rss_per_stream_kib`, when the floor completed.
     pub(super) rss_per_stream_ratio: Option<f64>,
+    /// oha with the same load, when it is installed. It opens its connections as its requests
+    /// start, where the client and the floor reader open them all first.
+    pub(super) oha: Option<OhaScale>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct OhaScale {
+    pub(super) status: String,
+    /// The simulator's count of streams that reached `[DONE]` during oha's run.
+    pub(super) completed: u64,
+    pub(super) peak_rss_mib: f64,
+    pub(super) baseline_peak_rss_mib: f64,
+    pub(super) rss_per_stream_kib: f64,
+    /// anvil-load's `rss_per_stream_kib` ÷ oha's, when oha completed every request.
+    pub(super) rss_per_stream_ratio: Option<f64>,
 }
 
 pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
@@ -45,12 +60,16 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         canaries: true,
     };
     let baseline = Load { concurrency: 1, requests: 20, ..load.clone() };
-    eprintln!("scale: {} and its concurrency-1 baseline, client and floor", load.tag());
+    eprintln!("scale: {} and its concurrency-1 baseline: client, floor reader, oha", load.tag());
     let server = bench.start(profile)?;
     let base = bench.client(&server, &baseline, Duration::from_secs(60))?;
     let run = bench.client(&server, &load, Duration::from_secs(300))?;
     let floor_base = bench.floor(&server, &baseline, Duration::from_secs(60))?;
     let floor = bench.floor(&server, &load, Duration::from_secs(300))?;
+    let oha_runs = match bench.oha(&server, &baseline, Duration::from_secs(60))? {
+        Some(base) => bench.oha(&server, &load, Duration::from_secs(300))?.map(|run| (base, run)),
+        None => None,
+    };
     bench.stop(server);
     let per_stream = |peak: u64, base: u64| (peak as f64 - base as f64) / f64::from(streams);
     let (client_per_stream, floor_per_stream) = (
@@ -58,6 +77,18 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         per_stream(floor.exit.max_rss_kib, floor_base.exit.max_rss_kib),
     );
     let floor_completed = floor.report.as_ref().map_or(0, |r| r.completed);
+    let oha = oha_runs.map(|(base, run)| {
+        let per_stream = per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib);
+        OhaScale {
+            status: run.exit.status(),
+            completed: run.server.requests_completed,
+            peak_rss_mib: run.exit.max_rss_kib as f64 / 1024.0,
+            baseline_peak_rss_mib: base.exit.max_rss_kib as f64 / 1024.0,
+            rss_per_stream_kib: per_stream,
+            rss_per_stream_ratio: (run.exit.ok() && run.server.requests_completed == load.requests && per_stream > 0.0)
+                .then(|| client_per_stream / per_stream),
+        }
+    });
     Ok(Scale {
         status: run.exit.status(),
         completed: run.artifact.completed,
@@ -83,6 +114,7 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         floor_cpu_s: floor.exit.cpu_s(),
         rss_per_stream_ratio: (floor.exit.ok() && floor_completed == load.requests && floor_per_stream > 0.0)
             .then(|| client_per_stream / floor_per_stream),
+        oha,
         load,
     })
 }

@@ -225,6 +225,7 @@ impl Bench {
         dir: &Path,
         limit: Duration,
     ) -> io::Result<(ChildExit, ServerSide)> {
+        server.reset_peak();
         let before = server.stats();
         let cpu_before = self_cpu();
         let job = self.pinning.job(program, args, dir, limit)?;
@@ -502,6 +503,8 @@ struct ServerSide {
     chunks_streamed: u64,
     tokens_streamed: u64,
     prompt_tokens: u64,
+    /// The most streams the simulator held open at once during the run.
+    peak_streams: u64,
     /// The simulator's own CPU (this process) over the run: when it nears the wall time, the
     /// simulator, not the client, bounds the request rate.
     cpu_s: f64,
@@ -517,6 +520,7 @@ impl ServerSide {
             chunks_streamed: b.chunks_streamed - a.chunks_streamed,
             tokens_streamed: b.tokens_streamed - a.tokens_streamed,
             prompt_tokens: b.prompt_tokens - a.prompt_tokens,
+            peak_streams: b.peak_active_requests,
             cpu_s,
         }
     }

@@ -293,12 +293,13 @@ pub(super) fn print_memory(m: &Option<Memory>) {
 pub(super) fn print_scale(s: &Scale) {
     println!("== Scale: {} concurrent streams (16 tokens at 10 ms) ==", s.load.concurrency);
     println!(
-        "{} ({} completed, {} failed; simulator saw {} complete), peak RSS {:.1} MiB (c=1: {:.1} MiB), \
+        "{} ({} completed, {} failed; simulator saw {} complete, {} at once), peak RSS {:.1} MiB (c=1: {:.1} MiB), \
          {:.1} KiB per stream, CPU {:.2} s, wall {:.1} s",
         s.status,
         s.completed,
         s.failed,
         s.server_completed,
+        s.streams_at_once,
         s.peak_rss_mib,
         s.baseline_peak_rss_mib,
         s.rss_per_stream_kib,
@@ -312,9 +313,10 @@ pub(super) fn print_scale(s: &Scale) {
         println!("stderr: {}", s.stderr_tail);
     }
     println!(
-        "floor reader: {} ({} completed), peak RSS {:.1} MiB (c=1: {:.1} MiB), {:.1} KiB per stream, CPU {:.2} s",
+        "floor reader: {} ({} completed, {} at once), peak RSS {:.1} MiB (c=1: {:.1} MiB), {:.1} KiB per stream, CPU {:.2} s",
         s.floor_status,
         s.floor_completed,
+        s.floor_streams_at_once,
         s.floor_peak_rss_mib,
         s.floor_baseline_peak_rss_mib,
         s.floor_rss_per_stream_kib,
@@ -322,9 +324,9 @@ pub(super) fn print_scale(s: &Scale) {
     );
     if let Some(o) = &s.oha {
         println!(
-            "oha (opens its connections as its requests start): {} ({} completed), peak RSS {:.1} MiB \
+            "oha (opens its connections as its requests start): {} ({} completed, {} at once), peak RSS {:.1} MiB \
              (c=1: {:.1} MiB), {:.1} KiB per stream",
-            o.status, o.completed, o.peak_rss_mib, o.baseline_peak_rss_mib, o.rss_per_stream_kib
+            o.status, o.completed, o.streams_at_once, o.peak_rss_mib, o.baseline_peak_rss_mib, o.rss_per_stream_kib
         );
     }
     println!();

@@ -15,7 +15,9 @@ pub(super) struct Scale {
     pub(super) stderr_tail: String,
     pub(super) peak_rss_mib: f64,
     pub(super) baseline_peak_rss_mib: f64,
-    /// (peak RSS − RSS of the same run at concurrency 1) / streams.
+    /// The most streams the simulator held open at once during the run.
+    pub(super) streams_at_once: u64,
+    /// (peak RSS − peak RSS of the same run at concurrency 1) / `streams_at_once`.
     pub(super) rss_per_stream_kib: f64,
     pub(super) cpu_s: f64,
     pub(super) process_wall_s: f64,
@@ -26,6 +28,7 @@ pub(super) struct Scale {
     pub(super) floor_completed: u64,
     pub(super) floor_peak_rss_mib: f64,
     pub(super) floor_baseline_peak_rss_mib: f64,
+    pub(super) floor_streams_at_once: u64,
     pub(super) floor_rss_per_stream_kib: f64,
     pub(super) floor_cpu_s: f64,
     /// `rss_per_stream_kib` ÷ `floor_rss_per_stream_kib`, when the floor completed.
@@ -42,6 +45,7 @@ pub(super) struct OhaScale {
     pub(super) completed: u64,
     pub(super) peak_rss_mib: f64,
     pub(super) baseline_peak_rss_mib: f64,
+    pub(super) streams_at_once: u64,
     pub(super) rss_per_stream_kib: f64,
     /// anvil-load's `rss_per_stream_kib` ÷ oha's, when oha completed every request.
     pub(super) rss_per_stream_ratio: Option<f64>,
@@ -71,19 +75,20 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         None => None,
     };
     bench.stop(server);
-    let per_stream = |peak: u64, base: u64| (peak as f64 - base as f64) / f64::from(streams);
-    let (client_per_stream, floor_per_stream) = (
-        per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib),
-        per_stream(floor.exit.max_rss_kib, floor_base.exit.max_rss_kib),
-    );
+    // Per stream the simulator held open at once: a reader that opens its connections as its
+    // requests start may end its first streams before its last begin.
+    let per_stream = |peak: u64, base: u64, at_once: u64| (peak as f64 - base as f64) / at_once.max(1) as f64;
+    let client_per_stream = per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib, run.server.peak_streams);
+    let floor_per_stream = per_stream(floor.exit.max_rss_kib, floor_base.exit.max_rss_kib, floor.server.peak_streams);
     let floor_completed = floor.report.as_ref().map_or(0, |r| r.completed);
     let oha = oha_runs.map(|(base, run)| {
-        let per_stream = per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib);
+        let per_stream = per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib, run.server.peak_streams);
         OhaScale {
             status: run.exit.status(),
             completed: run.server.requests_completed,
             peak_rss_mib: run.exit.max_rss_kib as f64 / 1024.0,
             baseline_peak_rss_mib: base.exit.max_rss_kib as f64 / 1024.0,
+            streams_at_once: run.server.peak_streams,
             rss_per_stream_kib: per_stream,
             rss_per_stream_ratio: (run.exit.ok() && run.server.requests_completed == load.requests && per_stream > 0.0)
                 .then(|| client_per_stream / per_stream),
@@ -102,6 +107,7 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         stderr_tail: run.exit.stderr_tail.clone(),
         peak_rss_mib: run.exit.max_rss_kib as f64 / 1024.0,
         baseline_peak_rss_mib: base.exit.max_rss_kib as f64 / 1024.0,
+        streams_at_once: run.server.peak_streams,
         rss_per_stream_kib: client_per_stream,
         cpu_s: run.exit.cpu_s(),
         process_wall_s: run.exit.process_wall_s,
@@ -110,6 +116,7 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         floor_completed,
         floor_peak_rss_mib: floor.exit.max_rss_kib as f64 / 1024.0,
         floor_baseline_peak_rss_mib: floor_base.exit.max_rss_kib as f64 / 1024.0,
+        floor_streams_at_once: floor.server.peak_streams,
         floor_rss_per_stream_kib: floor_per_stream,
         floor_cpu_s: floor.exit.cpu_s(),
         rss_per_stream_ratio: (floor.exit.ok() && floor_completed == load.requests && floor_per_stream > 0.0)

@@ -118,6 +118,12 @@ impl MockServer {
         self.stats.snapshot()
     }
 
+    /// Starts `peak_active_requests` again from the requests in flight now, so that the next
+    /// snapshot's peak is that of what ran in between.
+    pub fn reset_peak(&self) {
+        self.stats.reset_peak();
+    }
+
     /// The timing records of streamed responses so far (empty unless the profile has
     /// `record_ground_truth`), oldest first; also served as `GET /mock/ground-truth`.
     pub fn ground_truth(&self) -> Vec<GroundTruthRecord> {

@@ -18,6 +18,8 @@ pub struct MockStats {
     pub(crate) requests_completed: AtomicU64,
     pub(crate) requests_disconnected: AtomicU64,
     pub(crate) active_requests: AtomicU64,
+    /// The high-water mark of `active_requests` since the start or the last `reset_peak`.
+    pub(crate) peak_active_requests: AtomicU64,
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) cached_tokens: AtomicU64,
     pub(crate) completion_tokens: AtomicU64,
@@ -43,6 +45,11 @@ pub struct MockStatsSnapshot {
     pub requests_disconnected: u64,
     /// Generation requests currently in flight (a gauge).
     pub active_requests: u64,
+    /// The most generation requests in flight at once since the simulator started or its peak
+    /// was last reset (`MockServer::reset_peak`): how many streams a load really held open
+    /// together.
+    #[serde(default)]
+    pub peak_active_requests: u64,
     /// Sum of `prompt_tokens` over accepted requests.
     pub prompt_tokens: u64,
     /// Sum of `cached_tokens` over accepted requests.
@@ -79,6 +86,7 @@ impl MockStats {
             requests_completed: get(&self.requests_completed),
             requests_disconnected: get(&self.requests_disconnected),
             active_requests: get(&self.active_requests),
+            peak_active_requests: get(&self.peak_active_requests),
             prompt_tokens: get(&self.prompt_tokens),
             cached_tokens: get(&self.cached_tokens),
             completion_tokens: get(&self.completion_tokens),
@@ -136,6 +144,17 @@ impl MockStats {
 
     pub(crate) fn active(&self) -> u64 {
         self.active_requests.load(Ordering::Relaxed)
+    }
+
+    /// One more request in flight; raises the peak when it is one.
+    pub(crate) fn request_started(&self) {
+        let now = self.active_requests.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak_active_requests.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Starts a new peak from the requests in flight now.
+    pub(crate) fn reset_peak(&self) {
+        self.peak_active_requests.store(self.active(), Ordering::Relaxed);
     }
 }
 

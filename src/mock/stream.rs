@@ -46,7 +46,7 @@ pub(crate) struct ActiveGuard {
 
 impl ActiveGuard {
     pub fn new(stats: Arc<MockStats>) -> ActiveGuard {
-        stats.active_requests.fetch_add(1, Ordering::Relaxed);
+        stats.request_started();
         ActiveGuard { stats, ended: false, tokens_streamed: 0, chunks_streamed: 0, restart: None, marker: None }
     }
 

@@ -396,6 +396,36 @@ async fn disconnect_mid_stream_is_counted() {
 }
 
 #[tokio::test]
+async fn peak_counts_the_streams_held_open_together() {
+    within(async {
+        let profile =
+            Profile { time_per_output_token: Duration::from_millis(2), content_tokens: (5000, 5000), ..fast() };
+        let server = MockServer::start(profile).await.expect("start");
+        let body = chat_body("go on forever", json!({"stream": true}));
+        // Three streams open together, each read to its first chunk; then one more alone.
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            let mut response = post(&server, "/chat/completions", &body).await;
+            response.chunk().await.expect("read").expect("a first chunk");
+            open.push(response);
+        }
+        assert_eq!(server.stats().peak_active_requests, 3);
+        drop(open);
+        let stats = wait_for_stats(&server, |s| s.active_requests == 0).await;
+        assert_eq!(stats.peak_active_requests, 3, "the peak outlives the streams");
+        server.reset_peak();
+        assert_eq!(server.stats().peak_active_requests, 0);
+        let mut response = post(&server, "/chat/completions", &body).await;
+        response.chunk().await.expect("read").expect("a first chunk");
+        assert_eq!(server.stats().peak_active_requests, 1);
+        drop(response);
+        wait_for_stats(&server, |s| s.active_requests == 0).await;
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn tokens_are_paced_by_absolute_deadlines() {
     within(async {
         let profile = Profile {

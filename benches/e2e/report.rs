@@ -132,16 +132,17 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
     );
     push(
         format!("RSS per stream ≤ 1.1 × floor ({} streams)", scale.load.concurrency),
-        scale.rss_per_stream_ratio.map_or("n/a".into(), |r| {
-            format!("{:.1} KiB ÷ {:.1} KiB = {r:.2} ×", scale.rss_per_stream_kib, scale.floor_rss_per_stream_kib)
-        }),
+        scale.rss_per_stream_ratio.map_or_else(
+            || format!("n/a: {} and {} at once", scale.streams_at_once, scale.floor_streams_at_once),
+            |r| format!("{:.1} KiB ÷ {:.1} KiB = {r:.2} ×", scale.rss_per_stream_kib, scale.floor_rss_per_stream_kib),
+        ),
         scale.rss_per_stream_ratio.map(|r| r <= 1.1),
     );
     if let Some(o) = &scale.oha {
         push(
             format!("  same, ÷ oha ({} streams)", scale.load.concurrency),
             o.rss_per_stream_ratio.map_or_else(
-                || format!("n/a: oha {}, {} completed", o.status, o.completed),
+                || format!("n/a: oha {}, {} completed, {} at once", o.status, o.completed, o.streams_at_once),
                 |r| format!("{:.1} KiB ÷ {:.1} KiB = {r:.2} ×", scale.rss_per_stream_kib, o.rss_per_stream_kib),
             ),
             o.rss_per_stream_ratio.map(|r| r <= 1.1),
@@ -291,7 +292,7 @@ pub(super) fn print_memory(m: &Option<Memory>) {
 }
 
 pub(super) fn print_scale(s: &Scale) {
-    println!("== Scale: {} concurrent streams (16 tokens at 10 ms) ==", s.load.concurrency);
+    println!("== Scale: {} concurrent streams (16 tokens at 100 ms) ==", s.load.concurrency);
     println!(
         "{} ({} completed, {} failed; simulator saw {} complete, {} at once), peak RSS {:.1} MiB (c=1: {:.1} MiB), \
          {:.1} KiB per stream, CPU {:.2} s, wall {:.1} s",

@@ -52,18 +52,20 @@ pub(super) struct OhaScale {
 }
 
 pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
-    // Short answers at 10 ms per token: every stream stays open ~160 ms, so with one request per
-    // worker all of them are in flight together.
-    let profile = Profile { content_tokens: (16, 16), ..paced(Duration::from_millis(10)) };
+    // Short answers at 100 ms per token: every stream stays open 1.6 s, longer than it takes
+    // the simulator, on its one core, to accept 10,000 requests (some 20-40 µs each) and the
+    // client to start them, so with one request per worker all of them are in flight together.
+    // The simulator's count of streams held at once shows whether they were.
+    let profile = Profile { content_tokens: (16, 16), ..paced(Duration::from_millis(100)) };
     let streams = if quick { 2_000 } else { 10_000 };
     let load = Load {
-        regime: "scale-10ms",
+        regime: "scale-100ms",
         concurrency: streams,
         requests: u64::from(streams),
         max_tokens: 16,
         canaries: true,
     };
-    let baseline = Load { concurrency: 1, requests: 20, ..load.clone() };
+    let baseline = Load { concurrency: 1, requests: 3, ..load.clone() };
     eprintln!("scale: {} and its concurrency-1 baseline: client, floor reader, oha", load.tag());
     let server = bench.start(profile)?;
     let base = bench.client(&server, &baseline, Duration::from_secs(60))?;
@@ -81,6 +83,9 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
     let client_per_stream = per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib, run.server.peak_streams);
     let floor_per_stream = per_stream(floor.exit.max_rss_kib, floor_base.exit.max_rss_kib, floor.server.peak_streams);
     let floor_completed = floor.report.as_ref().map_or(0, |r| r.completed);
+    // Ratios only between runs that each held (nearly) every stream open at once.
+    let all_at_once = |at_once: u64| at_once * 100 >= load.requests * 95;
+    let client_at_once = run.server.peak_streams;
     let oha = oha_runs.map(|(base, run)| {
         let per_stream = per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib, run.server.peak_streams);
         OhaScale {
@@ -90,7 +95,11 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
             baseline_peak_rss_mib: base.exit.max_rss_kib as f64 / 1024.0,
             streams_at_once: run.server.peak_streams,
             rss_per_stream_kib: per_stream,
-            rss_per_stream_ratio: (run.exit.ok() && run.server.requests_completed == load.requests && per_stream > 0.0)
+            rss_per_stream_ratio: (run.exit.ok()
+                && run.server.requests_completed == load.requests
+                && all_at_once(run.server.peak_streams)
+                && all_at_once(client_at_once)
+                && per_stream > 0.0)
                 .then(|| client_per_stream / per_stream),
         }
     });
@@ -119,7 +128,11 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         floor_streams_at_once: floor.server.peak_streams,
         floor_rss_per_stream_kib: floor_per_stream,
         floor_cpu_s: floor.exit.cpu_s(),
-        rss_per_stream_ratio: (floor.exit.ok() && floor_completed == load.requests && floor_per_stream > 0.0)
+        rss_per_stream_ratio: (floor.exit.ok()
+            && floor_completed == load.requests
+            && all_at_once(floor.server.peak_streams)
+            && all_at_once(client_at_once)
+            && floor_per_stream > 0.0)
             .then(|| client_per_stream / floor_per_stream),
         oha,
         load,

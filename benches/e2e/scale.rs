@@ -31,7 +31,8 @@ pub(super) struct Scale {
     pub(super) floor_streams_at_once: u64,
     pub(super) floor_rss_per_stream_kib: f64,
     pub(super) floor_cpu_s: f64,
-    /// `rss_per_stream_kib` ÷ `floor_rss_per_stream_kib`, when the floor completed.
+    /// `rss_per_stream_kib` ÷ `floor_rss_per_stream_kib`, when the floor reader completed every
+    /// request and both held at least 95 % of the streams open at once.
     pub(super) rss_per_stream_ratio: Option<f64>,
     /// oha with the same load, when it is installed. It opens its connections as its requests
     /// start, where the client and the floor reader open them all first.
@@ -47,7 +48,7 @@ pub(super) struct OhaScale {
     pub(super) baseline_peak_rss_mib: f64,
     pub(super) streams_at_once: u64,
     pub(super) rss_per_stream_kib: f64,
-    /// anvil-load's `rss_per_stream_kib` ÷ oha's, when oha completed every request.
+    /// anvil-load's `rss_per_stream_kib` ÷ oha's, on the same conditions as the floor reader's.
     pub(super) rss_per_stream_ratio: Option<f64>,
 }
 

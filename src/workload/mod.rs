@@ -81,6 +81,8 @@ pub struct Workload {
     shared_prefix: String,
     /// Its size in tokens (0 in `unique` mode), to rebuild it for another level.
     shared_prefix_tokens: u32,
+    /// Its built-in estimate, counted once (`Sizer::prompt_tokens_after`).
+    shared_prefix_estimate: u32,
     /// Whether every level sends the same prompts (reproducible prompts) or each its own.
     reproducible: bool,
     /// Template tokens of a conversation that brings its own system message, measured by a
@@ -126,6 +128,7 @@ impl Workload {
             response_words: scenario.output.response_words,
             params: RequestParams::from_scenario(scenario),
             sizer,
+            shared_prefix_estimate: text::estimate_tokens(&shared_prefix),
             shared_prefix,
             shared_prefix_tokens,
             reproducible: w.prompt_cache.reproducible(),
@@ -171,6 +174,7 @@ impl Workload {
         w.salt = level_salt(self.salt, level);
         if self.shared_prefix_tokens > 0 {
             w.shared_prefix = build_shared_prefix(&self.sizer, self.seed, w.salt, self.shared_prefix_tokens);
+            w.shared_prefix_estimate = text::estimate_tokens(&w.shared_prefix);
         }
         w
     }
@@ -290,9 +294,15 @@ impl Workload {
             prompt.push_str(task);
             prompt
         };
+        // The shared prefix, the same in every prompt, is counted once, when the sizer allows.
+        let count = |prompt: &str| {
+            let rest = prompt.get(self.shared_prefix.len() + 2..).filter(|_| !self.shared_prefix.is_empty());
+            rest.and_then(|rest| self.sizer.prompt_tokens_after(self.shared_prefix_estimate, rest))
+                .unwrap_or_else(|| self.sizer.prompt_tokens(prompt))
+        };
         let fixed = build(0);
         let per_word = self.sizer.per_filler_word().max(1e-3);
-        let mut words = ((f64::from(planned) - self.sizer.prompt_tokens(&fixed)) / per_word).round().max(0.0) as usize;
+        let mut words = ((f64::from(planned) - count(&fixed)) / per_word).round().max(0.0) as usize;
         let mut prompt = build(words);
         if self.sizer.exact().is_some() {
             // Exact sizers re-count and correct; tokenizers are not quite additive over words.
@@ -307,7 +317,7 @@ impl Workload {
                 prompt = build(words);
             }
         }
-        let target = self.sizer.prompt_tokens(&prompt).round().max(0.0) as u32;
+        let target = count(&prompt).round().max(0.0) as u32;
         (prompt, target)
     }
 

@@ -65,6 +65,20 @@ impl Sizer {
         self.text_tokens(text) + self.overhead()
     }
 
+    /// `prompt_tokens` of `prefix + "\n\n" + rest`, given the built-in estimate of `prefix`.
+    /// The sizers built on the estimate count whitespace-separated words, so a prefix that
+    /// whitespace ends adds its own count: a long prefix every prompt shares is read once, not
+    /// once per prompt. The same arithmetic as `prompt_tokens`, so the same result. `None` for a
+    /// tokenizer, whose count is not additive.
+    pub fn prompt_tokens_after(&self, prefix_estimate: u32, rest: &str) -> Option<f64> {
+        let estimate = f64::from(prefix_estimate.saturating_add(estimate_tokens(rest)));
+        match self {
+            Sizer::Estimate { overhead } => Some(estimate + overhead),
+            Sizer::Fit { slope, intercept } => Some(slope * estimate + intercept),
+            Sizer::Tokenizer { .. } => None,
+        }
+    }
+
     /// Template overhead of one prompt.
     pub fn overhead(&self) -> f64 {
         match self {
@@ -219,6 +233,25 @@ pub fn fit_from_probes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_counted_prefix_adds_as_the_whole_prompt_counts() {
+        let sizers = [Sizer::Estimate { overhead: 8.0 }, Sizer::Fit { slope: 1.21, intercept: 11.3 }];
+        let prefixes = ["", "the river ran north", "Préfixe partagé, ünïcode", "ends in space ", "tab\tand\nlines\n"];
+        let rests = ["", "Request 12: the old mill", "x", "ANVIL_REQ_0001_00012 supercalifragilistic", "ça va"];
+        for sizer in &sizers {
+            for prefix in prefixes {
+                for rest in rests {
+                    let whole = format!("{prefix}\n\n{rest}");
+                    assert_eq!(
+                        sizer.prompt_tokens_after(estimate_tokens(prefix), rest),
+                        Some(sizer.prompt_tokens(&whole)),
+                        "{sizer:?} {prefix:?} {rest:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn fit_recovers_a_line() {

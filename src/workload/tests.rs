@@ -58,6 +58,17 @@ fn shared_prefix_is_common_and_at_least_its_size() {
     assert!(estimate_tokens(&common) >= 4096, "{}", estimate_tokens(&common));
     assert!(estimate_tokens(&common) < 4096 + 64);
     assert!((ESTIMATE.prompt_tokens(&a) - 8192.0).abs() <= 1.0);
+    // The prefix is counted once per level, not per prompt: the targets are still the whole
+    // prompt's count, on every level.
+    for sizer in [ESTIMATE, Sizer::Fit { slope: 1.21, intercept: 11.0 }] {
+        let w = Workload::new(&s, 9, sizer.clone());
+        for w in [w.for_level(1.0), w.for_level(2.0), w] {
+            for i in 0..3 {
+                let r = w.prepare(i);
+                assert_eq!(r.prompt_target_tokens, sizer.prompt_tokens(&prompt_of(&r.body)).round() as u32);
+            }
+        }
+    }
 }
 
 #[test]

@@ -56,7 +56,7 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
         if let Some(f) = &o.floor {
             let (client, floor) = (
                 o.client.peak_rss_mib - scale.baseline_peak_rss_mib,
-                f.peak_rss_mib - scale.floor_baseline_peak_rss_mib,
+                f.peak_rss_mib - scale.floor.baseline_peak_rss_mib,
             );
             let ratio = client / floor;
             push(
@@ -130,22 +130,21 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
         format!("{:.1} KiB", scale.rss_per_stream_kib),
         Some(scale.rss_per_stream_kib <= 16.0),
     );
-    push(
-        format!("RSS per stream ≤ 1.1 × floor ({} streams)", scale.load.concurrency),
-        scale.rss_per_stream_ratio.map_or_else(
-            || format!("n/a: {} and {} at once", scale.streams_at_once, scale.floor_streams_at_once),
-            |r| format!("{:.1} KiB ÷ {:.1} KiB = {r:.2} ×", scale.rss_per_stream_kib, scale.floor_rss_per_stream_kib),
-        ),
-        scale.rss_per_stream_ratio.map(|r| r <= 1.1),
-    );
-    if let Some(o) = &scale.oha {
+    for (name, beside) in [("RSS per stream ≤ 1.1 × floor", Some(&scale.floor)), ("  same, ÷ oha", scale.oha.as_ref())]
+    {
+        let Some(b) = beside else { continue };
         push(
-            format!("  same, ÷ oha ({} streams)", scale.load.concurrency),
-            o.rss_per_stream_ratio.map_or_else(
-                || format!("n/a: oha {}, {} completed, {} at once", o.status, o.completed, o.streams_at_once),
-                |r| format!("{:.1} KiB ÷ {:.1} KiB = {r:.2} ×", scale.rss_per_stream_kib, o.rss_per_stream_kib),
+            format!("{name} ({} streams)", scale.load.concurrency),
+            b.rss_per_stream_ratio.map_or_else(
+                || {
+                    format!(
+                        "n/a: {}, {} completed, {} and {} at once",
+                        b.status, b.completed, scale.streams_at_once, b.streams_at_once
+                    )
+                },
+                |r| format!("{:.1} KiB ÷ {:.1} KiB = {r:.2} ×", scale.rss_per_stream_kib, b.rss_per_stream_kib),
             ),
-            o.rss_per_stream_ratio.map(|r| r <= 1.1),
+            b.rss_per_stream_ratio.map(|r| r <= 1.1),
         );
     }
     push("start-up < 50 ms CPU".into(), format!("{:.1} ms", startup.median_cpu_ms), Some(startup.median_cpu_ms < 50.0));
@@ -313,21 +312,19 @@ pub(super) fn print_scale(s: &Scale) {
     if s.status != "exit 0" && !s.stderr_tail.is_empty() {
         println!("stderr: {}", s.stderr_tail);
     }
-    println!(
-        "floor reader: {} ({} completed, {} at once), peak RSS {:.1} MiB (c=1: {:.1} MiB), {:.1} KiB per stream, CPU {:.2} s",
-        s.floor_status,
-        s.floor_completed,
-        s.floor_streams_at_once,
-        s.floor_peak_rss_mib,
-        s.floor_baseline_peak_rss_mib,
-        s.floor_rss_per_stream_kib,
-        s.floor_cpu_s
-    );
-    if let Some(o) = &s.oha {
+    let others =
+        [("floor reader", Some(&s.floor)), ("oha (opens its connections as its requests start)", s.oha.as_ref())];
+    for (name, beside) in others {
+        let Some(b) = beside else { continue };
         println!(
-            "oha (opens its connections as its requests start): {} ({} completed, {} at once), peak RSS {:.1} MiB \
-             (c=1: {:.1} MiB), {:.1} KiB per stream",
-            o.status, o.completed, o.streams_at_once, o.peak_rss_mib, o.baseline_peak_rss_mib, o.rss_per_stream_kib
+            "{name}: {} ({} completed, {} at once), peak RSS {:.1} MiB (c=1: {:.1} MiB), {:.1} KiB per stream, CPU {:.2} s",
+            b.status,
+            b.completed,
+            b.streams_at_once,
+            b.peak_rss_mib,
+            b.baseline_peak_rss_mib,
+            b.rss_per_stream_kib,
+            b.cpu_s
         );
     }
     println!();

@@ -24,32 +24,60 @@ pub(super) struct Scale {
     /// The simulator's count of streams that reached `[DONE]`.
     pub(super) server_completed: u64,
     /// The floor reader with the same load, for comparison: what the HTTP stack alone costs.
-    pub(super) floor_status: String,
-    pub(super) floor_completed: u64,
-    pub(super) floor_peak_rss_mib: f64,
-    pub(super) floor_baseline_peak_rss_mib: f64,
-    pub(super) floor_streams_at_once: u64,
-    pub(super) floor_rss_per_stream_kib: f64,
-    pub(super) floor_cpu_s: f64,
-    /// `rss_per_stream_kib` ÷ `floor_rss_per_stream_kib`, when the floor reader completed every
-    /// request and both held at least 95 % of the streams open at once.
-    pub(super) rss_per_stream_ratio: Option<f64>,
+    pub(super) floor: Beside,
     /// oha with the same load, when it is installed. It opens its connections as its requests
     /// start, where the client and the floor reader open them all first.
-    pub(super) oha: Option<OhaScale>,
+    pub(super) oha: Option<Beside>,
 }
 
+/// Another reader's run of the same load, beside the client's.
 #[derive(Debug, Serialize)]
-pub(super) struct OhaScale {
+pub(super) struct Beside {
     pub(super) status: String,
-    /// The simulator's count of streams that reached `[DONE]` during oha's run.
+    /// The simulator's count of streams that reached `[DONE]` during the run.
     pub(super) completed: u64,
     pub(super) peak_rss_mib: f64,
     pub(super) baseline_peak_rss_mib: f64,
     pub(super) streams_at_once: u64,
     pub(super) rss_per_stream_kib: f64,
-    /// anvil-load's `rss_per_stream_kib` ÷ oha's, on the same conditions as the floor reader's.
+    pub(super) cpu_s: f64,
+    /// The client's `rss_per_stream_kib` ÷ this one's, when this run completed every request
+    /// and both held at least 95 % of the streams open at once.
     pub(super) rss_per_stream_ratio: Option<f64>,
+}
+
+/// Peak RSS above the same reader's concurrency-1 peak, per stream the simulator held open at
+/// once: a reader that opens its connections as its requests start may end its first streams
+/// before its last begin.
+fn per_stream(peak_kib: u64, base_kib: u64, at_once: u64) -> f64 {
+    (peak_kib as f64 - base_kib as f64) / at_once.max(1) as f64
+}
+
+/// Whether a run held (nearly) every stream of `load` open at once: ratios compare only those.
+fn all_at_once(load: &Load, at_once: u64) -> bool {
+    at_once * 100 >= load.requests * 95
+}
+
+impl Beside {
+    /// `client` is the client's run: its KiB per stream and its streams held at once.
+    fn of(base: &FloorRun, run: &FloorRun, load: &Load, client: (f64, u64)) -> Beside {
+        let rss_per_stream_kib = per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib, run.server.peak_streams);
+        let comparable = run.exit.ok()
+            && run.server.requests_completed == load.requests
+            && all_at_once(load, run.server.peak_streams)
+            && all_at_once(load, client.1)
+            && rss_per_stream_kib > 0.0;
+        Beside {
+            status: run.exit.status(),
+            completed: run.server.requests_completed,
+            peak_rss_mib: run.exit.max_rss_kib as f64 / 1024.0,
+            baseline_peak_rss_mib: base.exit.max_rss_kib as f64 / 1024.0,
+            streams_at_once: run.server.peak_streams,
+            rss_per_stream_kib,
+            cpu_s: run.exit.cpu_s(),
+            rss_per_stream_ratio: comparable.then(|| client.0 / rss_per_stream_kib),
+        }
+    }
 }
 
 pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
@@ -78,32 +106,8 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         None => None,
     };
     bench.stop(server);
-    // Per stream the simulator held open at once: a reader that opens its connections as its
-    // requests start may end its first streams before its last begin.
-    let per_stream = |peak: u64, base: u64, at_once: u64| (peak as f64 - base as f64) / at_once.max(1) as f64;
-    let client_per_stream = per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib, run.server.peak_streams);
-    let floor_per_stream = per_stream(floor.exit.max_rss_kib, floor_base.exit.max_rss_kib, floor.server.peak_streams);
-    let floor_completed = floor.report.as_ref().map_or(0, |r| r.completed);
-    // Ratios only between runs that each held (nearly) every stream open at once.
-    let all_at_once = |at_once: u64| at_once * 100 >= load.requests * 95;
-    let client_at_once = run.server.peak_streams;
-    let oha = oha_runs.map(|(base, run)| {
-        let per_stream = per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib, run.server.peak_streams);
-        OhaScale {
-            status: run.exit.status(),
-            completed: run.server.requests_completed,
-            peak_rss_mib: run.exit.max_rss_kib as f64 / 1024.0,
-            baseline_peak_rss_mib: base.exit.max_rss_kib as f64 / 1024.0,
-            streams_at_once: run.server.peak_streams,
-            rss_per_stream_kib: per_stream,
-            rss_per_stream_ratio: (run.exit.ok()
-                && run.server.requests_completed == load.requests
-                && all_at_once(run.server.peak_streams)
-                && all_at_once(client_at_once)
-                && per_stream > 0.0)
-                .then(|| client_per_stream / per_stream),
-        }
-    });
+    let client =
+        (per_stream(run.exit.max_rss_kib, base.exit.max_rss_kib, run.server.peak_streams), run.server.peak_streams);
     Ok(Scale {
         status: run.exit.status(),
         completed: run.artifact.completed,
@@ -118,24 +122,12 @@ pub(super) fn scale_test(bench: &Bench, quick: bool) -> io::Result<Scale> {
         peak_rss_mib: run.exit.max_rss_kib as f64 / 1024.0,
         baseline_peak_rss_mib: base.exit.max_rss_kib as f64 / 1024.0,
         streams_at_once: run.server.peak_streams,
-        rss_per_stream_kib: client_per_stream,
+        rss_per_stream_kib: client.0,
         cpu_s: run.exit.cpu_s(),
         process_wall_s: run.exit.process_wall_s,
         server_completed: run.server.requests_completed,
-        floor_status: floor.exit.status(),
-        floor_completed,
-        floor_peak_rss_mib: floor.exit.max_rss_kib as f64 / 1024.0,
-        floor_baseline_peak_rss_mib: floor_base.exit.max_rss_kib as f64 / 1024.0,
-        floor_streams_at_once: floor.server.peak_streams,
-        floor_rss_per_stream_kib: floor_per_stream,
-        floor_cpu_s: floor.exit.cpu_s(),
-        rss_per_stream_ratio: (floor.exit.ok()
-            && floor_completed == load.requests
-            && all_at_once(floor.server.peak_streams)
-            && all_at_once(client_at_once)
-            && floor_per_stream > 0.0)
-            .then(|| client_per_stream / floor_per_stream),
-        oha,
+        floor: Beside::of(&floor_base, &floor, &load, client),
+        oha: oha_runs.map(|(base, run)| Beside::of(&base, &run, &load, client)),
         load,
     })
 }

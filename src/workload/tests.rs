@@ -174,3 +174,47 @@ fn a_conversation_with_its_own_system_message_uses_the_measured_overhead() {
         (Some(&*system), Some(&*user))
     );
 }
+
+#[test]
+fn a_request_tag_is_keyed_by_the_salt_from_its_first_digit() {
+    let s = scenario("context_tokens = 300");
+    let a = Workload::new(&s, 0x1234_5678_9abc_def0, ESTIMATE);
+    let b = Workload::new(&s, 0x0fed_cba9_8765_4321, ESTIMATE);
+    // The same request of two runs: its tags share a first digit only by chance (one in ten),
+    // never the whole tag, as they did when the salt came after the tag.
+    let first = |w: &Workload, i| w.tag(i).as_bytes()[0];
+    let same_first = (0..1000).filter(|&i| first(&a, i) == first(&b, i)).count();
+    assert!((50..150).contains(&same_first), "{same_first} of 1000");
+    assert!((0..1000).all(|i| a.tag(i) != b.tag(i)));
+    // Within a level the tags stay distinct, of one width.
+    let tags: std::collections::HashSet<String> = (0..20_000).map(|i| a.tag(i)).collect();
+    assert_eq!(tags.len(), 20_000);
+    assert!(tags.iter().all(|t| t.len() == 10));
+    // Each level keys its own.
+    let (one, two) = (a.for_level(1.0), a.for_level(2.0));
+    assert!((0..100).all(|i| one.tag(i) != two.tag(i) && one.tag(i) != a.tag(i)));
+    // Reproducible prompts keep the plain permutation, the same in every run.
+    let fixed = scenario("context_tokens = 300\nreproducible = true");
+    assert_eq!(Workload::new(&fixed, 1, ESTIMATE).tag(1), "7639320221");
+    assert_eq!(Workload::new(&fixed, 1, ESTIMATE).header(1), Workload::new(&fixed, 2, ESTIMATE).header(1));
+}
+
+#[test]
+fn a_levels_recorded_salt_is_the_one_its_prompts_use() {
+    let s = scenario("context_tokens = 600");
+    let w = Workload::new(&s, 0xabc, ESTIMATE);
+    let run = format!("{:016x}", w.salt());
+    for level in [1.0, 2.0, 0.5, 64.0] {
+        let salt = w.level_salt(level);
+        assert_eq!(salt, w.for_level(level).salt());
+        assert_ne!(salt, w.salt());
+        assert_eq!(level_prompt_salt_hex(&run, false, level), Some(format!("{salt:016x}")));
+        // The salt the header carries is this one.
+        let header = w.for_level(level).header(3);
+        assert!(header.contains(&format!("-{:010} ", salt as u32)), "{header}");
+    }
+    assert_eq!(level_prompt_salt_hex(&run, true, 4.0), Some(run.clone()), "reproducible: the run's");
+    for bad in ["", "abc", "+000000000000abc", "000000000000000g", "0000000000000000a"] {
+        assert_eq!(level_prompt_salt_hex(bad, false, 1.0), None, "{bad:?}");
+    }
+}

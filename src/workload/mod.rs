@@ -43,8 +43,10 @@ const EXTRA_MESSAGE_TOKENS: f64 = 4.0;
 /// header that grew with the request number would add tokens the calibration never saw.
 const TAG_DIGITS: u32 = 10;
 const TAG_SPACE: u64 = 10u64.pow(TAG_DIGITS);
-/// Odd and not a multiple of 5: `i · TAG_STEP + offset mod 10^10` is a bijection, and
-/// consecutive requests' tags differ in their first digit (so no two prompts share a cache block).
+/// The step of reproducible prompts' tags. Every step (this one, and the ones the salt draws) is
+/// odd and not a multiple of 5, so `i · step + offset mod 10^10` is a bijection, and lies in
+/// `[10^9, 9·10^9)`, so consecutive requests' tags differ in their first digit (no two prompts
+/// share a cache block).
 const TAG_STEP: u64 = 7_639_320_221;
 
 /// One request, ready to send. Built before the request's clock starts.
@@ -213,20 +215,21 @@ impl Workload {
         }
     }
 
-    /// The tag of request `tag_index`: a fixed-width permutation of the index, offset by the
-    /// level's salt. A prefix cache matches a prompt token by token from its start, so the first
-    /// thing that tells prompts apart must tell apart both the requests of a level and the same
-    /// request of two runs or levels: a tag that is the same for request `i` in every run (and
-    /// only then followed by the salt) lets a cache match its digits, a dozen tokens, across
-    /// runs; a salt first would be shared by every request of the level. Keyed by the salt, the
-    /// tag is unique within the level and, in another run or level, shares leading digits with
-    /// a tag of this one only by chance (one digit in ten, two in a hundred). Reproducible
-    /// prompts (salt 0) keep the plain permutation, the same in every run by design.
+    /// The tag of request `tag_index`: a fixed-width permutation of the index keyed by the
+    /// level's salt (its step and offset). A prefix cache matches a prompt token by token from
+    /// its start, so the first thing that tells prompts apart must tell apart both the requests
+    /// of a level and the same request of two runs or levels: a tag that is the same for request
+    /// `i` in every run (and only then followed by the salt) lets a cache match its digits, a
+    /// dozen tokens, across runs; a salt first would be shared by every request of the level.
+    /// Keyed by the salt, the tag is unique within the level and, in another run or level,
+    /// shares leading digits with a tag of this one only by chance (one digit in ten, two in a
+    /// hundred), request by request. Reproducible prompts (salt 0) keep the plain permutation,
+    /// the same in every run by design.
     fn tag(&self, tag_index: u64) -> String {
-        let offset = tag_offset(self.salt);
+        let (step, offset) = tag_key(self.salt);
         if tag_index < TAG_SPACE {
             // u128: the product does not fit 64 bits.
-            let keyed = (u128::from(tag_index) * u128::from(TAG_STEP) + u128::from(offset)) % u128::from(TAG_SPACE);
+            let keyed = (u128::from(tag_index) * u128::from(step) + u128::from(offset)) % u128::from(TAG_SPACE);
             format!("{keyed:010}")
         } else {
             // Past the fixed width (a batch of billions of inputs): still keyed, still distinct
@@ -416,16 +419,30 @@ pub fn level_prompt_salt(run_salt: u64, reproducible: bool, level: f64) -> u64 {
     (z ^ (z >> 31)).max(1)
 }
 
-/// The salt's offset of every request tag: 0 for reproducible prompts, otherwise a value in
-/// `0..TAG_SPACE` mixed from the whole salt (a level's salt differs from the run's in every bit).
-fn tag_offset(salt: u64) -> u64 {
+/// The step and offset of a level's request tags: `TAG_STEP` and 0 for reproducible prompts;
+/// otherwise drawn from the whole salt (a level's salt differs from the run's in every bit): a
+/// step in `[10^9, 8.9·10^9]`, odd and not a multiple of 5 (see `TAG_STEP`), and an offset in
+/// `0..TAG_SPACE`. With the step keyed too, the same request of two runs gets tags whose
+/// difference changes with the request, so their shared leading digits are a chance of each
+/// request, not of the pair of runs.
+fn tag_key(salt: u64) -> (u64, u64) {
     if salt == 0 {
-        return 0;
+        return (TAG_STEP, 0);
     }
-    let mut z = salt ^ 0x7461_6773_0000_0000;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) % TAG_SPACE
+    let mix = |k: u64| {
+        let mut z = salt ^ k;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut step = 1_000_000_000 + mix(0x7374_6570_0000_0000) % 7_900_000_000;
+    if step % 2 == 0 {
+        step += 1;
+    }
+    if step % 5 == 0 {
+        step += 2;
+    }
+    (step, mix(0x7461_6773_0000_0000) % TAG_SPACE)
 }
 
 /// `level_prompt_salt` of a run salt written as 16 hex digits (the records' and the artifact's

@@ -434,7 +434,7 @@ fn kinds(dir: &Path) -> Vec<Kind> {
             api: "chat",
             load: "[load]\nsessions = 2",
             workload: sessions("system_prompt_tokens = 64\nsystem_prompt_groups = 2"),
-            head: "system\u{1}System prompt 0: ",
+            head: "system\u{1}System prompt ",
             within: Within::FirstTurnsAfterSystem,
         },
         Kind {

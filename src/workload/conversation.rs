@@ -37,6 +37,10 @@ use crate::session::canary::{cross_session_markers, turn_marker};
 use crate::session::plan::{plan, session_id};
 use crate::session::{ConversationPlan, History, ReasoningHistory, SessionSpec};
 
+/// Group `g`'s system prompt is tagged as index `GROUP_TAGS − g`: below the probes' tags (the
+/// top of the tag space), above any request or conversation number.
+const GROUP_TAGS: u64 = super::TAG_SPACE - 1_000_000;
+
 /// What a workload of conversations keeps across them.
 #[derive(Debug, Default)]
 pub(super) struct SessionsState {
@@ -131,10 +135,14 @@ impl Workload {
         (0..n).map(|i| plan(spec, self.seed, i, &state.order, self.params.max_tokens).turns.len() as u64).sum()
     }
 
+    /// The system prompt of `group`: the same text for every conversation of the group in a
+    /// level, opening with the group's salted tag (see `Workload::tag`; the group's number
+    /// first would be the same words in every run).
     fn system_prompt(&self, spec: &SessionSpec, group: u32) -> String {
         let per_word = self.sizer.per_filler_word().max(1e-3);
         let words = (f64::from(spec.system_prompt_tokens) / per_word).round() as usize;
-        let mut s = format!("System prompt {group}:");
+        // Tags of an index range no request or conversation reaches.
+        let mut s = format!("System prompt {}:", self.tag(GROUP_TAGS - u64::from(group)));
         push_block(&mut s, 0, words, &mut block_rng(self.seed, self.salt, u64::from(group), spec.system_prompt_tokens));
         s
     }

@@ -45,6 +45,8 @@ struct Part {
 struct PartLevel {
     pacing: LevelPacing,
     started_ns: u64,
+    /// The level's prompt salt, as its level line recorded it (the same in every shard).
+    prompt_salt: Option<String>,
     end: Option<(Issued, u64, bool, Option<ClientLoad>)>,
     requests: u64,
     failures: u64,
@@ -108,11 +110,18 @@ fn read_part(path: &Path) -> Result<Part, MergeError> {
                 }
                 info = Some(*i);
             }
-            RecordLine::Level { level, pacing, started_at_unix_ns } => {
+            RecordLine::Level { level, pacing, started_at_unix_ns, prompt_salt } => {
                 order.push(level.clone());
                 levels.insert(
                     level,
-                    PartLevel { pacing, started_ns: started_at_unix_ns, end: None, requests: 0, failures: 0 },
+                    PartLevel {
+                        pacing,
+                        started_ns: started_at_unix_ns,
+                        prompt_salt,
+                        end: None,
+                        requests: 0,
+                        failures: 0,
+                    },
                 );
             }
             RecordLine::Request { level, .. } => {
@@ -269,7 +278,12 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
         let started_ns = present.iter().map(|p| p.levels[level].started_ns).min().unwrap_or(first.started_ns);
         write_line(
             &mut merged,
-            &RecordLine::Level { level: level.clone(), pacing: first.pacing, started_at_unix_ns: started_ns },
+            &RecordLine::Level {
+                level: level.clone(),
+                pacing: first.pacing,
+                started_at_unix_ns: started_ns,
+                prompt_salt: first.prompt_salt.clone(),
+            },
         )
         .map_err(io)?;
         let mut collected = Collected::default();

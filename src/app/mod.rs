@@ -284,8 +284,11 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     if let Some(reason) = &sizing.fallback_reason {
         eprintln!("warning: prompt sizing fell back to the built-in estimate: {reason}");
     }
-    let workload =
-        Arc::new(Workload::new(&scenario, run_salt, sizer).with_system_overhead(sizing.system_message_overhead));
+    let workload = Arc::new(
+        Workload::new(&scenario, run_salt, sizer)
+            .with_system_overhead(sizing.system_message_overhead)
+            .with_turn_overhead(sizing.turn_overhead),
+    );
     let mut info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
     shard.attach(&mut info, &workload);
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
@@ -525,6 +528,8 @@ impl Session<'_> {
         let progress =
             Progress::new(!self.args.no_progress && !self.args.quiet, s.run.requests, s.run.duration, &label);
         let before = self.target.simulator_counts();
+        // The level's prompts (its salt, its shared prefix) are ready before its clock starts.
+        let workload = Arc::new(self.workload.for_level(level.value()));
         // Connections are opened before the clock starts (see `Client::warm_connections`).
         let warm = match pacing {
             LevelPacing::Closed { concurrency, .. } => concurrency as usize,
@@ -549,7 +554,12 @@ impl Session<'_> {
         let (started, level_start) = (start.started, start.at);
         let scraping = scrape.map(|s| s.start(level_start));
         self.records
-            .write(&RecordLine::Level { level: level_id.clone(), pacing, started_at_unix_ns: started.unix_ns() })
+            .write(&RecordLine::Level {
+                level: level_id.clone(),
+                pacing,
+                started_at_unix_ns: started.unix_ns(),
+                prompt_salt: Some(format!("{:016x}", workload.salt())),
+            })
             .await;
         // Bounded: a stalled aggregator slows the workers instead of growing memory.
         let (tx, rx) = mpsc::channel(4096);
@@ -566,15 +576,7 @@ impl Session<'_> {
         let lateness = LatenessProbe::start();
         let sink = LevelSink { records: &self.records, level: &level_id, rules: self.info.initial_rules() };
         let (issued, mut collected) = tokio::join!(
-            schedule::run_level(
-                plan,
-                start.shard,
-                Arc::new(self.workload.for_level(level.value())),
-                self.client.clone(),
-                tx,
-                &self.control,
-                level_start
-            ),
+            schedule::run_level(plan, start.shard, workload, self.client.clone(), tx, &self.control, level_start),
             aggregate::collect(rx, sink, |live, window| progress.update(live, window), snapshots),
         );
         let client = lateness.finish().await;

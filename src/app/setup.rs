@@ -251,9 +251,9 @@ pub(super) fn new_run_id(started: Stamp) -> String {
 
 /// Decide how prompts are sized: the built-in estimate, a fit to the server's counts for a few
 /// probe requests, or a local tokenizer (with one probe pair for the template overhead). When
-/// the dataset holds conversations with their own system message, one more probe measures that
-/// shape. `None` when `stop` fired (Ctrl-C): no probe is sent after it, and the one in flight is
-/// abandoned.
+/// prompts open with their own system message, one more probe measures that shape; when
+/// conversations have later turns, one more measures what a turn adds. `None` when `stop` fired
+/// (Ctrl-C): no probe is sent after it, and the one in flight is abandoned.
 pub(super) async fn size_prompts(
     scenario: &Scenario,
     client: &Client,
@@ -294,12 +294,14 @@ pub(super) async fn size_prompts(
     }
     let probe_workload = Workload::new(scenario, salt, initial.clone());
     let system_probe = probe_workload.has_system_conversations();
+    let turn_probe = probe_workload.has_later_turns();
     eprintln!(
         "sizing prompts: {} probe requests (max_tokens 1) to fit the server's token count",
-        sizes.len() + usize::from(system_probe)
+        sizes.len() + usize::from(system_probe) + usize::from(turn_probe)
     );
     let mut probes = Vec::with_capacity(sizes.len());
     let mid_words = sizes[sizes.len() / 2];
+    let first_words = sizes[0];
     for (k, words) in sizes.into_iter().enumerate() {
         let (body, predicted_text_tokens) = probe_workload.probe(k as u64, words);
         let result = probe_unless_stopped(client, body, stop).await?;
@@ -316,14 +318,42 @@ pub(super) async fn size_prompts(
         let result = probe_unless_stopped(client, body, stop).await?;
         // Counted with the fitted sizer: what is left is the template of that shape.
         let text = sizer.text_tokens(&system) + sizer.text_tokens(&user);
-        record.system_message_overhead = result.as_ref().ok().map(|&served| served as f64 - text);
+        record.system_message_overhead =
+            result.as_ref().ok().map(|&served| served as f64 - text).filter(|o| plausible_overhead(*o, text));
         record.system_probe = Some(ProbeResult {
             predicted_text_tokens: initial.text_tokens(&system) + initial.text_tokens(&user),
             server_prompt_tokens: result.as_ref().ok().copied(),
             error: result.err(),
         });
     }
+    if turn_probe {
+        // Plain probe 0 again, an answer and a new user message: what the turn adds beyond their
+        // text, against probe 0's own count.
+        let k = record.probes.len() as u64 + u64::from(system_probe);
+        let (body, answer, user) = probe_workload.turn_probe(0, first_words, k);
+        let result = probe_unless_stopped(client, body, stop).await?;
+        let first = record.probes.first().and_then(|p| p.server_prompt_tokens);
+        let text = sizer.text_tokens(&answer) + sizer.text_tokens(&user);
+        record.turn_overhead = match (&result, first, &record.fallback_reason) {
+            (Ok(served), Some(first), None) => {
+                Some(*served as f64 - first as f64 - text).filter(|o| plausible_overhead(*o, text))
+            }
+            _ => None,
+        };
+        record.turn_probe = Some(ProbeResult {
+            predicted_text_tokens: initial.text_tokens(&answer) + initial.text_tokens(&user),
+            server_prompt_tokens: result.as_ref().ok().copied(),
+            error: result.err(),
+        });
+    }
     Some((sizer, record))
+}
+
+/// A template's overhead measured beside `text` tokens of a probe's messages: a few dozen tokens,
+/// never a large share of the text. A count from a broken server is left out (the prompts are
+/// then sized as without the probe) rather than sizing every prompt of its shape.
+fn plausible_overhead(overhead: f64, text: f64) -> bool {
+    overhead.is_finite() && overhead.abs() <= 0.5 * text.abs() + 64.0
 }
 
 /// One probe, unless the run is being stopped: `None` when `stop` fired before or during it.

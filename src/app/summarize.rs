@@ -48,7 +48,7 @@ pub fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
         let line = line.map_err(|e| AppError::BadInput(format!("{}: {e}", path.display())))?;
         match line {
             RecordLine::Run { info, .. } => runs.push(*info),
-            RecordLine::Level { level, pacing, started_at_unix_ns } => {
+            RecordLine::Level { level, pacing, started_at_unix_ns, .. } => {
                 let Some(run) = runs.len().checked_sub(1) else {
                     return Err(AppError::BadInput(format!(
                         "{}: not a records file (a level line comes before any run line)",

@@ -59,6 +59,11 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         prompts_reproducible: info.prompts_reproducible,
         levels_share_prompts: info.levels_share_prompts,
         prompt_salt: info.prompt_salt.clone(),
+        level_prompt_salt: crate::workload::level_prompt_salt_hex(
+            &info.prompt_salt,
+            info.prompts_reproducible,
+            s.pacing.level(),
+        ),
         prompt_sizing: info.prompt_sizing.clone(),
         request_canaries: info.request_canaries,
         controlled_output_policy: info.controlled_output_policy,

@@ -83,6 +83,9 @@ pub struct Artifact {
     pub levels_share_prompts: bool,
     /// The salt mixed into this run's prompt text (zeros when reproducible).
     pub prompt_salt: String,
+    /// The salt this level's prompts were built with, derived from the run's and the level
+    /// (the run's when reproducible); null when the run's salt is not 16 hex digits.
+    pub level_prompt_salt: Option<String>,
     /// How prompts were sized to the server's token count, with the calibration evidence.
     pub prompt_sizing: crate::record::SizingRecord,
     pub request_canaries: bool,

@@ -36,6 +36,10 @@ pub enum RecordLine {
         level: String,
         pacing: LevelPacing,
         started_at_unix_ns: u64,
+        /// The salt this level's prompts were built with (16 hex digits; the run's when prompts
+        /// are reproducible). Absent in records written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_salt: Option<String>,
     },
     Request {
         level: String,

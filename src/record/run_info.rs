@@ -247,6 +247,15 @@ pub struct SizingRecord {
     /// then drops its default system prompt), from `system_probe`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_message_overhead: Option<f64>,
+    /// The probe shaped like a later turn of a conversation (sent only when conversations have
+    /// later turns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_probe: Option<ProbeResult>,
+    /// Tokens a later turn adds to the prompt beyond its answer's and new message's text (the
+    /// template of both messages, the new message's fixed words as the server counts them
+    /// against the fit), from `turn_probe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_overhead: Option<f64>,
 }
 
 impl SizingRecord {

@@ -23,7 +23,9 @@ impl Workload {
             texts.push(text);
         }
         if self.params.api == Api::Rerank {
-            let query = format!("Which reference text best matches request {index}?");
+            // A reranker reads the query first: it opens with the request's salted tag, so the
+            // same request of another run or level starts differently (see `Workload::tag`).
+            let query = format!("Request {}: which reference text matches it best?", self.tag(index));
             // The server reads the query once beside every document.
             let query_tokens = self.sizer.text_tokens(&query).round().max(0.0) as u32;
             target = target.saturating_add(query_tokens.saturating_mul(batch));

@@ -5,11 +5,21 @@
 //! the recorded one otherwise), and the new user message, which ends with the turn's canary
 //! instruction (`ANVIL_REQ_<seed>_S<conversation>_T<turn>`). When the prompt and the turn's
 //! output would not fit `max_context_tokens`, the oldest turns are dropped. Each turn records
-//! its `history_tokens` (the prompt before the new message, by the sizer) and the prefix the
-//! server should already hold (`expected_cached_tokens`): after a live turn, the previous prompt
-//! and its answer as the server counted them; after a recorded answer, or an answer whose
-//! reasoning was left out, the previous prompt only; after dropped turns, only a system prompt
-//! another conversation already sent.
+//! its `history_tokens` (the prompt before the new message) and the prefix the server should
+//! already hold (`expected_cached_tokens`): after a live turn, the previous prompt and its
+//! answer as the server counted them; after a recorded answer, or an answer whose reasoning was
+//! left out, the previous prompt only; after dropped turns, only a system prompt another
+//! conversation already sent.
+//!
+//! The first words of a conversation that tell it apart are its session header,
+//! `Session <tag> (<id>)`, with the salted tag of single requests (`Workload::tag`) first: it
+//! opens the first user message, after a group's system prompt (shared by design), or the
+//! system message a dataset conversation brings (the same text in every run otherwise).
+//!
+//! Sizing follows the server's counts: a later turn is predicted as what the server counted for
+//! the messages it already read (each history message carries the difference between the
+//! server's count and the sizer's estimate, see `Conversation::counted`) plus the sizer's
+//! estimate of what is new, so the error of one turn does not carry into the next.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -26,6 +36,10 @@ use crate::scenario::ChatMessage;
 use crate::session::canary::{cross_session_markers, turn_marker};
 use crate::session::plan::{plan, session_id};
 use crate::session::{ConversationPlan, History, ReasoningHistory, SessionSpec};
+
+/// Group `g`'s system prompt is tagged as index `GROUP_TAGS − g`: below the probes' tags (the
+/// top of the tag space), above any request or conversation number.
+const GROUP_TAGS: u64 = super::TAG_SPACE - 1_000_000;
 
 /// What a workload of conversations keeps across them.
 #[derive(Debug, Default)]
@@ -53,13 +67,21 @@ pub struct Conversation {
     pub plan: ConversationPlan,
     pub id: String,
     system: Option<String>,
+    /// The session header opens the system message (a dataset conversation's own), not the
+    /// first user message.
+    header_in_system: bool,
     /// Earlier turns: user message, answer, user message, answer, …
     history: Vec<ChatMessage>,
+    /// Per message of `history`, the server's count of it less the sizer's estimate: for a user
+    /// message, the error of the prediction of the turn that sent it (whatever the server
+    /// counted beyond the prediction, the template included, is the new message's); for a live
+    /// answer, its output tokens less the estimate of its text. Dropped with its message.
+    counted: Vec<f64>,
     last: Option<LastTurn>,
     /// The echoed response header's latest value.
     echo: Option<String>,
-    /// The user message of the turn in flight.
-    pending: Option<ChatMessage>,
+    /// The user message of the turn in flight, and the prediction of its whole prompt.
+    pending: Option<(ChatMessage, f64)>,
 }
 
 impl Conversation {
@@ -80,20 +102,31 @@ impl Workload {
         let (spec, state) = self.sessions.as_ref()?;
         let plan = plan(spec, self.seed, index, &state.order, self.params.max_tokens);
         let dataset = plan.dataset.and_then(|i| spec.dataset.as_ref()?.conversations.get(i));
-        let system = match (dataset.and_then(|d| d.system.clone()), plan.group) {
-            (Some(text), _) => Some(text),
-            (None, Some(group)) => Some(self.system_prompt(spec, group)),
-            (None, None) => None,
+        let id = session_id(self.salt, self.seed, index);
+        // A dataset's system message is the same text in every run and in every conversation
+        // that has it: the session header goes in front of it.
+        let (system, header_in_system) = match (dataset.and_then(|d| d.system.as_deref()), plan.group) {
+            (Some(text), _) => (Some(format!("{}:\n\n{text}", self.session_header(index, &id))), true),
+            (None, Some(group)) => (Some(self.system_prompt(spec, group)), false),
+            (None, None) => (None, false),
         };
         Some(Conversation {
-            id: session_id(self.salt, self.seed, index),
+            id,
             plan,
             system,
+            header_in_system,
             history: Vec::new(),
+            counted: Vec::new(),
             last: None,
             echo: None,
             pending: None,
         })
+    }
+
+    /// `Session <tag> (<id>)`: the conversation's salted tag first (see `Workload::tag`), then
+    /// its id (which starts with the level's salt, the same in every conversation of the level).
+    pub(super) fn session_header(&self, index: u64, id: &str) -> String {
+        format!("Session {} ({id})", self.tag(index))
     }
 
     /// The planned turns of the first `n` conversations.
@@ -102,18 +135,26 @@ impl Workload {
         (0..n).map(|i| plan(spec, self.seed, i, &state.order, self.params.max_tokens).turns.len() as u64).sum()
     }
 
+    /// The system prompt of `group`: the same text for every conversation of the group in a
+    /// level, opening with the group's salted tag (see `Workload::tag`; the group's number
+    /// first would be the same words in every run).
     fn system_prompt(&self, spec: &SessionSpec, group: u32) -> String {
         let per_word = self.sizer.per_filler_word().max(1e-3);
         let words = (f64::from(spec.system_prompt_tokens) / per_word).round() as usize;
-        let mut s = format!("System prompt {group}:");
+        // Tags of an index range no request or conversation reaches.
+        let mut s = format!("System prompt {}:", self.tag(GROUP_TAGS - u64::from(group)));
         push_block(&mut s, 0, words, &mut block_rng(self.seed, self.salt, u64::from(group), spec.system_prompt_tokens));
         s
     }
 
-    /// The sizer's prediction for a chat of these messages.
-    fn chat_tokens(&self, messages: &[ChatMessage]) -> f64 {
-        let text: f64 = messages.iter().map(|m| self.sizer.text_tokens(&m.content)).sum();
-        text + self.sizer.overhead() + EXTRA_MESSAGE_TOKENS * (messages.len().max(1) as f64 - 1.0)
+    /// The prediction for a turn of these messages: the sizer's, each later turn's answer and
+    /// user message costing the measured turn overhead (when there is one) instead of two
+    /// messages' allowance, corrected by what the server counted of the history
+    /// (`Conversation::counted`).
+    fn turn_tokens(&self, conv: &Conversation, messages: &[ChatMessage]) -> f64 {
+        let pairs = (conv.history.len() / 2) as f64;
+        let per_pair = self.turn_overhead.map_or(0.0, |o| o - 2.0 * EXTRA_MESSAGE_TOKENS);
+        self.chat_tokens(messages) + pairs * per_pair + conv.counted.iter().sum::<f64>()
     }
 
     /// The request for turn `k` (from 0) of `conv`, numbered `index` in the level.
@@ -126,7 +167,9 @@ impl Workload {
         let dataset_turn =
             conv.plan.dataset.and_then(|i| spec.dataset.as_ref()?.conversations.get(i)).and_then(|d| d.turns.get(k));
         let user = match dataset_turn {
-            Some(t) if k == 0 => format!("Session {}:\n\n{}{task}", conv.id, t.user),
+            Some(t) if k == 0 && !conv.header_in_system => {
+                format!("{}:\n\n{}{task}", self.session_header(conv.plan.index, &conv.id), t.user)
+            }
             Some(t) => format!("{}{task}", t.user),
             None => self.synthetic_user(conv, k, turn_plan.tokens, &task),
         };
@@ -136,15 +179,17 @@ impl Workload {
         let mut truncated = false;
         loop {
             let messages = self.messages(conv, &user);
-            let fits = self.chat_tokens(&messages) + f64::from(output) <= f64::from(state.max_context_tokens);
+            let fits = self.turn_tokens(conv, &messages) + f64::from(output) <= f64::from(state.max_context_tokens);
             if fits || conv.history.len() < 2 {
                 break;
             }
             conv.history.drain(..2);
+            conv.counted.drain(..2.min(conv.counted.len()));
             truncated = true;
         }
         let messages = self.messages(conv, &user);
-        let predicted = self.chat_tokens(&messages).round().max(1.0) as u32;
+        let prediction = self.turn_tokens(conv, &messages);
+        let predicted = prediction.round().max(1.0) as u32;
         let history_tokens = if messages.len() > 1 {
             let new = self.sizer.text_tokens(&user.content) + EXTRA_MESSAGE_TOKENS;
             (f64::from(predicted) - new).round().max(0.0) as u32
@@ -178,7 +223,7 @@ impl Workload {
             headers.push((name.clone(), value.clone()));
         }
         let read_headers = spec.echo_header.iter().chain(&spec.backend_header).cloned().collect();
-        conv.pending = Some(user);
+        conv.pending = Some((user, prediction));
         Some(PreparedRequest {
             index,
             planned_context_tokens: if k == 0 && turn_plan.tokens > 0 { turn_plan.tokens } else { predicted },
@@ -207,7 +252,7 @@ impl Workload {
     /// A synthetic user message: its header (session and turn), stratified filler, the task.
     /// Turn 1 is sized so the whole first prompt is `tokens`; later ones so the message is.
     fn synthetic_user(&self, conv: &Conversation, k: usize, tokens: u32, task: &str) -> String {
-        let header = format!("Session {} turn {} reference text:", conv.id, k + 1);
+        let header = format!("{} turn {} reference text:", self.session_header(conv.plan.index, &conv.id), k + 1);
         let per_word = self.sizer.per_filler_word().max(1e-3);
         let build = |words: usize| {
             let mut s = header.clone();
@@ -218,6 +263,8 @@ impl Workload {
         };
         let bare = build(0);
         let fixed = if k == 0 {
+            // The whole first prompt, sized as the server counts it: with a system message, the
+            // template's overhead for that shape (`system_probe`), not the default one.
             let probe = ChatMessage { role: "user".into(), content: bare.clone() };
             let mut m: Vec<ChatMessage> =
                 conv.system.iter().map(|s| ChatMessage { role: "system".into(), content: s.clone() }).collect();
@@ -252,9 +299,28 @@ impl Workload {
                 }
                 let turn = c.replay.as_deref().and_then(|r| r.turn).unwrap_or(1) as usize - 1;
                 let answer = self.history_answer(spec, conv, turn, &reply);
-                if let Some(user) = conv.pending.take() {
+                if let Some((user, prediction)) = conv.pending.take() {
+                    // What the server counted beyond the prediction is the new message's.
+                    let user_error = counted_error(c.prompt_tokens, prediction);
+                    // The model's own answer: the server counted its tokens as it generated them
+                    // (less its reasoning, when that is left out of the history and the usage
+                    // says how much it was). A recorded answer keeps the estimate; the next
+                    // turn's count corrects it.
+                    let kept = if reply.reasoning.is_empty() || spec.history_reasoning == ReasoningHistory::Keep {
+                        Some(c.output_tokens)
+                    } else {
+                        c.reasoning_tokens.and_then(|r| c.output_tokens.checked_sub(r))
+                    };
+                    let answer_error = match kept {
+                        Some(tokens) if spec.history == History::Live => {
+                            counted_error(Some(tokens), self.sizer.text_tokens(&answer))
+                        }
+                        _ => 0.0,
+                    };
                     conv.history.push(user);
                     conv.history.push(ChatMessage { role: "assistant".into(), content: answer });
+                    conv.counted.push(user_error);
+                    conv.counted.push(answer_error);
                 }
                 conv.last = Some(LastTurn {
                     prompt_tokens: c.prompt_tokens,
@@ -304,5 +370,15 @@ impl Workload {
                 })
             }
         }
+    }
+}
+
+/// The server's count less the estimate, when the count is plausible beside it (within a factor
+/// of four, give or take a few hundred tokens); 0 otherwise. A count from a broken server would
+/// otherwise size every later turn of the conversation, and decide which turns are dropped.
+fn counted_error(counted: Option<u64>, estimate: f64) -> f64 {
+    match counted.map(|c| c as f64) {
+        Some(c) if c <= 4.0 * estimate + 256.0 && c >= estimate / 4.0 - 256.0 => c - estimate,
+        _ => 0.0,
     }
 }

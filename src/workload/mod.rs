@@ -16,6 +16,7 @@ mod conversation;
 pub mod conversations;
 pub mod dataset;
 pub mod exchange;
+mod probes;
 pub mod sizing;
 pub mod text;
 mod trace_prompt;
@@ -42,8 +43,10 @@ const EXTRA_MESSAGE_TOKENS: f64 = 4.0;
 /// header that grew with the request number would add tokens the calibration never saw.
 const TAG_DIGITS: u32 = 10;
 const TAG_SPACE: u64 = 10u64.pow(TAG_DIGITS);
-/// Odd and not a multiple of 5: `i · TAG_STEP mod 10^10` is a bijection, and consecutive
-/// requests' tags differ in their first digit (so no two prompts share a cache block).
+/// The step of reproducible prompts' tags. Every step (this one, and the ones the salt draws) is
+/// odd and not a multiple of 5, so `i · step + offset mod 10^10` is a bijection, and lies in
+/// `[10^9, 9·10^9)`, so consecutive requests' tags differ in their first digit (no two prompts
+/// share a cache block).
 const TAG_STEP: u64 = 7_639_320_221;
 
 /// One request, ready to send. Built before the request's clock starts.
@@ -89,6 +92,9 @@ pub struct Workload {
     /// calibration probe (the template then drops its default system prompt, which the other
     /// probes included). `None`: the conversation is sized like any other.
     system_overhead: Option<f64>,
+    /// Tokens a later turn of a conversation adds beyond its messages' text, measured by a
+    /// calibration probe. `None`: each of its two messages adds `EXTRA_MESSAGE_TOKENS`.
+    turn_overhead: Option<f64>,
     /// Dataset order: request `i` uses prompt `order[i % len]`.
     order: Vec<usize>,
     /// A trace replay: the trace and what is known about its rows.
@@ -133,6 +139,7 @@ impl Workload {
             shared_prefix_tokens,
             reproducible: w.prompt_cache.reproducible(),
             system_overhead: None,
+            turn_overhead: None,
             order,
             trace: None,
             sessions: None,
@@ -158,6 +165,12 @@ impl Workload {
         self
     }
 
+    /// Size later turns of conversations with the measured turn overhead.
+    pub fn with_turn_overhead(mut self, overhead: Option<f64>) -> Self {
+        self.turn_overhead = overhead;
+        self
+    }
+
     pub fn salt(&self) -> u64 {
         self.salt
     }
@@ -171,7 +184,7 @@ impl Workload {
             return self.clone();
         }
         let mut w = self.clone();
-        w.salt = level_salt(self.salt, level);
+        w.salt = level_prompt_salt(self.salt, false, level);
         if self.shared_prefix_tokens > 0 {
             w.shared_prefix = build_shared_prefix(&self.sizer, self.seed, w.salt, self.shared_prefix_tokens);
             w.shared_prefix_estimate = text::estimate_tokens(&w.shared_prefix);
@@ -179,27 +192,49 @@ impl Workload {
         w
     }
 
+    /// The salt of level `level`'s prompts (the salt of `for_level(level)`).
+    pub fn level_salt(&self, level: f64) -> u64 {
+        level_prompt_salt(self.salt, self.reproducible, level)
+    }
+
     /// Every level sends the same prompts (reproducible prompts).
     pub fn levels_share_prompts(&self) -> bool {
         self.reproducible
     }
 
-    /// `Request <tag> reference text:` with a fixed-width tag unique to the request (and to the
-    /// run and level, through the salt).
+    /// `Request <tag>-<salt> reference text:`, the first words of every drawn prompt after the
+    /// shared prefix (when there is one).
     fn header(&self, tag_index: u64) -> String {
-        let tag = if tag_index < TAG_SPACE {
-            // u128: the product does not fit 64 bits.
-            let scrambled = (u128::from(tag_index) * u128::from(TAG_STEP) % u128::from(TAG_SPACE)) as u64;
-            format!("{scrambled:010}")
-        } else {
-            tag_index.to_string()
-        };
+        let tag = self.tag(tag_index);
         // Reproducible prompts carry the seed instead of a salt; either is the same for every
-        // request of a level, so only the tag tells requests apart.
+        // request of a level, so it follows the tag, which tells requests apart.
         if self.salt == 0 {
             format!("Request {tag}-{} reference text:", self.seed)
         } else {
             format!("Request {tag}-{:010} reference text:", self.salt as u32)
+        }
+    }
+
+    /// The tag of request `tag_index`: a fixed-width permutation of the index keyed by the
+    /// level's salt (its step and offset). A prefix cache matches a prompt token by token from
+    /// its start, so the first thing that tells prompts apart must tell apart both the requests
+    /// of a level and the same request of two runs or levels: a tag that is the same for request
+    /// `i` in every run (and only then followed by the salt) lets a cache match its digits, a
+    /// dozen tokens, across runs; a salt first would be shared by every request of the level.
+    /// Keyed by the salt, the tag is unique within the level and, in another run or level,
+    /// shares leading digits with a tag of this one only by chance (one digit in ten, two in a
+    /// hundred), request by request. Reproducible prompts (salt 0) keep the plain permutation,
+    /// the same in every run by design.
+    fn tag(&self, tag_index: u64) -> String {
+        let (step, offset) = tag_key(self.salt);
+        if tag_index < TAG_SPACE {
+            // u128: the product does not fit 64 bits.
+            let keyed = (u128::from(tag_index) * u128::from(step) + u128::from(offset)) % u128::from(TAG_SPACE);
+            format!("{keyed:010}")
+        } else {
+            // Past the fixed width (a batch of billions of inputs): still keyed, still distinct
+            // from every fixed-width tag (it has more digits).
+            (u128::from(tag_index) + u128::from(offset)).to_string()
         }
     }
 
@@ -342,77 +377,25 @@ impl Workload {
                 if let Some(last_user) = messages.iter_mut().rev().find(|m| m.role == "user") {
                     last_user.content.push_str(task);
                 }
-                // The sizer knows one message's template; each further message adds its own role
-                // header and end-of-turn, a few tokens in every chat template in use. A
-                // conversation that opens with its own system message replaces the template's
-                // default one: its overhead was measured by its own probe, when there was one.
-                let text: f64 = messages.iter().map(|m| self.sizer.text_tokens(&m.content)).sum();
-                let (base, counted) = match self.system_overhead {
-                    Some(overhead) if messages.first().is_some_and(|m| m.role == "system") => (overhead, 2.0),
-                    _ => (self.sizer.overhead(), 1.0),
-                };
-                let extra = EXTRA_MESSAGE_TOKENS * (messages.len() as f64 - counted).max(0.0);
-                let target = (text + base + extra).round().max(1.0) as u32;
+                let target = self.chat_tokens(&messages).round().max(1.0) as u32;
                 (openai::request_body(&self.params, PromptBody::Messages(&messages)), target)
             }
         }
     }
 
-    /// Calibration probes: prompts built like real ones (header, filler, task) with `words`
-    /// filler words each, sent with `max_tokens = 1` and no streaming. Returns (body, predicted
-    /// text tokens before calibration).
-    pub fn probe(&self, k: u64, words: usize) -> (Bytes, f64) {
-        let prompt = self.probe_text(k, words);
-        let body = openai::probe_body(&self.params, &prompt);
-        (Bytes::from(body), self.sizer.text_tokens(&prompt))
-    }
-
-    /// A probe prompt: the header of a request (same length, a tag no request uses), filler and
-    /// the task, so the fit sees exactly the fixed parts every request carries.
-    fn probe_text(&self, k: u64, words: usize) -> String {
-        let marker = self.canaries.then(|| format!("{CANARY_PREFIX}{}_P{k:04}", self.seed));
-        let task = task_text(marker.as_deref(), self.response_words);
-        let mut prompt = self.header(TAG_SPACE - 1 - k);
-        text::push_filler(&mut prompt, words, &mut text::rng(self.seed, self.salt ^ 0x5052_4f42, k, Stream::Text));
-        prompt.push_str(&task);
-        prompt
-    }
-
-    /// Whether some dataset conversation opens with its own system message (then one more
-    /// probe measures that template shape; see `system_probe`).
-    pub fn has_system_conversations(&self) -> bool {
-        self.params.api == crate::scenario::Api::Chat
-            && matches!(&self.source, PromptSource::Dataset(d) if d.prompts.iter().any(|p| matches!(
-                p, DatasetPrompt::Messages(m) if m.first().is_some_and(|m| m.role == "system")
-            )))
-    }
-
-    /// A probe shaped like a conversation with its own system message: a system message of one
-    /// block of filler words (counted at the calibrated rate), then a probe prompt. Returns the
-    /// body and its two texts, for measuring the template overhead of that shape.
-    pub fn system_probe(&self, k: u64, words: usize) -> (Bytes, String, String) {
-        let mut system = String::from("Reference instructions:");
-        let block = text::filler_words().len();
-        text::push_filler(&mut system, block, &mut text::rng(self.seed, self.salt ^ 0x5359_5354, k, Stream::Text));
-        let user = self.probe_text(k, words);
-        let messages = [
-            ChatMessage { role: "system".into(), content: system.clone() },
-            ChatMessage { role: "user".into(), content: user.clone() },
-        ];
-        let body = openai::request_body(&self.params, PromptBody::Messages(&messages));
-        // The same fields as a measured request, made into a probe: one token, not streamed.
-        let body = match serde_json::from_slice::<serde_json::Value>(&body) {
-            Ok(serde_json::Value::Object(mut map)) => {
-                map.insert("max_tokens".into(), 1.into());
-                map.insert("stream".into(), false.into());
-                for key in ["stream_options", "ignore_eos", "min_tokens"] {
-                    map.remove(key);
-                }
-                serde_json::to_vec(&map).unwrap_or(body)
-            }
-            _ => body,
+    /// The sizer's prediction for a chat of these messages. The sizer knows one message's
+    /// template; each further message adds its own role header and end of turn, a few tokens in
+    /// every chat template in use. A chat that opens with its own system message replaces the
+    /// template's default system prompt (which the probes' single messages carried): its
+    /// overhead is the one its own probe measured for the `[system, user]` shape, when there
+    /// was one.
+    fn chat_tokens(&self, messages: &[ChatMessage]) -> f64 {
+        let text: f64 = messages.iter().map(|m| self.sizer.text_tokens(&m.content)).sum();
+        let (base, counted) = match self.system_overhead {
+            Some(overhead) if messages.first().is_some_and(|m| m.role == "system") => (overhead, 2.0),
+            _ => (self.sizer.overhead(), 1.0),
         };
-        (Bytes::from(body), system, user)
+        text + base + EXTRA_MESSAGE_TOKENS * (messages.len() as f64 - counted).max(0.0)
     }
 
     /// The sizer's count for a piece of text (for the system-message probe's overhead).
@@ -421,13 +404,53 @@ impl Workload {
     }
 }
 
-/// Level `level`'s salt: the run's, mixed with the level's value (levels of a run are distinct).
-fn level_salt(run_salt: u64, level: f64) -> u64 {
+/// The salt level `level` (its concurrency or rate) builds its prompts with: the run's, mixed
+/// with the level's value, so the levels of a run are distinct; the run's own (zero) when prompts
+/// are reproducible. Recorded per level (the records' `level` line and the artifact's
+/// `level_prompt_salt`).
+pub fn level_prompt_salt(run_salt: u64, reproducible: bool, level: f64) -> u64 {
+    if reproducible {
+        return run_salt;
+    }
     let mut z = run_salt ^ level.to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     // Never 0: a zero salt means "reproducible" in the header.
     (z ^ (z >> 31)).max(1)
+}
+
+/// The step and offset of a level's request tags: `TAG_STEP` and 0 for reproducible prompts;
+/// otherwise drawn from the whole salt (a level's salt differs from the run's in every bit): a
+/// step in `[10^9, 8.9·10^9]`, odd and not a multiple of 5 (see `TAG_STEP`), and an offset in
+/// `0..TAG_SPACE`. With the step keyed too, the same request of two runs gets tags whose
+/// difference changes with the request, so their shared leading digits are a chance of each
+/// request, not of the pair of runs.
+fn tag_key(salt: u64) -> (u64, u64) {
+    if salt == 0 {
+        return (TAG_STEP, 0);
+    }
+    let mix = |k: u64| {
+        let mut z = salt ^ k;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut step = 1_000_000_000 + mix(0x7374_6570_0000_0000) % 7_900_000_000;
+    if step % 2 == 0 {
+        step += 1;
+    }
+    if step % 5 == 0 {
+        step += 2;
+    }
+    (step, mix(0x7461_6773_0000_0000) % TAG_SPACE)
+}
+
+/// `level_prompt_salt` of a run salt written as 16 hex digits (the records' and the artifact's
+/// form); `None` when it is not.
+pub fn level_prompt_salt_hex(run_salt: &str, reproducible: bool, level: f64) -> Option<String> {
+    let valid = run_salt.len() == 16 && run_salt.bytes().all(|b| b.is_ascii_hexdigit());
+    let run_salt = u64::from_str_radix(run_salt, 16).ok().filter(|_| valid)?;
+    Some(format!("{:016x}", level_prompt_salt(run_salt, reproducible, level)))
 }
 
 /// The instruction that ends every prompt.

@@ -130,6 +130,8 @@ impl SizingRecord {
             fallback_reason: None,
             system_probe: None,
             system_message_overhead: None,
+            turn_probe: None,
+            turn_overhead: None,
         }
     }
 }

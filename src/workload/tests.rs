@@ -174,3 +174,57 @@ fn a_conversation_with_its_own_system_message_uses_the_measured_overhead() {
         (Some(&*system), Some(&*user))
     );
 }
+
+#[test]
+fn a_request_tag_is_keyed_by_the_salt_from_its_first_digit() {
+    let s = scenario("context_tokens = 300");
+    let a = Workload::new(&s, 0x1234_5678_9abc_def0, ESTIMATE);
+    let b = Workload::new(&s, 0x0fed_cba9_8765_4321, ESTIMATE);
+    // The same request of two runs: its tags share leading digits only by chance, request by
+    // request (one in ten a digit, one in a hundred two), never the whole tag, as they did when
+    // the salt came after the tag.
+    let common = |i| a.tag(i).bytes().zip(b.tag(i).bytes()).take_while(|(x, y)| x == y).count();
+    let shared: Vec<usize> = (0..10_000).map(common).collect();
+    let at_least = |n| shared.iter().filter(|&&c| c >= n).count();
+    assert!((800..1200).contains(&at_least(1)), "{} of 10,000 share a first digit", at_least(1));
+    assert!((50..150).contains(&at_least(2)), "{} of 10,000 share two digits", at_least(2));
+    assert!(at_least(5) <= 2, "{} of 10,000 share five digits", at_least(5));
+    // And that holds for any two salts, not only these: the keyed steps make it a chance of
+    // each request.
+    for salts in [(1, 2), (3, 0x8000_0000_0000_0000), (u64::MAX, 7)] {
+        let (x, y) = (Workload::new(&s, salts.0, ESTIMATE), Workload::new(&s, salts.1, ESTIMATE));
+        let same = (0..2000).filter(|&i| x.tag(i).as_bytes()[0] == y.tag(i).as_bytes()[0]).count();
+        assert!((100..300).contains(&same), "salts {salts:?}: {same} of 2000 share a first digit");
+    }
+    // Within a level the tags stay distinct, of one width.
+    let tags: std::collections::HashSet<String> = (0..20_000).map(|i| a.tag(i)).collect();
+    assert_eq!(tags.len(), 20_000);
+    assert!(tags.iter().all(|t| t.len() == 10));
+    // Each level keys its own.
+    let (one, two) = (a.for_level(1.0), a.for_level(2.0));
+    assert!((0..100).all(|i| one.tag(i) != two.tag(i) && one.tag(i) != a.tag(i)));
+    // Reproducible prompts keep the plain permutation, the same in every run.
+    let fixed = scenario("context_tokens = 300\nreproducible = true");
+    assert_eq!(Workload::new(&fixed, 1, ESTIMATE).tag(1), "7639320221");
+    assert_eq!(Workload::new(&fixed, 1, ESTIMATE).header(1), Workload::new(&fixed, 2, ESTIMATE).header(1));
+}
+
+#[test]
+fn a_levels_recorded_salt_is_the_one_its_prompts_use() {
+    let s = scenario("context_tokens = 600");
+    let w = Workload::new(&s, 0xabc, ESTIMATE);
+    let run = format!("{:016x}", w.salt());
+    for level in [1.0, 2.0, 0.5, 64.0] {
+        let salt = w.level_salt(level);
+        assert_eq!(salt, w.for_level(level).salt());
+        assert_ne!(salt, w.salt());
+        assert_eq!(level_prompt_salt_hex(&run, false, level), Some(format!("{salt:016x}")));
+        // The salt the header carries is this one.
+        let header = w.for_level(level).header(3);
+        assert!(header.contains(&format!("-{:010} ", salt as u32)), "{header}");
+    }
+    assert_eq!(level_prompt_salt_hex(&run, true, 4.0), Some(run.clone()), "reproducible: the run's");
+    for bad in ["", "abc", "+000000000000abc", "000000000000000g", "0000000000000000a"] {
+        assert_eq!(level_prompt_salt_hex(bad, false, 1.0), None, "{bad:?}");
+    }
+}

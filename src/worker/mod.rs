@@ -25,6 +25,7 @@
 mod attempt;
 mod chunks;
 mod errors;
+mod limits;
 mod next;
 mod probe;
 mod sanitize;
@@ -37,7 +38,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri};
 use http_body_util::Full;
 use next::{Next, Waits};
@@ -45,6 +46,7 @@ use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 pub use errors::{MAX_RETRY_WAIT, error_chain};
+pub use limits::RequestLimits;
 pub use sanitize::{FIELD_CHARS, Secrets, sanitize_message};
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 pub use transport::READ_BUFFER_MAX;
@@ -87,6 +89,8 @@ pub struct Client {
     in_flight: Arc<AtomicU64>,
     /// Kept for the API's own key header (see `for_api`); its `Debug` hides the value.
     api_key: Option<ApiKey>,
+    /// What each request may produce, to judge its answer by (see `limits`).
+    limits: RequestLimits,
 }
 
 /// reqwest with the settings of the measured requests' client (see `transport`), for the requests
@@ -186,7 +190,15 @@ impl Client {
             timeouts,
             in_flight: Arc::default(),
             api_key,
+            limits: RequestLimits::default(),
         })
+    }
+
+    /// Judge answers by what each request may produce: its output budget, its body's size, the
+    /// run's request count (see `RequestLimits`).
+    pub fn with_limits(mut self, limits: RequestLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Speak `api`: read its answers, and for the Messages API send the key as `x-api-key`
@@ -352,9 +364,14 @@ impl Client {
         if !status.is_success() {
             return self.http_failure(&a, response).await;
         }
-        let mut state = StreamState::new(req.response_words.is_some()).for_api(self.api);
+        if let Some(what) = compressed(response.headers()) {
+            let kind = if self.api.streams_text() { ErrorKind::MalformedSse } else { ErrorKind::InvalidJson };
+            return a.fail(kind, Some(status.as_u16()), None, &what);
+        }
+        let mut state =
+            StreamState::new(req.response_words.is_some()).for_api(self.api).with_bounds(self.limits.bounds(req));
         if let Some(marker) = &req.canary {
-            state = state.with_canary(marker);
+            state = state.with_canary(marker, self.limits.canary_index_limit);
         }
         if req.exchange.as_ref().is_some_and(|e| e.keep_answer) {
             state.keep_answer();
@@ -387,7 +404,7 @@ impl Client {
                 }
                 // The body never ended after [DONE]: the response was complete.
                 let Some((kind, what)) = clock.failure() else { break };
-                return a.fail_with_state(kind, &state, at, None, what);
+                return a.fail_with_state(kind, &state, at, None, clock_message(clock, &state, what));
             };
             match item {
                 None => {
@@ -410,7 +427,7 @@ impl Client {
                     // ever being polled.
                     if now >= due {
                         let Some((kind, what)) = clock.failure() else { break };
-                        return a.fail_with_state(kind, &state, at, None, what);
+                        return a.fail_with_state(kind, &state, at, None, clock_message(clock, &state, what));
                     }
                     // Only a deadline earlier than the armed one needs the timer moved now.
                     if due < armed {
@@ -421,7 +438,7 @@ impl Client {
                 }
             }
         }
-        a.complete(req, state)
+        a.complete(req, state, self.limits.budget(req))
     }
 
     /// Open `n` connections before a level's clock starts, so no measured request pays for a TCP
@@ -483,6 +500,31 @@ impl Client {
         };
         a.fail_retry_after(kind, status, server_type, &message, retry_after)
     }
+}
+
+/// The failure message of a clock that ran out, in the words of the answer's API.
+fn clock_message(clock: Clock, state: &StreamState, what: &'static str) -> &'static str {
+    if clock == Clock::FirstOutput { state.first_output_timeout_message() } else { what }
+}
+
+/// Longest `Content-Encoding` value quoted in a message.
+const ENCODING_CHARS: usize = 32;
+
+/// Why an answer cannot be read when it came compressed (`Content-Encoding` other than
+/// `identity`): the client asks for no encoding and reads streams as sent, since a compressing
+/// proxy holds chunks back and would be timed with the server. `None` when it came as sent.
+fn compressed(headers: &HeaderMap) -> Option<String> {
+    let encodings: Vec<String> = headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty() && v != "identity")
+        .collect();
+    let first = encodings.first()?;
+    let shown: String = first.chars().take(ENCODING_CHARS).collect();
+    Some(format!(
+        "the server sent the answer compressed (Content-Encoding: {shown}) although the client asked for none and reads it as sent: turn compression off for this route (a proxy's gzip, say)"
+    ))
 }
 
 /// Record the retries an outcome took (its timings are the final attempt's).
@@ -548,6 +590,16 @@ fn read_headers(headers: &HeaderMap, names: &[String]) -> Vec<(String, String)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compressed_answers_are_named_by_their_encoding() {
+        let mut h = HeaderMap::new();
+        assert_eq!(compressed(&h), None);
+        h.insert(CONTENT_ENCODING, HeaderValue::from_static("identity"));
+        assert_eq!(compressed(&h), None);
+        h.insert(CONTENT_ENCODING, HeaderValue::from_static("GZIP"));
+        assert!(compressed(&h).is_some_and(|m| m.contains("Content-Encoding: gzip")));
+    }
 
     #[test]
     fn request_uris_carry_no_credentials() {

@@ -17,6 +17,7 @@ use super::chunks::ChunkClock;
 use crate::openai::{
     ChunkError, ChunkShape, PoolingAnswer, SseDecoder, SseError, StreamEvent, Usage, parse_answer, parse_event_of,
 };
+use crate::record::checks::{UsageBounds, UsageImplausible};
 use crate::record::{ErrorKind, TokenSource, usage_plausible};
 use crate::scenario::Api;
 use crate::workload::CanaryScan;
@@ -110,6 +111,13 @@ pub struct StreamState {
     body: Vec<u8>,
     /// The last text chunk, against which the next payload is compared first.
     shape: ChunkShape,
+    /// The most usage this request can report (unbounded but for `MAX_PLAUSIBLE_TOKENS` unless
+    /// set).
+    bounds: UsageBounds,
+    /// The first usage report that could not describe the request, as it arrived.
+    usage_problem: Option<UsageImplausible>,
+    /// The last `completion_tokens` reported: a cumulative count never goes down.
+    last_completion: Option<u64>,
 }
 
 impl StreamState {
@@ -117,9 +125,16 @@ impl StreamState {
         StreamState { capture: keep_capture.then(String::new), ..Default::default() }
     }
 
-    /// Also scan the whole visible response for canary markers, against `marker`.
-    pub fn with_canary(mut self, marker: &str) -> Self {
-        self.canary = Some(CanaryScan::new(marker));
+    /// Also scan the whole visible response for canary markers, against `marker`; markers with
+    /// an index at or above `index_limit` (the run's requests per level) are no request's.
+    pub fn with_canary(mut self, marker: &str, index_limit: Option<u64>) -> Self {
+        self.canary = Some(CanaryScan::new(marker).with_index_limit(index_limit));
+        self
+    }
+
+    /// Judge the server's usage against what this request can produce.
+    pub fn with_bounds(mut self, bounds: UsageBounds) -> Self {
+        self.bounds = bounds;
         self
     }
 
@@ -127,6 +142,16 @@ impl StreamState {
     pub fn for_api(mut self, api: Api) -> Self {
         self.api = api;
         self
+    }
+
+    /// Why no output arrived in time, in the words of its API (embeddings and rerank answers
+    /// arrive whole: their first output is the whole answer).
+    pub fn first_output_timeout_message(&self) -> &'static str {
+        if self.api.streams_text() {
+            "no output (reasoning or content text) within client.first_byte_timeout"
+        } else {
+            "no complete answer within client.first_byte_timeout"
+        }
     }
 
     /// Why a response without its last event failed, in the words of its API.
@@ -206,10 +231,18 @@ impl StreamState {
     /// Embeddings and rerank: the whole answer arrived at `at`, which is its first output too.
     fn read_answer(&mut self, at: Duration) -> Result<(), StreamFault> {
         let body = std::mem::take(&mut self.body);
-        match parse_answer(self.api, &body)? {
+        let answer = parse_answer(self.api, &body).map_err(|e| match e {
+            // The answer is no stream chunk: say what it is.
+            ChunkError::InvalidUtf8 => StreamFault {
+                kind: ErrorKind::InvalidUtf8,
+                server_error_type: None,
+                message: "the answer is not valid UTF-8".into(),
+            },
+            other => StreamFault::from(other),
+        })?;
+        match answer {
             PoolingAnswer::Ok { usage, .. } => {
-                self.usage = usage;
-                self.usage_seen = true;
+                self.merge_usage(usage);
                 self.first_output = Some(at);
                 self.last_progress = Some(at);
                 self.done = Some(at);
@@ -234,13 +267,53 @@ impl StreamState {
         Stop::Done
     }
 
-    /// Engines differ in which event carries usage; the last report wins field by field.
+    /// Engines differ in which event carries usage; the last report wins field by field. Each
+    /// report is judged as it arrives: a count that is none, a cumulative count that goes down
+    /// or jumps beyond the budget (usage on every chunk) is kept as the evidence.
     fn merge_usage(&mut self, u: Usage) {
+        if self.usage_problem.is_none() {
+            self.usage_problem = self.judge_report(&u);
+        }
+        if let Some(c) = u.completion_tokens {
+            self.last_completion = Some(self.last_completion.map_or(c, |last| last.max(c)));
+        }
         self.usage.prompt_tokens = u.prompt_tokens.or(self.usage.prompt_tokens);
         self.usage.completion_tokens = u.completion_tokens.or(self.usage.completion_tokens);
         self.usage.cached_tokens = u.cached_tokens.or(self.usage.cached_tokens);
         self.usage.reasoning_tokens = u.reasoning_tokens.or(self.usage.reasoning_tokens);
         self.usage_seen = true;
+    }
+
+    /// What is wrong with one usage report on its own, if anything.
+    fn judge_report(&self, u: &Usage) -> Option<UsageImplausible> {
+        if let Some((field, value)) = u.not_a_count {
+            return Some(UsageImplausible::not_a_count(field, value));
+        }
+        let c = u.completion_tokens?;
+        match self.last_completion {
+            Some(last) if c < last => Some(UsageImplausible::backwards("completion_tokens", c, last)),
+            _ if c > self.bounds.output => Some(UsageImplausible::above("completion_tokens", c, self.bounds.output)),
+            _ => None,
+        }
+    }
+
+    /// Whether the usage can describe this request, once the response ended: `Some` with the
+    /// first offending count when it cannot (beyond what the request could produce, a
+    /// cumulative count that went down, a number that is no count). None of such usage is kept.
+    pub fn usage_verdict(&self) -> Option<UsageImplausible> {
+        if let Some(problem) = &self.usage_problem {
+            return Some(problem.clone());
+        }
+        let (u, b) = (&self.usage, self.bounds);
+        let above = |field: &str, value: Option<u64>, limit: u64| {
+            value.filter(|&v| v > limit).map(|v| UsageImplausible::above(field, v, limit))
+        };
+        let prompt_limit = u.prompt_tokens.map_or(b.prompt, |p| p.min(b.prompt));
+        let output_limit = u.completion_tokens.map_or(b.output, |c| c.min(b.output));
+        above("prompt_tokens", u.prompt_tokens, b.prompt)
+            .or_else(|| above("cached_tokens", u.cached_tokens, prompt_limit))
+            .or_else(|| above("completion_tokens", u.completion_tokens, b.output))
+            .or_else(|| above("reasoning_tokens", u.reasoning_tokens, output_limit))
     }
 
     fn on_event(&mut self, data: &[u8], at: Duration) -> Result<(), Stop> {
@@ -333,6 +406,12 @@ impl StreamState {
     pub fn canary_check(&mut self) -> Option<crate::record::CanaryCheck> {
         let complete = self.done.is_some();
         self.canary.take().map(|scan| scan.finish(complete))
+    }
+
+    /// Output tokens counted from the chunks alone (the server's usage rejected).
+    pub fn chunk_tokens(&self) -> OutputTokens {
+        let chunks = u64::from(self.content_chunks) + u64::from(self.reasoning_chunks);
+        OutputTokens { tokens: chunks, source: TokenSource::ChunkCount, usage_set_aside: None }
     }
 
     /// Output tokens: the server's count unless it is missing or implausible, else the chunks.
@@ -518,7 +597,7 @@ mod tests {
     #[test]
     fn a_long_response_passes_its_canary_without_any_capture() {
         let marker = "ANVIL_REQ_9_00003";
-        let mut s = StreamState::new(false).with_canary(marker);
+        let mut s = StreamState::new(false).with_canary(marker, None);
         s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"ANVIL_REQ\"}}]}\n\n", MS).unwrap();
         s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"_9_00003\"}}]}\n\n", MS).unwrap();
         let filler = b"data: {\"choices\":[{\"delta\":{\"content\":\" the river ran north\"}}]}\n\n".repeat(2000);

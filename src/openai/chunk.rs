@@ -451,6 +451,40 @@ mod tests {
     }
 
     #[test]
+    fn numbers_that_are_no_counts_are_kept_for_the_plausibility_check() {
+        let usage = |text: &str| match parse_event(text.as_bytes()).unwrap() {
+            StreamEvent::Chunk { usage, .. } => usage.unwrap(),
+            other => panic!("{other:?}"),
+        };
+        let u = usage(r#"{"choices":[],"usage":{"prompt_tokens":-3,"completion_tokens":2.5}}"#);
+        assert_eq!((u.prompt_tokens, u.completion_tokens, u.not_a_count), (None, None, Some(("prompt_tokens", -3.0))));
+        let u = usage(r#"{"choices":[],"usage":{"completion_tokens":18446744073709551616}}"#);
+        assert_eq!(u.not_a_count, Some(("completion_tokens", 18446744073709551616.0)));
+        let u = usage(r#"{"choices":[],"usage":{"completion_tokens":3.0,"prompt_tokens":18446744073709551615}}"#);
+        assert_eq!((u.completion_tokens, u.prompt_tokens, u.not_a_count), (Some(3), Some(u64::MAX), None));
+        let u = usage(r#"{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":-1}}}"#);
+        assert_eq!(u.not_a_count, Some(("cached_tokens", -1.0)));
+    }
+
+    #[test]
+    fn unreadable_payloads_say_what_they_are_in_the_users_words() {
+        let message = |text: &str| match parse_event(text.as_bytes()) {
+            Err(ChunkError::InvalidJson(m)) => m,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(message("null"), "stream chunk is JSON null, not an object");
+        assert_eq!(message("[1]"), "stream chunk is a JSON array, not an object");
+        assert_eq!(message("\"x\""), "stream chunk is a JSON string, not an object");
+        assert_eq!(message("7"), "stream chunk is a JSON number, not an object");
+        for text in [r#"{"choices":[{"delta":3}]}"#, r#"{"usage":{"prompt_tokens_details":3}}"#, r#"{"choices":"x"}"#] {
+            let m = message(text);
+            assert!(m.starts_with("stream chunk has a field of the wrong type: invalid type: "), "{m}");
+            assert!(!m.contains("Wire") && !m.contains("struct"), "{m}");
+        }
+        assert!(message("{\"choices\": [tru").starts_with("stream chunk is not valid JSON: "));
+    }
+
+    #[test]
     fn done_error_and_garbage() {
         assert_eq!(chunk("[DONE]"), StreamEvent::Done);
         assert_eq!(

@@ -23,7 +23,7 @@ pub enum SseError {
     /// The body starts with gzip's magic bytes: compressed on the way (by the server or a
     /// proxy) without a `Content-Encoding` header to say so.
     #[error(
-        "the stream is gzip-compressed (it starts with gzip's magic bytes 1f 8b) and no Content-Encoding header said so: the server or a proxy compressed it; turn compression off for this route, the client reads streams as sent"
+        "the stream is gzip-compressed (it starts with gzip's magic bytes 1f 8b) without a Content-Encoding header: the server or a proxy compressed it; turn compression off for this route"
     )]
     Compressed,
 }

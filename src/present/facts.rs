@@ -100,7 +100,11 @@ pub fn left_out(a: &ArtifactFile) -> String {
     let mut parts = Vec::new();
     if a.failed > 0 {
         let kinds = counted(a.error_counts.iter().map(|(k, &n)| (k, n)));
-        parts.push(if kinds.is_empty() { format!("{} failed", a.failed) } else { format!("{} failed ({kinds})", a.failed) });
+        parts.push(if kinds.is_empty() {
+            format!("{} failed", a.failed)
+        } else {
+            format!("{} failed ({kinds})", a.failed)
+        });
     }
     let n: u64 = excluded.values().sum();
     if n > 0 {

@@ -316,6 +316,52 @@ mod tests {
     }
 
     #[test]
+    fn malformed_markers_fail_with_reasons_of_their_own() {
+        let tally = |truncated, garbled, foreign| MarkerTally {
+            marker_at_start: true,
+            own: 1,
+            foreign,
+            truncated,
+            garbled,
+            offending: Some("ANVIL_REQ_1_0000".into()),
+        };
+        let c = CanaryCheck::from_tally("M", &tally(1, 0, 0), true);
+        assert_eq!(
+            (c.passed, c.failure_reason, c.malformed_marker_count),
+            (false, Some(CanaryFailure::MarkerTruncated), 1)
+        );
+        assert_eq!(c.offending_marker.as_deref(), Some("ANVIL_REQ_1_0000"));
+        assert_eq!(
+            CanaryCheck::from_tally("M", &tally(1, 1, 0), true).failure_reason,
+            Some(CanaryFailure::MarkerGarbled)
+        );
+        assert_eq!(
+            CanaryCheck::from_tally("M", &tally(1, 1, 1), true).failure_reason,
+            Some(CanaryFailure::ForeignMarker)
+        );
+        let json = serde_json::to_value(CanaryCheck::from_tally("M", &tally(0, 2, 0), true)).unwrap();
+        assert_eq!(
+            (&json["malformed_marker_count"], &json["failure_reason"]),
+            (&serde_json::json!(2), &serde_json::json!("marker_garbled"))
+        );
+        let ok = serde_json::to_value(CanaryCheck::from_counts("M", true, 1, 0, true)).unwrap();
+        assert!(ok.get("malformed_marker_count").is_none() && ok.get("offending_marker").is_none());
+    }
+
+    #[test]
+    fn usage_bounds_follow_the_request() {
+        let b = UsageBounds::for_request(2000, Some(16));
+        assert_eq!((b.prompt, b.output), (2000 + PROMPT_TEMPLATE_SLACK, 32));
+        assert_eq!(UsageBounds::for_request(10, Some(8192)).output, 8192 + 1024);
+        assert_eq!(UsageBounds::for_request(usize::MAX, None), UsageBounds::default());
+        let e = serde_json::to_value(UsageImplausible::above("prompt_tokens", u64::MAX, 4096)).unwrap();
+        assert_eq!(
+            e,
+            serde_json::json!({"field": "prompt_tokens", "value": u64::MAX, "limit": 4096, "problem": "above_bound"})
+        );
+    }
+
+    #[test]
     fn passed_canaries_serialize_as_before() {
         let json = serde_json::to_value(CanaryCheck::from_counts("M", true, 1, 0, true)).unwrap();
         assert!(json.get("failure_reason").is_none());

@@ -539,14 +539,15 @@ async fn a_level_with_nothing_eligible_is_described_as_such() {
         run.stdout
     );
     assert!(run.stdout.contains("no request is in the distributions (6 excluded (canary_failed 6))"), "{}", run.stdout);
-    assert!(!run.stdout.contains("throughput") && !run.stdout.contains("samples"), "{}", run.stdout);
+    assert!(!run.stdout.contains("tok/s") && !run.stdout.contains("samples"), "{}", run.stdout);
     // The report.
     let report = run.out.path().join("report.md");
     let mut cmd = anvil();
     cmd.arg("report").arg(run.out.path()).arg("--format").arg("md").arg("--out").arg(&report);
     let out = common::run(cmd).await;
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let md = std::fs::read_to_string(&report).unwrap();
+    // Markdown escapes the underscores of `canary_failed`; the words are what is checked.
+    let md = std::fs::read_to_string(&report).unwrap().replace('\\', "");
     assert!(!md.contains("numbers describe the server"), "{md}");
     assert!(md.contains("Not valid"), "{md}");
     assert!(

@@ -561,7 +561,7 @@ async fn zero_and_huge_usage_are_recorded_with_both_counts() {
             assert_eq!((&r["output_tokens"], &r["output_token_source"]), (&json!(16), &json!("chunk_count")));
             assert_eq!(
                 (&r["exclusion_reason"], &r["usage_implausible"]["field"]),
-                (&json!("usage_implausible"), &json!("prompt_tokens"))
+                (&json!("usage_implausible"), &json!("completion_tokens"))
             );
             assert!(r["prompt_tokens"].is_null());
         }

@@ -9,6 +9,7 @@
 
 pub mod gaps;
 pub mod load;
+mod output_warnings;
 pub mod sample;
 pub mod slo;
 pub mod snapshots;

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http::header::{AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri};
 use http_body_util::Full;
 use next::{Next, Waits};
@@ -56,7 +56,9 @@ use crate::record::{Dispatch, ErrorKind, Outcome};
 use crate::scenario::{Api, ApiKey, ClientSettings};
 use crate::workload::PreparedRequest;
 use attempt::Attempt;
-use errors::{backoff_wait, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind};
+use errors::{
+    backoff_wait, compressed, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind,
+};
 use transport::Http;
 
 /// Error bodies are read up to this size; the rest is not needed to classify them.
@@ -507,26 +509,6 @@ fn clock_message(clock: Clock, state: &StreamState, what: &'static str) -> &'sta
     if clock == Clock::FirstOutput { state.first_output_timeout_message() } else { what }
 }
 
-/// Longest `Content-Encoding` value quoted in a message.
-const ENCODING_CHARS: usize = 32;
-
-/// Why an answer cannot be read when it came compressed (`Content-Encoding` other than
-/// `identity`): the client asks for no encoding and reads streams as sent, since a compressing
-/// proxy holds chunks back and would be timed with the server. `None` when it came as sent.
-fn compressed(headers: &HeaderMap) -> Option<String> {
-    let encodings: Vec<String> = headers
-        .get_all(CONTENT_ENCODING)
-        .iter()
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
-        .filter(|v| !v.is_empty() && v != "identity")
-        .collect();
-    let first = encodings.first()?;
-    let shown: String = first.chars().take(ENCODING_CHARS).collect();
-    Some(format!(
-        "the server sent the answer compressed (Content-Encoding: {shown}) although the client asked for none and reads it as sent: turn compression off for this route (a proxy's gzip, say)"
-    ))
-}
-
 /// Record the retries an outcome took (its timings are the final attempt's).
 fn with_retries(mut outcome: Outcome, retried: Vec<ErrorKind>) -> Outcome {
     match &mut outcome {
@@ -590,16 +572,6 @@ fn read_headers(headers: &HeaderMap, names: &[String]) -> Vec<(String, String)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn compressed_answers_are_named_by_their_encoding() {
-        let mut h = HeaderMap::new();
-        assert_eq!(compressed(&h), None);
-        h.insert(CONTENT_ENCODING, HeaderValue::from_static("identity"));
-        assert_eq!(compressed(&h), None);
-        h.insert(CONTENT_ENCODING, HeaderValue::from_static("GZIP"));
-        assert!(compressed(&h).is_some_and(|m| m.contains("Content-Encoding: gzip")));
-    }
 
     #[test]
     fn request_uris_carry_no_credentials() {

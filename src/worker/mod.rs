@@ -373,7 +373,7 @@ impl Client {
         let mut state =
             StreamState::new(req.response_words.is_some()).for_api(self.api).with_bounds(self.limits.bounds(req));
         if let Some(marker) = &req.canary {
-            state = state.with_canary(marker, self.limits.canary_index_limit);
+            state = state.with_canary(marker).with_canary_index_limit(self.limits.canary_index_limit);
         }
         if req.exchange.as_ref().is_some_and(|e| e.keep_answer) {
             state.keep_answer();

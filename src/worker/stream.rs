@@ -125,10 +125,16 @@ impl StreamState {
         StreamState { capture: keep_capture.then(String::new), ..Default::default() }
     }
 
-    /// Also scan the whole visible response for canary markers, against `marker`; markers with
-    /// an index at or above `index_limit` (the run's requests per level) are no request's.
-    pub fn with_canary(mut self, marker: &str, index_limit: Option<u64>) -> Self {
-        self.canary = Some(CanaryScan::new(marker).with_index_limit(index_limit));
+    /// Also scan the whole visible response for canary markers, against `marker`.
+    pub fn with_canary(mut self, marker: &str) -> Self {
+        self.canary = Some(CanaryScan::new(marker));
+        self
+    }
+
+    /// Markers with an index at or above `limit` (the run's requests per level) are no
+    /// request's: a marker that names one is garbled, not contamination.
+    pub fn with_canary_index_limit(mut self, limit: Option<u64>) -> Self {
+        self.canary = self.canary.map(|scan| scan.with_index_limit(limit));
         self
     }
 
@@ -531,7 +537,7 @@ mod tests {
     #[test]
     fn a_long_response_passes_its_canary_without_any_capture() {
         let marker = "ANVIL_REQ_9_00003";
-        let mut s = StreamState::new(false).with_canary(marker, None);
+        let mut s = StreamState::new(false).with_canary(marker);
         s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"ANVIL_REQ\"}}]}\n\n", MS).unwrap();
         s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"_9_00003\"}}]}\n\n", MS).unwrap();
         let filler = b"data: {\"choices\":[{\"delta\":{\"content\":\" the river ran north\"}}]}\n\n".repeat(2000);

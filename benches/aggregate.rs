@@ -61,6 +61,8 @@ fn completed(index: u64) -> Completed {
             passed: true,
             failure_reason: None,
             cross_session_marker_count: None,
+            malformed_marker_count: 0,
+            offending_marker: None,
         }),
         controlled_output: None,
         retries: 0,
@@ -68,6 +70,7 @@ fn completed(index: u64) -> Completed {
         stale_connection_retries: 0,
         replay: None,
         chunks: Box::default(),
+        corrections: None,
     }
 }
 

@@ -122,9 +122,15 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
     } else {
         String::new()
     };
+    let excluded: u64 = a.excluded_by_reason.values().sum();
+    let excluded = if excluded > 0 {
+        format!(" · excluded {excluded} ({})", counts(&a.excluded_by_reason))
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "requests {} · completed {} · failed {}{} · wall {}{}",
+        "requests {} · completed {} · failed {}{excluded}{} · wall {}{}",
         a.requests,
         a.completed,
         a.failed,
@@ -132,6 +138,24 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
         fmt_ms(a.wall_clock_ms),
         if a.interrupted { " · INTERRUPTED" } else { "" }
     );
+    if a.population.performance_eligible_requests == 0 {
+        // No figure describes the server: none is printed, not even a zero.
+        let mut why = Vec::new();
+        if a.failed > 0 {
+            why.push(format!("{} failed ({})", a.failed, counts(&a.error_counts)));
+        }
+        if !a.excluded_by_reason.is_empty() {
+            let n: u64 = a.excluded_by_reason.values().sum();
+            why.push(format!("{n} excluded ({})", counts(&a.excluded_by_reason)));
+        }
+        let _ = writeln!(
+            s,
+            "no request is in the distributions ({}): there is no latency or throughput figure for this level",
+            why.join(", ")
+        );
+        failure_lines(&mut s, a);
+        return s;
+    }
     let _ = writeln!(s, "{:<22}{:>12}{:>12}{:>12}{:>12}{:>9}", "", "mean", "p50", "p90", "p99", "samples");
     for (label, metric) in [
         ("TTFT", Metric::Ttft),
@@ -243,17 +267,27 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
             a.rates.goodput.and_then(|g| g.rps).unwrap_or(0.0)
         );
     }
+    failure_lines(&mut s, a);
+    s
+}
+
+/// `key n, key n`.
+fn counts<K: std::fmt::Display>(by: &std::collections::BTreeMap<K, u64>) -> String {
+    by.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Failures by kind, the server's own view and the conversations: what a level says whether or
+/// not anything is in its distributions.
+fn failure_lines(s: &mut String, a: &LevelSummary) {
     if !a.error_counts.is_empty() {
-        let kinds: Vec<String> = a.error_counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let _ = writeln!(s, "failures by kind: {}", kinds.join(", "));
+        let _ = writeln!(s, "failures by kind: {}", counts(&a.error_counts));
     }
     if let Some(m) = &a.server_metrics {
         let _ = writeln!(s, "{}", server_line(m));
     }
     if let Some(c) = &a.conversations {
-        conversation_lines(&mut s, c);
+        conversation_lines(s, c);
     }
-    s
 }
 
 /// Conversations: one line per turn (cold first turn against warm later ones), then sessions.

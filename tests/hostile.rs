@@ -534,8 +534,10 @@ async fn zero_and_huge_usage_are_recorded_with_both_counts() {
         for _ in 0..16 {
             body.extend(content_chunk(" w"));
         }
-        let completion = if r.number % 2 == 0 { 0 } else { 1_000_000 };
-        body.extend(cat(&[finish_chunk("length"), usage_chunk(1_000_000, completion), done()]));
+        // A count far below what streamed is set aside; one no request could produce (a
+        // million tokens for a 16-token budget and a prompt of a few hundred bytes) is rejected.
+        let usage = if r.number % 2 == 0 { usage_chunk(100, 0) } else { usage_chunk(1_000_000, 1_000_000) };
+        body.extend(cat(&[finish_chunk("length"), usage, done()]));
         vec![Step::Send(body)]
     }))
     .await;
@@ -556,12 +558,17 @@ async fn zero_and_huge_usage_are_recorded_with_both_counts() {
             assert_eq!((&r["usage_completion_tokens"], &r["output_tokens"]), (&json!(0), &json!(16)));
             assert_eq!(r["output_token_source"], "chunk_count");
         } else {
-            assert_eq!((&r["output_tokens"], &r["output_token_source"]), (&json!(1_000_000), &json!("usage")));
+            assert_eq!((&r["output_tokens"], &r["output_token_source"]), (&json!(16), &json!("chunk_count")));
+            assert_eq!(
+                (&r["exclusion_reason"], &r["usage_implausible"]["field"]),
+                (&json!("usage_implausible"), &json!("completion_tokens"))
+            );
+            assert!(r["prompt_tokens"].is_null());
         }
     }
     assert_eq!(set_aside, 2);
     let codes: Vec<&str> = a["warnings"].as_array().unwrap().iter().filter_map(|w| w["code"].as_str()).collect();
-    assert!(codes.contains(&"usage_implausible"), "{codes:?}");
+    assert!(codes.contains(&"usage_implausible") && codes.contains(&"usage_rejected"), "{codes:?}");
     assert!(!codes.contains(&"no_usage_reported"), "usage was reported, only not believed: {codes:?}");
     assert_sound(&run, &server, &[]);
 }
@@ -572,10 +579,13 @@ async fn canaries_are_checked_over_the_whole_response() {
         let marker = r.canary().unwrap_or_default();
         let (head, tail) = marker.split_at(marker.len().min(5));
         let mut body = cat(&[sse_head(), role_chunk(), content_chunk(head), content_chunk(tail)]);
+        // Another request's marker: this run's seed and the next index.
+        let index: u64 = marker.rsplit('_').next().and_then(|i| i.parse().ok()).unwrap_or(0);
+        let other = format!(" ANVIL_REQ_5_{:05} x", (index + 1) % 3);
         for i in 0..600 {
             // 12,000 visible characters, and for every third request another request's marker
             // beyond the 8,192-character capture.
-            let text = if r.number % 3 == 2 && i == 500 { " ANVIL_REQ_0_99999 x" } else { " the river ran north" };
+            let text = if r.number % 3 == 2 && i == 500 { other.as_str() } else { " the river ran north" };
             body.extend(content_chunk(text));
         }
         body.extend(cat(&[finish_chunk("stop"), usage_chunk(300, 603), done()]));

@@ -9,6 +9,7 @@
 
 pub mod gaps;
 pub mod load;
+mod output_warnings;
 pub mod sample;
 pub mod slo;
 pub mod snapshots;
@@ -87,7 +88,7 @@ pub fn us(ms: f64) -> u64 {
 impl LiveStats {
     fn record_completed(&mut self, s: &Sample) {
         self.completed += 1;
-        self.output_tokens += s.output_tokens();
+        self.output_tokens = self.output_tokens.saturating_add(s.output_tokens());
         if let Some(t) = s.ttft_ms() {
             self.ttft_us.saturating_record(us(t));
         }

@@ -52,6 +52,18 @@ const CONTROLLED_TRUNCATED: u16 = 1 << 5;
 const TOKENS_FROM_CHUNKS: u16 = 1 << 6;
 const CANARY_FOREIGN: u16 = 1 << 7;
 const USAGE_SET_ASIDE: u16 = 1 << 8;
+/// The server's usage was rejected (see `RequestTiming::facts`).
+const USAGE_IMPLAUSIBLE: u16 = 1 << 9;
+/// The canary found a cut-off or garbled marker.
+const CANARY_MALFORMED: u16 = 1 << 10;
+/// `finish_reason = "stop"`: the server says the answer ended on its own.
+const FINISH_STOP: u16 = 1 << 11;
+/// The server said `stop` at the budget, and the record says `length`.
+const FINISH_CORRECTED: u16 = 1 << 12;
+/// The request carried its own output length (a trace row, a conversation turn) ...
+const HAS_PLANNED_OUTPUT: u16 = 1 << 13;
+/// ... and its output stayed below it.
+const BELOW_PLANNED_OUTPUT: u16 = 1 << 14;
 
 fn opt_u64(v: Option<u64>) -> u64 {
     // u64::MAX itself is not a count any server reports; it reads back as "not reported".
@@ -76,6 +88,24 @@ impl Sample {
             }
             if c.foreign_marker_count > 0 {
                 flags |= CANARY_FOREIGN;
+            }
+            if c.malformed_marker_count > 0 {
+                flags |= CANARY_MALFORMED;
+            }
+        }
+        if r.facts().usage_implausible {
+            flags |= USAGE_IMPLAUSIBLE;
+        }
+        if r.finish_reason.as_deref() == Some("stop") {
+            flags |= FINISH_STOP;
+        }
+        if r.reported_finish_reason.is_some() {
+            flags |= FINISH_CORRECTED;
+        }
+        if let Some(planned) = r.replay.planned_output_tokens {
+            flags |= HAS_PLANNED_OUTPUT;
+            if r.output_tokens < u64::from(planned) {
+                flags |= BELOW_PLANNED_OUTPUT;
             }
         }
         if let Some(o) = &r.controlled_output {
@@ -124,6 +154,7 @@ impl Sample {
             index: self.index,
             start_offset_ms: self.start_offset_ms,
             canary_failed: self.canary_failed(),
+            usage_implausible: self.usage_implausible(),
             controlled_miss: self.controlled_miss(),
         }
     }
@@ -140,6 +171,28 @@ impl Sample {
     /// The response held another request's canary marker (cross-request contamination).
     pub fn canary_foreign(&self) -> bool {
         self.flags & CANARY_FOREIGN != 0
+    }
+    /// The response held a cut-off or garbled canary marker (not contamination).
+    pub fn canary_malformed(&self) -> bool {
+        self.flags & CANARY_MALFORMED != 0
+    }
+    /// The server's usage was rejected: no count of it is kept.
+    pub fn usage_implausible(&self) -> bool {
+        self.flags & USAGE_IMPLAUSIBLE != 0
+    }
+    /// The server said `stop` at the output budget; the record says `length`.
+    pub fn finish_corrected(&self) -> bool {
+        self.flags & FINISH_CORRECTED != 0
+    }
+    /// The answer ended on its own (`stop`) before its output budget: the request's own planned
+    /// length, else `max_tokens`.
+    pub fn stopped_before_budget(&self, max_tokens: u32) -> bool {
+        let below = if self.flags & HAS_PLANNED_OUTPUT != 0 {
+            self.flags & BELOW_PLANNED_OUTPUT != 0
+        } else {
+            self.output_tokens < u64::from(max_tokens)
+        };
+        self.flags & FINISH_STOP != 0 && below
     }
     /// `(exact, observable, truncated)` of the `response_words` check, when there was one.
     pub fn controlled(&self) -> Option<(bool, bool, bool)> {

@@ -134,7 +134,7 @@ impl Snapshots {
     pub fn record_completed(&mut self, s: &Sample) {
         let c = &mut self.current;
         c.completed += 1;
-        c.output_tokens += s.output_tokens();
+        c.output_tokens = c.output_tokens.saturating_add(s.output_tokens());
         if let Some(t) = s.ttft_ms() {
             c.ttft.saturating_record(us(t));
         }
@@ -274,7 +274,7 @@ pub fn windows_from_samples(
                 *errors.entry(f.kind.to_string()).or_default() += 1;
             }
             let secs = ((hi - lo) / 1000.0).max(1e-9);
-            let output_tokens: u64 = done.iter().map(|s| s.output_tokens()).sum();
+            let output_tokens = done.iter().map(|s| s.output_tokens()).fold(0, u64::saturating_add);
             let ratios: Vec<f64> = done
                 .iter()
                 .filter_map(|s| match (s.cached_tokens(), s.prompt_tokens()) {

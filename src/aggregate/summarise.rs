@@ -124,11 +124,11 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
 
     let prompt_reported: Vec<u64> = eligible.iter().filter_map(|r| r.prompt_tokens()).collect();
     let totals = Totals {
-        output_tokens: eligible.iter().map(|r| r.output_tokens()).sum(),
-        prompt_tokens: prompt_reported.iter().sum(),
+        output_tokens: total(eligible.iter().map(|r| r.output_tokens())),
+        prompt_tokens: total(prompt_reported.iter().copied()),
         prompt_token_samples: prompt_reported.len(),
-        content_chunks: eligible.iter().map(|r| u64::from(r.content_chunks)).sum(),
-        reasoning_chunks: eligible.iter().map(|r| u64::from(r.reasoning_chunks)).sum(),
+        content_chunks: total(eligible.iter().map(|r| u64::from(r.content_chunks))),
+        reasoning_chunks: total(eligible.iter().map(|r| u64::from(r.reasoning_chunks))),
     };
     let excluded = attempted.saturating_sub(eligible.len() as u64);
     let rates = rates(&eligible, &totals, wall_clock_ms, info, excluded == 0 && !interrupted && !eligible.is_empty());
@@ -153,6 +153,7 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         samples: canary_results.len(),
         passed: canary_results.iter().filter(|&&p| p).count(),
         foreign: samples.iter().filter(|s| s.canary_failed() && s.canary_foreign()).count(),
+        malformed: samples.iter().filter(|s| s.canary_failed() && !s.canary_foreign() && s.canary_malformed()).count(),
     };
     let controlled_output = controlled_output(samples);
     let sizing = sizing_errors(samples);
@@ -204,6 +205,7 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         load,
         slo,
         error_counts: error_counts(failures.iter().map(|f| &f.kind)),
+        excluded_by_reason: excluded_by_reason(samples),
         warnings: Vec::new(),
         drift: snapshots::drift(&collected.windows),
         snapshot_windows: collected.windows.len(),
@@ -221,6 +223,21 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
     }
     summary.warnings = warnings(info, &summary, samples, failures);
     summary
+}
+
+/// Completed requests left out of the distributions, by why.
+fn excluded_by_reason(samples: &[Sample]) -> BTreeMap<&'static str, u64> {
+    let mut by_reason = BTreeMap::new();
+    for e in samples.iter().filter_map(|r| r.exclusion) {
+        *by_reason.entry(e.as_str()).or_default() += 1;
+    }
+    by_reason
+}
+
+/// A sum of counts that cannot wrap: eligible records hold no count beyond
+/// `MAX_PLAUSIBLE_TOKENS`, and whatever a records file holds, a total stops at `u64::MAX`.
+pub(super) fn total(counts: impl Iterator<Item = u64>) -> u64 {
+    counts.fold(0, u64::saturating_add)
 }
 
 /// Below this share of the expected cached tokens, a conversation's cache did not hold.
@@ -350,9 +367,9 @@ fn client_tokens(samples: &[Sample], failures: &[FailureSample]) -> ClientTokens
     let cached: Vec<u64> = samples.iter().filter_map(Sample::cached_tokens).collect();
     let unsent = |k: ErrorKind| matches!(k, ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout);
     ClientTokens {
-        prompt_tokens: samples.iter().filter_map(Sample::prompt_tokens).sum(),
-        cached_tokens: (!cached.is_empty()).then(|| cached.iter().sum()),
-        completion_tokens: reported.iter().map(|s| s.output_tokens()).sum(),
+        prompt_tokens: total(samples.iter().filter_map(Sample::prompt_tokens)),
+        cached_tokens: (!cached.is_empty()).then(|| total(cached.iter().copied())),
+        completion_tokens: total(reported.iter().map(|s| s.output_tokens())),
         without_usage: (samples.len() - reported.len()) as u64
             + failures.iter().filter(|f| !unsent(f.kind)).count() as u64,
     }
@@ -377,6 +394,9 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
             foreign: canaries.foreign,
         });
     }
+    if canaries.malformed > 0 {
+        w.push(Warning::CanaryMarkersMalformed { responses: canaries.malformed });
+    }
     let server_failures = failures.iter().filter(|f| f.kind != ErrorKind::Interrupted).count();
     if server_failures > 0 {
         w.push(Warning::RequestsFailed {
@@ -386,13 +406,27 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         });
     }
     let set_aside = samples.iter().filter(|r| r.usage_set_aside()).count();
-    let chunk_counted =
-        samples.iter().filter(|r| r.token_source() == TokenSource::ChunkCount && !r.usage_set_aside()).count();
+    // Responses whose usage was rejected are counted from chunks too, but reported usage.
+    let chunk_counted = samples
+        .iter()
+        .filter(|r| r.token_source() == TokenSource::ChunkCount && !r.usage_set_aside() && !r.usage_implausible())
+        .count();
     if chunk_counted > 0 {
         w.push(Warning::NoUsageReported { responses: chunk_counted });
     }
     if set_aside > 0 {
         w.push(Warning::UsageImplausible { responses: set_aside });
+    }
+    let rejected = samples.iter().filter(|r| r.usage_implausible()).count();
+    if rejected > 0 {
+        w.push(Warning::UsageRejected { responses: rejected });
+    }
+    let corrected = samples.iter().filter(|r| r.finish_corrected()).count();
+    if corrected > 0 {
+        w.push(Warning::FinishAtBudget { responses: corrected, api: info.api.name() });
+    }
+    if let Some(ignored) = super::output_warnings::output_control_ignored(info, samples) {
+        w.push(ignored);
     }
     if let Some(reason) = &info.prompt_sizing.fallback_reason {
         w.push(Warning::SizingFallback { reason: reason.clone() });
@@ -423,11 +457,7 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
     }
     let eligible = s.population.performance_eligible_requests;
     if eligible == 0 && !samples.is_empty() {
-        let mut by_reason = BTreeMap::new();
-        for e in samples.iter().filter_map(|r| r.exclusion) {
-            *by_reason.entry(e.as_str()).or_default() += 1;
-        }
-        w.push(Warning::NothingEligible { completed: samples.len() as u64, by_reason });
+        w.push(Warning::NothingEligible { completed: samples.len() as u64, by_reason: s.excluded_by_reason.clone() });
     } else if eligible > 0 {
         let thin: Vec<(&'static str, usize)> = s
             .population
@@ -449,7 +479,7 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         None if eligible > 0 && !s.interrupted => w.push(Warning::SteadyStateNone),
         _ => {}
     }
-    token_warnings(&mut w, samples);
+    super::output_warnings::token_warnings(&mut w, samples);
     for reason in &s.load.validity.reasons {
         w.push(Warning::InvalidLoad { reason: reason.clone() });
     }
@@ -460,40 +490,6 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         }
     }
     w
-}
-
-/// `usage.completion_tokens` further than this from the streamed count is warned about.
-const USAGE_STREAMED_PCT: f64 = 5.0;
-/// Above this mean, chunks carry several tokens.
-const MULTI_TOKEN_CHUNKS: f64 = 1.1;
-
-/// The two per-token warnings: usage that is not what streamed, and multi-token chunks. Over
-/// every completed response (the server's accounting does not depend on eligibility).
-fn token_warnings(w: &mut Vec<Warning>, samples: &[Sample]) {
-    let counted: Vec<(&Sample, u64)> = samples.iter().filter_map(|s| s.streamed_tokens().map(|n| (s, n))).collect();
-    let off: Vec<&(&Sample, u64)> = counted
-        .iter()
-        .filter(|(s, n)| {
-            let usage = s.output_tokens() as f64;
-            (usage - *n as f64).abs() > (*n as f64).max(1.0) * USAGE_STREAMED_PCT / 100.0
-        })
-        .collect();
-    if !off.is_empty() {
-        w.push(Warning::UsageNotStreamed {
-            responses: off.len(),
-            counted: counted.len(),
-            usage_tokens: off.iter().map(|(s, _)| s.output_tokens()).sum(),
-            streamed_tokens: off.iter().map(|(_, n)| n).sum(),
-        });
-    }
-    let chunks: u64 = samples.iter().map(Sample::output_chunks).sum();
-    let tokens: u64 = samples.iter().map(|s| s.streamed_tokens().unwrap_or(s.output_tokens())).sum();
-    if chunks > 0 && tokens as f64 / chunks as f64 > MULTI_TOKEN_CHUNKS {
-        w.push(Warning::MultiTokenChunks {
-            tokens_per_chunk: tokens as f64 / chunks as f64,
-            per_chunk_counts: !counted.is_empty(),
-        });
-    }
 }
 
 #[cfg(test)]

@@ -234,6 +234,8 @@ pub struct Canaries {
     pub passed: usize,
     /// Failed canaries whose response held another request's marker.
     pub foreign: usize,
+    /// Failed canaries whose response held a cut-off or garbled marker, and no other request's.
+    pub malformed: usize,
 }
 
 impl Canaries {
@@ -316,6 +318,8 @@ pub struct LevelSummary {
     pub slo: Option<SloReport>,
     /// Failures by `error_kind`.
     pub error_counts: BTreeMap<String, u64>,
+    /// Completed requests left out of the distributions, by `exclusion_reason`.
+    pub excluded_by_reason: BTreeMap<&'static str, u64>,
     pub warnings: Vec<Warning>,
     pub drift: Option<Drift>,
     pub snapshot_windows: usize,

@@ -109,6 +109,27 @@ pub enum Warning {
         /// From per-chunk usage counts (else usage over chunks).
         per_chunk_counts: bool,
     },
+    /// Failed canaries whose response held a cut-off or garbled marker (and no other request's).
+    CanaryMarkersMalformed {
+        responses: usize,
+    },
+    /// Responses whose usage no request of the run could produce: excluded, never summed.
+    UsageRejected {
+        responses: usize,
+    },
+    /// Responses that reached their output budget while the server said they stopped on their
+    /// own: recorded as `length`.
+    FinishAtBudget {
+        responses: usize,
+        api: &'static str,
+    },
+    /// `ignore_eos` / `min_tokens` was sent, and answers stopped on their own before it allowed.
+    OutputControlIgnored {
+        field: &'static str,
+        stopped: usize,
+        completed: usize,
+        api: &'static str,
+    },
     /// What the server's own metrics say about the level (scrapes, resets, counts that differ).
     Server {
         warning: ServerMetricsWarning,
@@ -141,6 +162,10 @@ impl Warning {
             Warning::NoSuccess => "no_success",
             Warning::UsageNotStreamed { .. } => "usage_not_streamed",
             Warning::MultiTokenChunks { .. } => "multi_token_chunks",
+            Warning::CanaryMarkersMalformed { .. } => "canary_markers_malformed",
+            Warning::UsageRejected { .. } => "usage_rejected",
+            Warning::FinishAtBudget { .. } => "finish_reason_at_budget",
+            Warning::OutputControlIgnored { .. } => "output_control_ignored",
             Warning::Server { warning, .. } => warning.code(),
         }
     }
@@ -216,8 +241,9 @@ impl Warning {
             Warning::NothingEligible { completed, by_reason } => {
                 let reasons: Vec<String> = by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
                 format!(
-                    "no request is in the distributions: all {completed} completed requests were excluded ({}); every summary is empty — see request_timings[].exclusion_reason, and lower run.warmup/run.cooldown or send more requests",
-                    reasons.join(", ")
+                    "no request is in the distributions: all {completed} completed requests were excluded ({}); every summary is empty — see request_timings[].exclusion_reason; {}",
+                    reasons.join(", "),
+                    nothing_eligible_advice(by_reason)
                 )
             }
             Warning::InvalidLoad { reason } => reason.clone(),
@@ -246,9 +272,42 @@ impl Warning {
                 "chunks carried {tokens_per_chunk:.2} tokens on average ({}): itl_chunk_* is the gap between chunks (what vLLM's benchmark calls ITL), itl_token_* that gap per token; varying counts per chunk suggest speculative decoding (see tokens_per_chunk_* and server_metrics.spec_decode), a constant count a stream interval",
                 if *per_chunk_counts { "from per-chunk usage" } else { "usage over chunks" }
             ),
+            Warning::CanaryMarkersMalformed { responses } => format!(
+                "{responses} responses held a canary marker cut short or garbled (see request_canary.offending_marker), not another request's: the output budget ended mid-marker or the model mangled it; they failed their canaries (marker_truncated, marker_garbled) and are excluded, but this is no sign that responses were mixed up; raise max_tokens if markers are cut, or set workload.canaries = false if the model cannot copy them"
+            ),
+            Warning::UsageRejected { responses } => format!(
+                "{responses} responses reported token usage their request could not produce (prompt tokens beyond what was sent, output beyond the budget, a cumulative count going backwards, or no count at all): none of their counts is kept or summed, and they are excluded as usage_implausible (see request_timings[].usage_implausible); check the server's usage accounting"
+            ),
+            Warning::FinishAtBudget { responses, api } => format!(
+                "{responses} responses reached their output budget while the server ({api} API) said they stopped on their own (finish_reason stop, or status completed): they are recorded as length, so truncation counts agree across APIs; the server's word is kept in request_timings[].reported_finish_reason"
+            ),
+            Warning::OutputControlIgnored { field, stopped, completed, api } => format!(
+                "{stopped} of {completed} completed answers stopped on their own before the length {field} asked for: the server ignored {field} on the {api} API (llama.cpp's /v1/messages drops it), so output lengths, TPOT and throughput are not those of the planned output and do not compare with runs where it held; use an API that honours it, or compare like with like"
+            ),
             Warning::Server { warning, url } => warning.message(url),
         }
     }
+}
+
+/// What to do when nothing is left in the distributions, by why it was left out.
+fn nothing_eligible_advice(by_reason: &BTreeMap<&'static str, u64>) -> String {
+    let mut advice: Vec<&str> = Vec::new();
+    for reason in by_reason.keys() {
+        let a = match *reason {
+            "canary_failed" => {
+                "the canaries failed (see the canary warning: mixed-up responses, or a model that cannot copy the marker, when workload.canaries = false is the way out)"
+            }
+            "usage_implausible" => "the server's token usage could not be believed: check its usage accounting",
+            "controlled_output" => {
+                "no answer had exactly response_words words: use controlled_output_policy = \"observe\", or a word count the model can meet"
+            }
+            _ => "lower run.warmup/run.cooldown or send more requests",
+        };
+        if !advice.contains(&a) {
+            advice.push(a);
+        }
+    }
+    advice.join("; ")
 }
 
 impl Serialize for Warning {

@@ -220,6 +220,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let endpoint = format!("{}{}", target.base_url, scenario.target.api.path());
     let client = Client::new(&endpoint, scenario.target.api_key.clone(), scenario.client.clone(), pool_size(&scenario))
         .and_then(|c| c.for_api(scenario.target.api, scenario.target.anthropic_version.as_deref()))
+        .map(|c| c.with_limits(crate::worker::RequestLimits::from_scenario(&scenario)))
         .map_err(|e| AppError::BadInput(format!("target.base_url: {e}")))?;
     let control = RunControl::default();
     let records_note = setup::RecordsNote::default();

@@ -53,7 +53,7 @@ impl MarkerRegistry {
         let in_flight = inner.in_flight.iter().rev().map(|(_, marker)| marker).find(other);
         match in_flight.or_else(|| inner.recent.iter().find(other)) {
             Some(marker) => marker.to_string(),
-            None => FALLBACK_MARKER.to_owned(),
+            None => made_up(own),
         }
     }
 }
@@ -69,8 +69,26 @@ impl MarkerRegistry {
         let in_flight = inner.in_flight.iter().rev().map(|(_, marker)| marker).find(other);
         match in_flight.or_else(|| inner.recent.iter().find(other)) {
             Some(marker) => marker.to_string(),
-            None => FALLBACK_MARKER.to_owned(),
+            None => made_up(own),
         }
+    }
+}
+
+/// When no other request's marker is known: a marker of another request of the same run, as a
+/// server mixing up responses could only deliver (the client counts nothing else as foreign),
+/// made from `own`: the neighbouring index, or the neighbouring conversation's first turn.
+/// Without a marker of the tool's shape, the fixed `FALLBACK_MARKER`.
+fn made_up(own: Option<&str>) -> String {
+    use crate::session::canary::parse_turn_marker;
+    use crate::workload::canary::parse_request_marker;
+    let neighbour = |n: u64| if n > 0 { n - 1 } else { n + 1 };
+    match own {
+        Some(own) => match (parse_request_marker(own), parse_turn_marker(own)) {
+            (Some((seed, index)), _) => format!("ANVIL_REQ_{seed}_{:05}", neighbour(index)),
+            (_, Some((seed, conversation, _))) => format!("ANVIL_REQ_{seed}_S{:05}_T1", neighbour(conversation)),
+            _ => FALLBACK_MARKER.to_owned(),
+        },
+        None => FALLBACK_MARKER.to_owned(),
     }
 }
 
@@ -125,6 +143,15 @@ mod tests {
         }
         assert_eq!(registry.lock().recent.len(), RECENT);
         assert!(registry.lock().in_flight.is_empty());
+    }
+
+    #[test]
+    fn a_made_up_marker_is_another_request_of_the_same_run() {
+        let registry = MarkerRegistry::new();
+        assert_eq!(registry.foreign(Some("ANVIL_REQ_7_00000")), "ANVIL_REQ_7_00001");
+        assert_eq!(registry.foreign(Some("ANVIL_REQ_7_00012")), "ANVIL_REQ_7_00011");
+        assert_eq!(registry.foreign_session(Some("ANVIL_REQ_7_S00003_T2")), "ANVIL_REQ_7_S00002_T1");
+        assert_eq!(registry.foreign(None), FALLBACK_MARKER);
     }
 
     #[test]

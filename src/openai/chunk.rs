@@ -40,7 +40,7 @@ pub struct Delta<'a> {
 }
 
 /// Server-reported token counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Usage {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
@@ -49,13 +49,116 @@ pub struct Usage {
     /// Reasoning tokens among the completion tokens, when the server says (Responses API
     /// `output_tokens_details.reasoning_tokens`, chat `completion_tokens_details`).
     pub reasoning_tokens: Option<u64>,
+    /// The first count that was a number but no count (negative, fractional, beyond 64 bits):
+    /// the field, in chat's names, and the number. Such usage describes no response; the
+    /// request is excluded as `usage_implausible`, not failed as unreadable JSON.
+    pub not_a_count: Option<(&'static str, f64)>,
+}
+
+/// A token count as the wire gave it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Count {
+    N(u64),
+    /// A JSON number that is no count: negative, fractional, or beyond 64 bits.
+    NotACount(f64),
+}
+
+impl Usage {
+    /// Usage from the counts of one usage object; `None` counts were absent or null.
+    pub(super) fn from_counts(
+        prompt: Option<Count>,
+        completion: Option<Count>,
+        cached: Option<Count>,
+        reasoning: Option<Count>,
+    ) -> Usage {
+        let mut u = Usage::default();
+        for (name, count, slot) in [
+            ("prompt_tokens", prompt, &mut u.prompt_tokens),
+            ("completion_tokens", completion, &mut u.completion_tokens),
+            ("cached_tokens", cached, &mut u.cached_tokens),
+            ("reasoning_tokens", reasoning, &mut u.reasoning_tokens),
+        ] {
+            match count {
+                Some(Count::N(n)) => *slot = Some(n),
+                Some(Count::NotACount(v)) => {
+                    u.not_a_count.get_or_insert((name, v));
+                }
+                None => {}
+            }
+        }
+        u
+    }
+}
+
+/// An optional token count: any JSON number is taken (a count, or a number that is none, for
+/// the plausibility check to judge), `null` is absent; anything else is a type error.
+pub(super) fn opt_count<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<Count>, D::Error> {
+    struct C;
+    impl<'de> Visitor<'de> for C {
+        type Value = Option<Count>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a token count or null")
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(C)
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(Count::N(v)))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(u64::try_from(v).map_or(Count::NotACount(v as f64), Count::N)))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+            // `3.0` is the count 3; a float that names no whole count exactly is none.
+            let whole = v >= 0.0 && v.fract() == 0.0 && v < 9_007_199_254_740_992.0;
+            Ok(Some(if whole { Count::N(v as u64) } else { Count::NotACount(v) }))
+        }
+    }
+    d.deserialize_option(C)
+}
+
+/// What a payload that serde could not read is, in the user's words: not JSON at all, JSON
+/// that is no object (`data: null`), or an object with a field of the wrong type. `what` names
+/// the payload (`stream chunk`, `the answer`); serde's names of this module's types never show.
+pub(super) fn json_error(what: &str, text: &str, e: &serde_json::Error) -> ChunkError {
+    use serde_json::error::Category;
+    let detail = e.to_string();
+    let detail = match detail.find("struct Wire") {
+        Some(at) => {
+            let end = detail[at + 7..].find(|c: char| !c.is_ascii_alphanumeric()).map_or(detail.len(), |n| at + 7 + n);
+            format!("{}an object{}", &detail[..at], &detail[end..])
+        }
+        None => detail,
+    };
+    if !matches!(e.classify(), Category::Data) {
+        return ChunkError::InvalidJson(format!("{what} is not valid JSON: {detail}"));
+    }
+    let kind = match text.trim_start().as_bytes().first() {
+        Some(b'{') => None,
+        Some(b'n') => Some("JSON null"),
+        Some(b't' | b'f') => Some("a JSON boolean"),
+        Some(b'"') => Some("a JSON string"),
+        Some(b'[') => Some("a JSON array"),
+        _ => Some("a JSON number"),
+    };
+    ChunkError::InvalidJson(match kind {
+        Some(kind) => format!("{what} is {kind}, not an object"),
+        None => format!("{what} has a field of the wrong type: {detail}"),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChunkError {
     #[error("stream chunk is not valid UTF-8")]
     InvalidUtf8,
-    #[error("stream chunk is not valid JSON: {0}")]
+    /// The whole message: what was not readable, and why.
+    #[error("{0}")]
     InvalidJson(String),
 }
 
@@ -91,10 +194,10 @@ struct WireDelta<'a> {
 
 #[derive(Deserialize)]
 struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "opt_count")]
+    prompt_tokens: Option<Count>,
+    #[serde(default, deserialize_with = "opt_count")]
+    completion_tokens: Option<Count>,
     #[serde(default)]
     prompt_tokens_details: Option<WireDetails>,
     #[serde(default)]
@@ -103,10 +206,10 @@ struct WireUsage {
 
 #[derive(Deserialize)]
 pub(super) struct WireDetails {
-    #[serde(default)]
-    pub cached_tokens: Option<u64>,
-    #[serde(default)]
-    pub reasoning_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "opt_count")]
+    pub cached_tokens: Option<Count>,
+    #[serde(default, deserialize_with = "opt_count")]
+    pub reasoning_tokens: Option<Count>,
 }
 
 #[derive(Deserialize)]
@@ -212,7 +315,7 @@ pub(super) fn parse_event_shaped<'a>(
 
 /// `parse_event` by serde alone, for a payload already known to be UTF-8.
 pub(super) fn parse_event_general(text: &str) -> Result<StreamEvent<'_>, ChunkError> {
-    let chunk: WireChunk<'_> = serde_json::from_str(text).map_err(|e| ChunkError::InvalidJson(e.to_string()))?;
+    let chunk: WireChunk<'_> = serde_json::from_str(text).map_err(|e| json_error("stream chunk", text, &e))?;
     if let Some(err) = chunk.error {
         return Ok(StreamEvent::Error {
             kind: error_kind(err.kind.as_deref(), err.code.as_ref()),
@@ -229,11 +332,13 @@ pub(super) fn parse_event_general(text: &str) -> Result<StreamEvent<'_>, ChunkEr
             (Delta { content, reasoning }, choice.finish_reason)
         }
     };
-    let usage = chunk.usage.map(|u| Usage {
-        prompt_tokens: u.prompt_tokens,
-        completion_tokens: u.completion_tokens,
-        cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
-        reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+    let usage = chunk.usage.map(|u| {
+        Usage::from_counts(
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+        )
     });
     Ok(StreamEvent::Chunk { delta, finish_reason, usage })
 }
@@ -316,7 +421,8 @@ mod tests {
                 prompt_tokens: Some(5),
                 completion_tokens: Some(8),
                 cached_tokens: Some(0),
-                reasoning_tokens: None
+                reasoning_tokens: None,
+                not_a_count: None
             })
         );
     }
@@ -334,13 +440,48 @@ mod tests {
                 prompt_tokens: Some(7),
                 completion_tokens: Some(3),
                 cached_tokens: None,
-                reasoning_tokens: None
+                reasoning_tokens: None,
+                not_a_count: None
             })
         );
         let StreamEvent::Chunk { usage, .. } = chunk(r#"{"choices":[{"delta":{"content":"a"}}],"usage":null}"#) else {
             panic!()
         };
         assert_eq!(usage, None);
+    }
+
+    #[test]
+    fn numbers_that_are_no_counts_are_kept_for_the_plausibility_check() {
+        let usage = |text: &str| match parse_event(text.as_bytes()).unwrap() {
+            StreamEvent::Chunk { usage, .. } => usage.unwrap(),
+            other => panic!("{other:?}"),
+        };
+        let u = usage(r#"{"choices":[],"usage":{"prompt_tokens":-3,"completion_tokens":2.5}}"#);
+        assert_eq!((u.prompt_tokens, u.completion_tokens, u.not_a_count), (None, None, Some(("prompt_tokens", -3.0))));
+        let u = usage(r#"{"choices":[],"usage":{"completion_tokens":18446744073709551616}}"#);
+        assert_eq!(u.not_a_count, Some(("completion_tokens", 18446744073709551616.0)));
+        let u = usage(r#"{"choices":[],"usage":{"completion_tokens":3.0,"prompt_tokens":18446744073709551615}}"#);
+        assert_eq!((u.completion_tokens, u.prompt_tokens, u.not_a_count), (Some(3), Some(u64::MAX), None));
+        let u = usage(r#"{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":-1}}}"#);
+        assert_eq!(u.not_a_count, Some(("cached_tokens", -1.0)));
+    }
+
+    #[test]
+    fn unreadable_payloads_say_what_they_are_in_the_users_words() {
+        let message = |text: &str| match parse_event(text.as_bytes()) {
+            Err(ChunkError::InvalidJson(m)) => m,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(message("null"), "stream chunk is JSON null, not an object");
+        assert_eq!(message("[1]"), "stream chunk is a JSON array, not an object");
+        assert_eq!(message("\"x\""), "stream chunk is a JSON string, not an object");
+        assert_eq!(message("7"), "stream chunk is a JSON number, not an object");
+        for text in [r#"{"choices":[{"delta":3}]}"#, r#"{"usage":{"prompt_tokens_details":3}}"#, r#"{"choices":"x"}"#] {
+            let m = message(text);
+            assert!(m.starts_with("stream chunk has a field of the wrong type: invalid type: "), "{m}");
+            assert!(!m.contains("Wire") && !m.contains("struct"), "{m}");
+        }
+        assert!(message("{\"choices\": [tru").starts_with("stream chunk is not valid JSON: "));
     }
 
     #[test]

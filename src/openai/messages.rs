@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::chunk::{ChunkError, Delta, StreamEvent, Usage, opt_str};
+use super::chunk::{ChunkError, Count, Delta, StreamEvent, Usage, json_error, opt_count, opt_str};
 use super::request::{PromptBody, RequestParams, merge_extra, shared_fields};
 
 /// The body of a streamed Messages request. System messages go to the top-level `system`
@@ -79,14 +79,26 @@ struct WireMessage {
 
 #[derive(Deserialize)]
 struct WireUsage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "opt_count")]
+    input_tokens: Option<Count>,
+    #[serde(default, deserialize_with = "opt_count")]
+    output_tokens: Option<Count>,
+    #[serde(default, deserialize_with = "opt_count")]
+    cache_creation_input_tokens: Option<Count>,
+    #[serde(default, deserialize_with = "opt_count")]
+    cache_read_input_tokens: Option<Count>,
+}
+
+/// `a + b` of two counts: a sum past 64 bits is no count either.
+fn add(a: Option<Count>, b: Option<Count>) -> Option<Count> {
+    match (a, b) {
+        (Some(Count::N(x)), Some(Count::N(y))) => {
+            Some(x.checked_add(y).map_or(Count::NotACount(x as f64 + y as f64), Count::N))
+        }
+        (Some(Count::NotACount(v)), _) | (_, Some(Count::NotACount(v))) => Some(Count::NotACount(v)),
+        (a, None) => a,
+        (None, b) => b,
+    }
 }
 
 #[derive(Deserialize)]
@@ -109,18 +121,16 @@ fn finish_reason(stop: Cow<'_, str>) -> Cow<'_, str> {
 /// Interpret one Messages event's data.
 pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
     let text = std::str::from_utf8(data).map_err(|_| ChunkError::InvalidUtf8)?;
-    let event: WireEvent<'_> = serde_json::from_str(text).map_err(|e| ChunkError::InvalidJson(e.to_string()))?;
+    let event: WireEvent<'_> = serde_json::from_str(text).map_err(|e| json_error("stream event", text, &e))?;
     let chunk = |delta, finish_reason, usage| StreamEvent::Chunk { delta, finish_reason, usage };
     let Some(kind) = event.kind else { return Ok(chunk(Delta::default(), None, None)) };
     Ok(match kind.as_ref() {
         "message_start" => {
             let usage = event.message.and_then(|m| m.usage).map(|u| {
                 let cached = u.cache_read_input_tokens;
-                let prompt = u.input_tokens.map(|n| {
-                    n.saturating_add(u.cache_creation_input_tokens.unwrap_or(0)).saturating_add(cached.unwrap_or(0))
-                });
+                let prompt = u.input_tokens.and_then(|n| add(add(Some(n), u.cache_creation_input_tokens), cached));
                 // `output_tokens` here is a placeholder (1); the count comes with message_delta.
-                Usage { prompt_tokens: prompt, completion_tokens: None, cached_tokens: cached, reasoning_tokens: None }
+                Usage::from_counts(prompt, None, cached, None)
             });
             chunk(Delta::default(), None, usage)
         }
@@ -137,12 +147,7 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
             chunk(delta, None, None)
         }
         "message_delta" => {
-            let usage = event.usage.map(|u| Usage {
-                prompt_tokens: None,
-                completion_tokens: u.output_tokens,
-                cached_tokens: None,
-                reasoning_tokens: None,
-            });
+            let usage = event.usage.map(|u| Usage::from_counts(None, u.output_tokens, None, None));
             chunk(Delta::default(), event.delta.and_then(|d| d.stop_reason).map(finish_reason), usage)
         }
         "message_stop" => StreamEvent::Done,

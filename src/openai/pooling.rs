@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::{Map, Value, json};
 
-use super::chunk::{ChunkError, Usage};
+use super::chunk::{ChunkError, Count, Usage, json_error, opt_count};
 use super::request::{PromptBody, RequestParams, merge_extra};
 use crate::scenario::Api;
 
@@ -59,16 +59,16 @@ struct WireAnswer {
 
 #[derive(Deserialize)]
 struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    total_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "opt_count")]
+    prompt_tokens: Option<Count>,
+    #[serde(default, deserialize_with = "opt_count")]
+    total_tokens: Option<Count>,
 }
 
 /// Read the answer of `api` (embeddings or rerank).
 pub fn parse_answer(api: Api, body: &[u8]) -> Result<PoolingAnswer, ChunkError> {
     let text = std::str::from_utf8(body).map_err(|_| ChunkError::InvalidUtf8)?;
-    let answer: WireAnswer = serde_json::from_str(text).map_err(|e| ChunkError::InvalidJson(e.to_string()))?;
+    let answer: WireAnswer = serde_json::from_str(text).map_err(|e| json_error("the answer", text, &e))?;
     if let Some(error) = answer.error.filter(|e| !e.is_null()) {
         let (kind, message) = super::parse_error_body(json!({ "error": error }).to_string().as_bytes());
         return Ok(PoolingAnswer::Error { kind, message: message.unwrap_or_else(|| "error in the answer".into()) });
@@ -82,7 +82,7 @@ pub fn parse_answer(api: Api, body: &[u8]) -> Result<PoolingAnswer, ChunkError> 
     };
     // Rerank reports only `total_tokens` (every token is input); embeddings both.
     let prompt_tokens = answer.usage.and_then(|u| u.prompt_tokens.or(u.total_tokens));
-    let usage = Usage { prompt_tokens, completion_tokens: Some(0), cached_tokens: None, reasoning_tokens: None };
+    let usage = Usage::from_counts(prompt_tokens, Some(Count::N(0)), None, None);
     Ok(PoolingAnswer::Ok { usage, items: items.len() })
 }
 

@@ -14,11 +14,16 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::chunk::{ChunkError, Delta, StreamEvent, Usage, WireDetails, error_kind, opt_str};
+use super::chunk::{
+    ChunkError, Count, Delta, StreamEvent, Usage, WireDetails, error_kind, json_error, opt_count, opt_str,
+};
 use super::request::{PromptBody, RequestParams, merge_extra, shared_fields};
 
 /// The body of a streamed Responses request. A leading system message becomes `instructions`;
-/// `store: false` keeps the server from holding every response of a load test.
+/// `store: false` keeps the server from holding every response of a load test. Each message of
+/// a conversation goes as an input item `{type: "message", role, content}`: the API defines the
+/// `type` (optional in OpenAI's schema), and llama.cpp cannot tell an item without it from the
+/// other item kinds (HTTP 400 "Cannot determine type of 'item'").
 pub(super) fn body(p: &RequestParams, prompt: PromptBody<'_>) -> Vec<u8> {
     let mut out = Map::new();
     out.insert("model".into(), json!(p.model));
@@ -31,7 +36,8 @@ pub(super) fn body(p: &RequestParams, prompt: PromptBody<'_>) -> Vec<u8> {
                 }
                 _ => messages,
             };
-            let input: Vec<Value> = rest.iter().map(|m| json!({"role": m.role, "content": m.content})).collect();
+            let input: Vec<Value> =
+                rest.iter().map(|m| json!({"type": "message", "role": m.role, "content": m.content})).collect();
             out.insert("input".into(), Value::Array(input));
         }
         other => {
@@ -89,10 +95,10 @@ struct WireIncomplete<'a> {
 
 #[derive(Deserialize)]
 struct WireUsage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "opt_count")]
+    input_tokens: Option<Count>,
+    #[serde(default, deserialize_with = "opt_count")]
+    output_tokens: Option<Count>,
     #[serde(default)]
     input_tokens_details: Option<WireDetails>,
     #[serde(default)]
@@ -101,19 +107,19 @@ struct WireUsage {
 
 impl WireUsage {
     fn usage(self) -> Usage {
-        Usage {
-            prompt_tokens: self.input_tokens,
-            completion_tokens: self.output_tokens,
-            cached_tokens: self.input_tokens_details.and_then(|d| d.cached_tokens),
-            reasoning_tokens: self.output_tokens_details.and_then(|d| d.reasoning_tokens),
-        }
+        Usage::from_counts(
+            self.input_tokens,
+            self.output_tokens,
+            self.input_tokens_details.and_then(|d| d.cached_tokens),
+            self.output_tokens_details.and_then(|d| d.reasoning_tokens),
+        )
     }
 }
 
 /// Interpret one Responses event's data.
 pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
     let text = std::str::from_utf8(data).map_err(|_| ChunkError::InvalidUtf8)?;
-    let event: WireEvent<'_> = serde_json::from_str(text).map_err(|e| ChunkError::InvalidJson(e.to_string()))?;
+    let event: WireEvent<'_> = serde_json::from_str(text).map_err(|e| json_error("stream event", text, &e))?;
     let nothing = || StreamEvent::Chunk { delta: Delta::default(), finish_reason: None, usage: None };
     let Some(kind) = event.kind else { return Ok(nothing()) };
     Ok(match kind.as_ref() {
@@ -223,7 +229,8 @@ pub(crate) mod tests {
                         prompt_tokens: Some(37),
                         completion_tokens: Some(11),
                         cached_tokens: Some(0),
-                        reasoning_tokens: Some(0)
+                        reasoning_tokens: Some(0),
+                        not_a_count: None
                     })
                 }
             );
@@ -294,5 +301,16 @@ pub(crate) mod tests {
         ];
         let v: Value = serde_json::from_slice(&body(&p, PromptBody::Messages(&turns))).unwrap();
         assert_eq!((v["instructions"].as_str(), v["input"][0]["role"].as_str()), (Some("be brief"), Some("user")));
+        // Every input item names its type: llama.cpp refuses an item without one.
+        let turns = [
+            ChatMessage { role: "user".into(), content: "u".into() },
+            ChatMessage { role: "assistant".into(), content: "a".into() },
+            ChatMessage { role: "user".into(), content: "v".into() },
+        ];
+        let v: Value = serde_json::from_slice(&body(&p, PromptBody::Messages(&turns))).unwrap();
+        for item in v["input"].as_array().unwrap() {
+            assert_eq!(item["type"], "message", "{item}");
+        }
+        assert_eq!(v["input"][1], json!({"type": "message", "role": "assistant", "content": "a"}));
     }
 }

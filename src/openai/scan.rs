@@ -135,6 +135,7 @@ impl<'a> Scanner<'a> {
             completion_tokens: completion,
             cached_tokens: cached,
             reasoning_tokens: reasoning,
+            not_a_count: None,
         })
     }
 
@@ -565,6 +566,7 @@ pub(super) mod tests {
             completion_tokens: Some(0),
             cached_tokens: Some(16),
             reasoning_tokens: Some(u64::MAX),
+            not_a_count: None,
         };
         assert_eq!(usage, Some(expected));
         assert!(agrees_with_serde(text));

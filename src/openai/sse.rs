@@ -20,6 +20,12 @@ pub enum SseError {
     /// means corruption, and skipping it would silently lose a chunk.
     #[error("malformed SSE line: {0:?}")]
     MalformedLine(String),
+    /// The body starts with gzip's magic bytes: compressed on the way (by the server or a
+    /// proxy) without a `Content-Encoding` header to say so.
+    #[error(
+        "the stream is gzip-compressed (it starts with gzip's magic bytes 1f 8b) without a Content-Encoding header: the server or a proxy compressed it; turn compression off for this route"
+    )]
+    Compressed,
 }
 
 /// Incremental decoder; keep one per response.
@@ -203,6 +209,7 @@ fn data_value(line: &[u8]) -> Result<Option<&[u8]>, SseError> {
     match field {
         b"data" => Ok(Some(value.strip_prefix(b" ").unwrap_or(value))),
         b"event" | b"id" | b"retry" => Ok(None),
+        _ if line.starts_with(&[0x1f, 0x8b]) => Err(SseError::Compressed),
         _ => {
             let shown = String::from_utf8_lossy(&line[..line.len().min(40)]).into_owned();
             Err(SseError::MalformedLine(shown))
@@ -248,6 +255,10 @@ mod tests {
         let mut d = SseDecoder::new();
         let r = d.feed(b"data: a\n\ndat {\"x\":1}\n\n", |_| Ok::<(), SseError>(()));
         assert!(matches!(r, Err(SseError::MalformedLine(_))));
+        let mut d = SseDecoder::new();
+        let gzip = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xab\x56";
+        let r = d.feed(gzip, |_| Ok::<(), SseError>(())).and_then(|()| d.finish(|_| Ok::<(), SseError>(())));
+        assert_eq!(r, Err(SseError::Compressed));
     }
 
     #[test]

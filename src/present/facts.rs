@@ -66,9 +66,51 @@ pub fn provenance(run: &Run) -> Vec<(String, String)> {
     rows
 }
 
-/// Every level valid, not interrupted, and something completed.
+/// Every level valid, not interrupted, and something in its distributions (a level whose
+/// every request failed or was excluded has no number that could describe the server).
 pub fn valid(run: &Run) -> bool {
-    run.levels.iter().all(|l| l.artifact.validity.valid && !l.artifact.interrupted && l.artifact.completed > 0)
+    run.levels.iter().all(|l| {
+        let a = &l.artifact;
+        a.validity.valid && !a.interrupted && a.completed > 0 && eligible(a) > 0
+    })
+}
+
+/// Requests of a level in its distributions: the artifact's own count, else its eligible
+/// records.
+pub fn eligible(a: &ArtifactFile) -> u64 {
+    a.other
+        .get("metric_population")
+        .and_then(|p| p.get("performance_eligible_requests"))
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or_else(|| a.request_timings.iter().filter(|r| r.performance_eligible).count() as u64)
+}
+
+/// `kind n, kind n` of a count map.
+fn counted<K: std::fmt::Display>(counts: impl IntoIterator<Item = (K, u64)>) -> String {
+    counts.into_iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+}
+
+/// What a level left out of its distributions, with the reasons: `3 failed (http_500 3), 15
+/// excluded (canary_failed 15)`; empty when nothing was.
+pub fn left_out(a: &ArtifactFile) -> String {
+    let mut excluded: std::collections::BTreeMap<&'static str, u64> = std::collections::BTreeMap::new();
+    for r in a.request_timings.iter().filter(|r| !r.performance_eligible) {
+        *excluded.entry(r.exclusion_reason.map_or("not eligible", |e| e.as_str())).or_default() += 1;
+    }
+    let mut parts = Vec::new();
+    if a.failed > 0 {
+        let kinds = counted(a.error_counts.iter().map(|(k, &n)| (k, n)));
+        parts.push(if kinds.is_empty() {
+            format!("{} failed", a.failed)
+        } else {
+            format!("{} failed ({kinds})", a.failed)
+        });
+    }
+    let n: u64 = excluded.values().sum();
+    if n > 0 {
+        parts.push(format!("{n} excluded ({})", counted(excluded)));
+    }
+    parts.join(", ")
 }
 
 /// Why the run (or some level of it) is not valid, one line each.
@@ -89,6 +131,11 @@ pub fn invalid_reasons(run: &Run) -> Vec<String> {
         }
         if a.completed == 0 {
             out.push(format!("{at}no request completed"));
+        } else if eligible(a) == 0 {
+            out.push(format!(
+                "{at}no request is in the distributions ({}): no figure describes the server",
+                left_out(a)
+            ));
         }
     }
     out

@@ -41,11 +41,12 @@ pub fn overview(run: &Run, id: &str, title: &str) -> Section {
         let eligible = if a.performance_eligible {
             "every request succeeded and is in the distributions".to_string()
         } else {
-            format!(
-                "{} of {} requests failed or were left out of the distributions",
-                a.requests - a.completed,
-                a.requests
-            )
+            // Failed and excluded requests alike, with their reasons: a level can lose every
+            // request to its canaries without a single failure.
+            let out = a.requests.saturating_sub(facts::eligible(a));
+            let why = facts::left_out(a);
+            let why = if why.is_empty() { String::new() } else { format!(": {why}") };
+            format!("{out} of {} requests failed or were left out of the distributions{why}", a.requests)
         };
         let slo = match &a.slo {
             Some(slo) if !slo.criteria.is_empty() => {
@@ -78,6 +79,19 @@ pub fn overview(run: &Run, id: &str, title: &str) -> Section {
 
 /// The headline table of one level, the method note, and its rates.
 pub fn headline(a: &ArtifactFile) -> Vec<Block> {
+    if facts::eligible(a) == 0 {
+        // Nothing is in the distributions: say so, and state no figure that is not there.
+        return vec![
+            Block::Note(format!(
+                "No request is in the distributions ({}): there is no latency or throughput figure for this level.",
+                facts::left_out(a)
+            )),
+            Block::Facts(vec![(
+                "requests".to_string(),
+                format!("{} attempted, {} completed, {} failed", a.requests, a.completed, a.failed),
+            )]),
+        ];
+    }
     let mut t = Table::new(&["distribution", "samples", "mean", "p50", "p50 CI95", "p90", "p99", "p99 CI95", "max"], 1);
     for r in facts::headline(a) {
         if r.samples == 0 {

@@ -16,7 +16,8 @@ pub struct CanaryCheck {
     pub marker_at_start: bool,
     /// Occurrences of this request's marker in the whole visible response.
     pub observed_marker_count: u32,
-    /// Occurrences of any other `ANVIL_REQ_` marker (cross-request contamination).
+    /// Occurrences of another request's marker: a complete, well-formed marker of a request of
+    /// this run (its seed, its shape, an index in range), i.e. cross-request contamination.
     pub foreign_marker_count: u32,
     /// The whole visible response was scanned (the stream reached `[DONE]`).
     pub capture_complete: bool,
@@ -28,16 +29,60 @@ pub struct CanaryCheck {
     /// contamination); absent outside conversations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cross_session_marker_count: Option<u32>,
+    /// Marker-like text that is no request's marker of this run: this request's own marker cut
+    /// short (the output budget ended mid-marker) or garbled, another seed, an index out of
+    /// range. Not contamination; absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub malformed_marker_count: u32,
+    /// The first foreign or malformed marker as the response wrote it (bounded, sanitized), so
+    /// the verdict can be checked; absent when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offending_marker: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// What the scan of one response counted (see `workload::CanaryScan`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MarkerTally {
+    pub marker_at_start: bool,
+    /// This request's marker, whole.
+    pub own: u32,
+    /// Markers of other requests of this run.
+    pub foreign: u32,
+    /// Strict prefixes of this request's marker (cut short).
+    pub truncated: u32,
+    /// Any other marker-like text (garbled, another run's, out of range).
+    pub garbled: u32,
+    /// The first foreign, truncated or garbled marker, as written.
+    pub offending: Option<String>,
 }
 
 impl CanaryCheck {
     /// The verdict from what the scan counted: passed only with the own marker at the start,
     /// exactly once, no foreign marker, and the whole response seen.
     pub fn from_counts(marker: &str, marker_at_start: bool, own: u32, foreign: u32, complete: bool) -> Self {
+        CanaryCheck::from_tally(
+            marker,
+            &MarkerTally { marker_at_start, own, foreign, ..MarkerTally::default() },
+            complete,
+        )
+    }
+
+    /// The verdict from a scan's tally: a truncated or garbled marker fails the check with a
+    /// reason of its own, after contamination and an incomplete capture and before the rest.
+    pub fn from_tally(marker: &str, t: &MarkerTally, complete: bool) -> Self {
+        let MarkerTally { marker_at_start, own, foreign, truncated, garbled, .. } = *t;
         let failure_reason = if foreign > 0 {
             Some(CanaryFailure::ForeignMarker)
         } else if !complete {
             Some(CanaryFailure::Incomplete)
+        } else if garbled > 0 {
+            Some(CanaryFailure::MarkerGarbled)
+        } else if truncated > 0 {
+            Some(CanaryFailure::MarkerTruncated)
         } else if own == 0 {
             Some(CanaryFailure::MarkerMissing)
         } else if !marker_at_start {
@@ -56,6 +101,8 @@ impl CanaryCheck {
             passed: failure_reason.is_none(),
             failure_reason,
             cross_session_marker_count: None,
+            malformed_marker_count: truncated.saturating_add(garbled),
+            offending_marker: t.offending.clone(),
         }
     }
 }
@@ -68,6 +115,11 @@ pub enum CanaryFailure {
     ForeignMarker,
     /// The response was not seen to its end.
     Incomplete,
+    /// Marker-like text that is no marker of this run's requests (garbled, another seed, an
+    /// index out of range): the model mangled a marker, no sign of mixed-up responses.
+    MarkerGarbled,
+    /// This request's marker cut short (a small model's output budget often ends mid-marker).
+    MarkerTruncated,
     /// The response never contained its marker: the model did not follow the instruction.
     MarkerMissing,
     /// Its marker appeared, but not at the start of the visible content.
@@ -81,6 +133,8 @@ impl CanaryFailure {
         match self {
             CanaryFailure::ForeignMarker => "foreign_marker",
             CanaryFailure::Incomplete => "incomplete",
+            CanaryFailure::MarkerGarbled => "marker_garbled",
+            CanaryFailure::MarkerTruncated => "marker_truncated",
             CanaryFailure::MarkerMissing => "marker_missing",
             CanaryFailure::MarkerNotAtStart => "marker_not_at_start",
             CanaryFailure::MarkerRepeated => "marker_repeated",
@@ -119,6 +173,99 @@ pub struct ControlledOutput {
 /// half the chunks (0 with any chunk, in particular) is therefore not a count of this response.
 pub fn usage_plausible(completion_tokens: u64, streamed_chunks: u64) -> bool {
     completion_tokens >= streamed_chunks.div_ceil(2)
+}
+
+/// No request reports more tokens than this (a context of four billion tokens): beyond it a
+/// count is implausible whatever the request, and below it sums of counts cannot wrap.
+pub const MAX_PLAUSIBLE_TOKENS: u64 = 1 << 32;
+/// Prompt tokens a server may count beyond the request body's bytes: its chat template, a
+/// default system prompt, special tokens. A token is at least one byte of text, and the body's
+/// JSON holds every byte of the prompt.
+pub const PROMPT_TEMPLATE_SLACK: u64 = 4096;
+
+/// The most usage one request can plausibly report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageBounds {
+    /// Prompt tokens: what the body could hold, plus a template.
+    pub prompt: u64,
+    /// Output tokens: the budget sent, plus a margin.
+    pub output: u64,
+}
+
+impl Default for UsageBounds {
+    fn default() -> Self {
+        UsageBounds { prompt: MAX_PLAUSIBLE_TOKENS, output: MAX_PLAUSIBLE_TOKENS }
+    }
+}
+
+impl UsageBounds {
+    /// The bounds of a request of `body_bytes` bytes with output budget `budget` (`None`: no
+    /// budget the client knows, e.g. `n_predict = -1` in `extra_body`). The output margin covers
+    /// engines that count the end-of-turn token (llama.cpp: budget + 1) and a speculative
+    /// draft's overshoot, not a count of another response.
+    pub fn for_request(body_bytes: usize, budget: Option<u64>) -> Self {
+        let prompt = (body_bytes as u64).saturating_add(PROMPT_TEMPLATE_SLACK);
+        let output = budget.map_or(MAX_PLAUSIBLE_TOKENS, |b| b.saturating_add((b / 8).max(16)));
+        UsageBounds { prompt: prompt.min(MAX_PLAUSIBLE_TOKENS), output: output.min(MAX_PLAUSIBLE_TOKENS) }
+    }
+}
+
+/// Why a usage count cannot describe its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageProblem {
+    /// More than the request could produce: prompt tokens beyond what was sent, output beyond
+    /// the budget, cached tokens beyond the prompt, reasoning tokens beyond the output.
+    AboveBound,
+    /// A cumulative count (usage on every chunk, then the final usage) went down.
+    WentBackwards,
+    /// A JSON number that is no count: negative, fractional, or beyond 64 bits.
+    NotACount,
+}
+
+/// The evidence a request's usage was rejected on (`exclusion_reason: "usage_implausible"`):
+/// the first offending count. Such a record keeps none of the server's counts (prompt and
+/// cached tokens null, output tokens counted from chunks), so nothing implausible is summed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageImplausible {
+    /// The usage field, in chat's names: `prompt_tokens`, `cached_tokens`, `completion_tokens`,
+    /// `reasoning_tokens`.
+    pub field: String,
+    /// The number the server sent.
+    pub value: serde_json::Number,
+    /// The bound it broke: the most it could be (`above_bound`) or the count before it
+    /// (`went_backwards`); absent for `not_a_count`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    pub problem: UsageProblem,
+}
+
+impl UsageImplausible {
+    pub fn above(field: &str, value: u64, limit: u64) -> Self {
+        UsageImplausible {
+            field: field.into(),
+            value: value.into(),
+            limit: Some(limit),
+            problem: UsageProblem::AboveBound,
+        }
+    }
+    pub fn backwards(field: &str, value: u64, before: u64) -> Self {
+        UsageImplausible {
+            field: field.into(),
+            value: value.into(),
+            limit: Some(before),
+            problem: UsageProblem::WentBackwards,
+        }
+    }
+    pub fn not_a_count(field: &str, value: f64) -> Self {
+        UsageImplausible {
+            field: field.into(),
+            // JSON holds no infinity or NaN, so the number always converts; 0 stands in otherwise.
+            value: serde_json::Number::from_f64(value).unwrap_or_else(|| 0.into()),
+            limit: None,
+            problem: UsageProblem::NotACount,
+        }
+    }
 }
 
 /// Requests of a level whose reported completion count was set aside (see `usage_plausible`),
@@ -166,6 +313,52 @@ mod tests {
             CanaryCheck::from_counts("M", false, 0, 0, true),
         ];
         assert_eq!(canary_failure_counts(&all), BTreeMap::from([(Some(CanaryFailure::MarkerMissing), 2)]));
+    }
+
+    #[test]
+    fn malformed_markers_fail_with_reasons_of_their_own() {
+        let tally = |truncated, garbled, foreign| MarkerTally {
+            marker_at_start: true,
+            own: 1,
+            foreign,
+            truncated,
+            garbled,
+            offending: Some("ANVIL_REQ_1_0000".into()),
+        };
+        let c = CanaryCheck::from_tally("M", &tally(1, 0, 0), true);
+        assert_eq!(
+            (c.passed, c.failure_reason, c.malformed_marker_count),
+            (false, Some(CanaryFailure::MarkerTruncated), 1)
+        );
+        assert_eq!(c.offending_marker.as_deref(), Some("ANVIL_REQ_1_0000"));
+        assert_eq!(
+            CanaryCheck::from_tally("M", &tally(1, 1, 0), true).failure_reason,
+            Some(CanaryFailure::MarkerGarbled)
+        );
+        assert_eq!(
+            CanaryCheck::from_tally("M", &tally(1, 1, 1), true).failure_reason,
+            Some(CanaryFailure::ForeignMarker)
+        );
+        let json = serde_json::to_value(CanaryCheck::from_tally("M", &tally(0, 2, 0), true)).unwrap();
+        assert_eq!(
+            (&json["malformed_marker_count"], &json["failure_reason"]),
+            (&serde_json::json!(2), &serde_json::json!("marker_garbled"))
+        );
+        let ok = serde_json::to_value(CanaryCheck::from_counts("M", true, 1, 0, true)).unwrap();
+        assert!(ok.get("malformed_marker_count").is_none() && ok.get("offending_marker").is_none());
+    }
+
+    #[test]
+    fn usage_bounds_follow_the_request() {
+        let b = UsageBounds::for_request(2000, Some(16));
+        assert_eq!((b.prompt, b.output), (2000 + PROMPT_TEMPLATE_SLACK, 32));
+        assert_eq!(UsageBounds::for_request(10, Some(8192)).output, 8192 + 1024);
+        assert_eq!(UsageBounds::for_request(usize::MAX, None), UsageBounds::default());
+        let e = serde_json::to_value(UsageImplausible::above("prompt_tokens", u64::MAX, 4096)).unwrap();
+        assert_eq!(
+            e,
+            serde_json::json!({"field": "prompt_tokens", "value": u64::MAX, "limit": 4096, "problem": "above_bound"})
+        );
     }
 
     #[test]

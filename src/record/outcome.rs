@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::checks::{CanaryCheck, ControlledOutput};
+use super::checks::{CanaryCheck, ControlledOutput, UsageImplausible};
 
 /// Every attempted request ends as exactly one of these; an arrival the open loop could not
 /// start (`overload = "drop"`) is `Dropped`.
@@ -71,6 +71,20 @@ pub struct Completed {
     pub replay: Option<Box<super::ReplayFacts>>,
     /// Gaps between output chunks and tokens per chunk (see `gaps`).
     pub chunks: Box<super::gaps::ChunkFacts>,
+    /// Where the server's own words could not be taken as sent (usually `None`).
+    pub corrections: Option<Box<Corrections>>,
+}
+
+/// What the client could not take as the server sent it, and what it recorded instead.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Corrections {
+    /// Usage beyond what the request could produce: none of the server's counts is kept (prompt
+    /// and cached tokens unknown, output tokens from the chunks) and the request is excluded.
+    pub usage_implausible: Option<UsageImplausible>,
+    /// The server's finish reason when the output reached the budget and the server still said
+    /// it stopped on its own (`stop`, or the Responses API's `completed`): the record says
+    /// `length`, as every API's truncation does.
+    pub reported_finish_reason: Option<String>,
 }
 
 /// Where `output_tokens` came from.

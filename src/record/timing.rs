@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::checks::{CanaryCheck, ControlledOutput};
+use super::checks::{CanaryCheck, ControlledOutput, MAX_PLAUSIBLE_TOKENS, UsageImplausible};
 use super::gaps::GapSketch;
 use super::outcome::{Completed, Dropped, ErrorKind, Failed, TokenSource};
 use super::replay::ReplayFacts;
@@ -106,6 +106,16 @@ pub struct RequestTiming {
     /// `prompt_tokens / time-to-first-output seconds`.
     pub effective_prefill_tok_s: Option<f64>,
     pub finish_reason: Option<String>,
+    /// The server's own finish reason, present only when it disagreed with the budget: the
+    /// output reached `max_tokens` but the server said it stopped on its own (`stop`; the
+    /// Responses API's `completed`), and `finish_reason` says `length`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_finish_reason: Option<String>,
+    /// Present only when the server's usage could not describe this request (beyond what it
+    /// could produce, going backwards, or no count at all): the first offending count. The
+    /// record then keeps none of the server's counts and is excluded (`usage_implausible`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_implausible: Option<UsageImplausible>,
     pub visible_content_truncated: bool,
     pub request_canary: Option<CanaryCheck>,
     /// Open loop: TTFT seen by the user whose request arrived at the intended time
@@ -167,6 +177,8 @@ pub enum Phase {
 #[serde(rename_all = "snake_case")]
 pub enum Exclusion {
     CanaryFailed,
+    /// The server's usage could not describe the request (see `RequestTiming::usage_implausible`).
+    UsageImplausible,
     ControlledOutput,
     PrefixWarmup,
     Warmup,
@@ -178,6 +190,7 @@ impl Exclusion {
     pub fn as_str(self) -> &'static str {
         match self {
             Exclusion::CanaryFailed => "canary_failed",
+            Exclusion::UsageImplausible => "usage_implausible",
             Exclusion::ControlledOutput => "controlled_output",
             Exclusion::PrefixWarmup => "prefix_warmup",
             Exclusion::Warmup => "warmup",
@@ -198,6 +211,8 @@ pub struct ExclusionFacts {
     pub index: u64,
     pub start_offset_ms: f64,
     pub canary_failed: bool,
+    /// The server's usage was rejected, or a recorded count is beyond any request's.
+    pub usage_implausible: bool,
     /// Off the requested `response_words` or truncated: what the strict policy excludes.
     pub controlled_miss: bool,
 }
@@ -238,6 +253,8 @@ impl Exclusions {
     pub fn exclusion(&self, s: ExclusionFacts) -> Option<Exclusion> {
         if s.canary_failed {
             Some(Exclusion::CanaryFailed)
+        } else if s.usage_implausible {
+            Some(Exclusion::UsageImplausible)
         } else if self.strict_output && s.controlled_miss {
             Some(Exclusion::ControlledOutput)
         } else if self.prefix_warmup_index == Some(s.index) {
@@ -270,6 +287,19 @@ impl RequestTiming {
             index: self.request_index,
             start_offset_ms: self.start_offset_ms,
             canary_failed: self.request_canary.as_ref().is_some_and(|c| !c.passed),
+            // A count no request reaches (a records file written by hand, say) is rejected here
+            // too, so no total over eligible records can wrap.
+            usage_implausible: self.usage_implausible.is_some()
+                || [
+                    Some(self.output_tokens),
+                    self.prompt_tokens,
+                    self.cached_tokens,
+                    self.streamed_tokens,
+                    self.reasoning_tokens,
+                ]
+                .into_iter()
+                .flatten()
+                .any(|n| n > MAX_PLAUSIBLE_TOKENS),
             controlled_miss: self.controlled_output.as_ref().is_some_and(|o| !o.exact || o.truncated),
         }
     }
@@ -315,6 +345,8 @@ impl RequestTiming {
             decode_tok_s: derive::decode_tok_s(generation, c.output_tokens),
             effective_prefill_tok_s: derive::effective_prefill_tok_s(c.prompt_tokens, ttfo),
             finish_reason: c.finish_reason.clone(),
+            reported_finish_reason: c.corrections.as_ref().and_then(|x| x.reported_finish_reason.clone()),
+            usage_implausible: c.corrections.as_ref().and_then(|x| x.usage_implausible.clone()),
             visible_content_truncated: c.visible_content_truncated,
             request_canary: c.canary.clone(),
             ttft_from_intended_ms: lag.and_then(|lag| ttft.map(|t| t + lag)),

@@ -41,5 +41,6 @@ pub fn outcome(index: u64) -> Outcome {
         stale_connection_retries: 0,
         replay: None,
         chunks: Box::default(),
+        corrections: None,
     })
 }

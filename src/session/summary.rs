@@ -75,8 +75,8 @@ impl CacheEffectiveness {
     fn add(&mut self, r: &RequestTiming) {
         if let (Some(expected), Some(cached)) = (r.replay.expected_cached_tokens, r.cached_tokens) {
             self.samples += 1;
-            self.expected_cached_tokens += u64::from(expected);
-            self.cached_tokens += cached;
+            self.expected_cached_tokens = self.expected_cached_tokens.saturating_add(u64::from(expected));
+            self.cached_tokens = self.cached_tokens.saturating_add(cached);
         }
     }
 

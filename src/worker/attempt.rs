@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::StreamState;
 use super::sanitize::Secrets;
+use crate::record::outcome::Corrections;
 use crate::record::{Completed, Dispatch, ErrorKind, Failed, Outcome, ReplayFacts};
 use crate::workload::{PreparedRequest, check_controlled_output};
 
@@ -127,7 +128,9 @@ impl<'a> Attempt<'a> {
         f
     }
 
-    pub fn complete(&self, req: &PreparedRequest, mut state: StreamState) -> Outcome {
+    /// The outcome of a response that ended. `budget` is the output budget the request was
+    /// sent, when known.
+    pub fn complete(&self, req: &PreparedRequest, mut state: StreamState, budget: Option<u64>) -> Outcome {
         let Some(end) = state.done else {
             let at = self.start.elapsed();
             return self.fail_with_state(ErrorKind::MissingDone, &state, at, None, state.missing_end_message());
@@ -142,7 +145,11 @@ impl<'a> Attempt<'a> {
             );
         };
         let truncated = state.visible_truncated();
-        let canary = state.canary_check();
+        let mut canary = state.canary_check();
+        // The offending marker is server text: bounded and withheld if it holds a secret.
+        if let Some(c) = canary.as_mut() {
+            c.offending_marker = c.offending_marker.take().map(|m| self.secrets.field(&m));
+        }
         let controlled_output = match (req.response_words, &state.capture) {
             (Some(words), Some(capture)) => {
                 Some(check_controlled_output(words, capture, !truncated, state.finish_reason.as_deref()))
@@ -152,7 +159,28 @@ impl<'a> Attempt<'a> {
         if let (Some(exchange), Some((content, reasoning))) = (&req.exchange, state.answer.take()) {
             exchange.set_answer(content, reasoning);
         }
-        let output = state.output_tokens();
+        // Usage the request could not have produced describes no response: none of it is kept
+        // (prompt and cached tokens unknown, output counted from the chunks) and the record is
+        // excluded, so nothing implausible is ever summed.
+        let usage_implausible = state.usage_verdict();
+        let (output, usage) = match usage_implausible {
+            Some(_) => (state.chunk_tokens(), crate::openai::Usage::default()),
+            None => (state.output_tokens(), state.usage),
+        };
+        let mut chunk_facts = std::mem::take(&mut state.chunk_clock).facts();
+        if usage_implausible.is_some() {
+            chunk_facts.per_chunk = None;
+        }
+        // An answer that reached its budget was cut by it, whatever the server calls its end
+        // (llama.cpp's Responses API says `completed`, never `incomplete`): the record says
+        // `length`, as every API's truncation does, and keeps the server's word beside it.
+        let mut finish_reason = state.finish_reason.as_deref().map(|r| self.secrets.field(r));
+        let mut reported_finish_reason = None;
+        if finish_reason.as_deref() == Some("stop") && budget.is_some_and(|b| output.tokens >= b) {
+            reported_finish_reason = finish_reason.replace("length".to_string());
+        }
+        let corrections = (usage_implausible.is_some() || reported_finish_reason.is_some())
+            .then(|| Box::new(Corrections { usage_implausible, reported_finish_reason }));
         Outcome::Completed(Completed {
             index: self.index,
             planned_context_tokens: self.planned_context_tokens,
@@ -165,13 +193,13 @@ impl<'a> Attempt<'a> {
             end,
             content_chunks: state.content_chunks,
             reasoning_chunks: state.reasoning_chunks,
-            prompt_tokens: state.usage.prompt_tokens,
-            cached_tokens: state.usage.cached_tokens,
+            prompt_tokens: usage.prompt_tokens,
+            cached_tokens: usage.cached_tokens,
             output_tokens: output.tokens,
             output_token_source: output.source,
             usage_completion_tokens: output.usage_set_aside,
-            reasoning_tokens: state.usage.reasoning_tokens,
-            finish_reason: state.finish_reason.as_deref().map(|r| self.secrets.field(r)),
+            reasoning_tokens: usage.reasoning_tokens,
+            finish_reason,
             visible_content_truncated: truncated,
             canary,
             controlled_output,
@@ -179,7 +207,8 @@ impl<'a> Attempt<'a> {
             retried_errors: Vec::new(),
             stale_connection_retries: self.stale_connection_retries,
             replay: self.replay.map(|r| Box::new(r.clone())),
-            chunks: Box::new(std::mem::take(&mut state.chunk_clock).facts()),
+            chunks: Box::new(chunk_facts),
+            corrections,
         })
     }
 }

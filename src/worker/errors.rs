@@ -1,9 +1,10 @@
 //! Reading what went wrong: HTTP-client errors classified, error chains put on one line,
-//! context-overflow wordings, `Retry-After` and redirect answers read without trusting them.
+//! context-overflow wordings, `Retry-After` and redirect answers read without trusting them, and
+//! answers that came compressed.
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, LOCATION, RETRY_AFTER};
+use reqwest::header::{CONTENT_ENCODING, HeaderMap, LOCATION, RETRY_AFTER};
 
 use super::transport::SendError;
 use crate::record::ErrorKind;
@@ -99,10 +100,41 @@ pub fn redirect_message(status: u16, headers: &HeaderMap) -> String {
     }
 }
 
+/// Longest `Content-Encoding` value quoted in a message.
+const ENCODING_CHARS: usize = 32;
+
+/// Why an answer cannot be read when it came compressed (`Content-Encoding` other than
+/// `identity`): the client asks for no encoding and reads streams as sent, since a compressing
+/// proxy holds chunks back and would be timed with the server. `None` when it came as sent.
+pub(super) fn compressed(headers: &HeaderMap) -> Option<String> {
+    let encodings: Vec<String> = headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty() && v != "identity")
+        .collect();
+    let first = encodings.first()?;
+    let shown: String = first.chars().take(ENCODING_CHARS).collect();
+    Some(format!(
+        "the server sent the answer compressed (Content-Encoding: {shown}) although the client asked for none and reads it as sent: turn compression off for this route (a proxy's gzip, say)"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
     use reqwest::header::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn compressed_answers_are_named_by_their_encoding() {
+        let mut h = HeaderMap::new();
+        assert_eq!(compressed(&h), None);
+        h.insert(CONTENT_ENCODING, HeaderValue::from_static("identity"));
+        assert_eq!(compressed(&h), None);
+        h.insert(CONTENT_ENCODING, HeaderValue::from_static("GZIP"));
+        assert!(compressed(&h).is_some_and(|m| m.contains("Content-Encoding: gzip")));
+    }
 
     #[test]
     fn context_overflow_wordings() {

@@ -25,6 +25,7 @@
 mod attempt;
 mod chunks;
 mod errors;
+mod limits;
 mod next;
 mod probe;
 mod sanitize;
@@ -45,6 +46,7 @@ use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 pub use errors::{MAX_RETRY_WAIT, error_chain};
+pub use limits::RequestLimits;
 pub use sanitize::{FIELD_CHARS, Secrets, sanitize_message};
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 pub use transport::READ_BUFFER_MAX;
@@ -54,7 +56,9 @@ use crate::record::{Dispatch, ErrorKind, Outcome};
 use crate::scenario::{Api, ApiKey, ClientSettings};
 use crate::workload::PreparedRequest;
 use attempt::Attempt;
-use errors::{backoff_wait, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind};
+use errors::{
+    backoff_wait, compressed, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind,
+};
 use transport::Http;
 
 /// Error bodies are read up to this size; the rest is not needed to classify them.
@@ -87,6 +91,8 @@ pub struct Client {
     in_flight: Arc<AtomicU64>,
     /// Kept for the API's own key header (see `for_api`); its `Debug` hides the value.
     api_key: Option<ApiKey>,
+    /// What each request may produce, to judge its answer by (see `limits`).
+    limits: RequestLimits,
 }
 
 /// reqwest with the settings of the measured requests' client (see `transport`), for the requests
@@ -186,7 +192,15 @@ impl Client {
             timeouts,
             in_flight: Arc::default(),
             api_key,
+            limits: RequestLimits::default(),
         })
+    }
+
+    /// Judge answers by what each request may produce: its output budget, its body's size, the
+    /// run's request count (see `RequestLimits`).
+    pub fn with_limits(mut self, limits: RequestLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Speak `api`: read its answers, and for the Messages API send the key as `x-api-key`
@@ -352,9 +366,14 @@ impl Client {
         if !status.is_success() {
             return self.http_failure(&a, response).await;
         }
-        let mut state = StreamState::new(req.response_words.is_some()).for_api(self.api);
+        if let Some(what) = compressed(response.headers()) {
+            let kind = if self.api.streams_text() { ErrorKind::MalformedSse } else { ErrorKind::InvalidJson };
+            return a.fail(kind, Some(status.as_u16()), None, &what);
+        }
+        let mut state =
+            StreamState::new(req.response_words.is_some()).for_api(self.api).with_bounds(self.limits.bounds(req));
         if let Some(marker) = &req.canary {
-            state = state.with_canary(marker);
+            state = state.with_canary(marker).with_canary_index_limit(self.limits.canary_index_limit);
         }
         if req.exchange.as_ref().is_some_and(|e| e.keep_answer) {
             state.keep_answer();
@@ -387,7 +406,7 @@ impl Client {
                 }
                 // The body never ended after [DONE]: the response was complete.
                 let Some((kind, what)) = clock.failure() else { break };
-                return a.fail_with_state(kind, &state, at, None, what);
+                return a.fail_with_state(kind, &state, at, None, clock_message(clock, &state, what));
             };
             match item {
                 None => {
@@ -410,7 +429,7 @@ impl Client {
                     // ever being polled.
                     if now >= due {
                         let Some((kind, what)) = clock.failure() else { break };
-                        return a.fail_with_state(kind, &state, at, None, what);
+                        return a.fail_with_state(kind, &state, at, None, clock_message(clock, &state, what));
                     }
                     // Only a deadline earlier than the armed one needs the timer moved now.
                     if due < armed {
@@ -421,7 +440,7 @@ impl Client {
                 }
             }
         }
-        a.complete(req, state)
+        a.complete(req, state, self.limits.budget(req))
     }
 
     /// Open `n` connections before a level's clock starts, so no measured request pays for a TCP
@@ -483,6 +502,11 @@ impl Client {
         };
         a.fail_retry_after(kind, status, server_type, &message, retry_after)
     }
+}
+
+/// The failure message of a clock that ran out, in the words of the answer's API.
+fn clock_message(clock: Clock, state: &StreamState, what: &'static str) -> &'static str {
+    if clock == Clock::FirstOutput { state.first_output_timeout_message() } else { what }
 }
 
 /// Record the retries an outcome took (its timings are the final attempt's).

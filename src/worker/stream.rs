@@ -17,7 +17,8 @@ use super::chunks::ChunkClock;
 use crate::openai::{
     ChunkError, ChunkShape, PoolingAnswer, SseDecoder, SseError, StreamEvent, Usage, parse_answer, parse_event_of,
 };
-use crate::record::{ErrorKind, TokenSource, usage_plausible};
+use crate::record::checks::{UsageBounds, UsageImplausible};
+use crate::record::{ErrorKind, TokenSource};
 use crate::scenario::Api;
 use crate::workload::CanaryScan;
 
@@ -110,6 +111,13 @@ pub struct StreamState {
     body: Vec<u8>,
     /// The last text chunk, against which the next payload is compared first.
     shape: ChunkShape,
+    /// The most usage this request can report (unbounded but for `MAX_PLAUSIBLE_TOKENS` unless
+    /// set).
+    bounds: UsageBounds,
+    /// The first usage report that could not describe the request, as it arrived.
+    usage_problem: Option<UsageImplausible>,
+    /// The last `completion_tokens` reported: a cumulative count never goes down.
+    last_completion: Option<u64>,
 }
 
 impl StreamState {
@@ -123,10 +131,33 @@ impl StreamState {
         self
     }
 
+    /// Markers with an index at or above `limit` (the run's requests per level) are no
+    /// request's: a marker that names one is garbled, not contamination.
+    pub fn with_canary_index_limit(mut self, limit: Option<u64>) -> Self {
+        self.canary = self.canary.map(|scan| scan.with_index_limit(limit));
+        self
+    }
+
+    /// Judge the server's usage against what this request can produce.
+    pub fn with_bounds(mut self, bounds: UsageBounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
     /// Read `api`'s events (chat's by default).
     pub fn for_api(mut self, api: Api) -> Self {
         self.api = api;
         self
+    }
+
+    /// Why no output arrived in time, in the words of its API (embeddings and rerank answers
+    /// arrive whole: their first output is the whole answer).
+    pub fn first_output_timeout_message(&self) -> &'static str {
+        if self.api.streams_text() {
+            "no output (reasoning or content text) within client.first_byte_timeout"
+        } else {
+            "no complete answer within client.first_byte_timeout"
+        }
     }
 
     /// Why a response without its last event failed, in the words of its API.
@@ -206,10 +237,18 @@ impl StreamState {
     /// Embeddings and rerank: the whole answer arrived at `at`, which is its first output too.
     fn read_answer(&mut self, at: Duration) -> Result<(), StreamFault> {
         let body = std::mem::take(&mut self.body);
-        match parse_answer(self.api, &body)? {
+        let answer = parse_answer(self.api, &body).map_err(|e| match e {
+            // The answer is no stream chunk: say what it is.
+            ChunkError::InvalidUtf8 => StreamFault {
+                kind: ErrorKind::InvalidUtf8,
+                server_error_type: None,
+                message: "the answer is not valid UTF-8".into(),
+            },
+            other => StreamFault::from(other),
+        })?;
+        match answer {
             PoolingAnswer::Ok { usage, .. } => {
-                self.usage = usage;
-                self.usage_seen = true;
+                self.merge_usage(usage);
                 self.first_output = Some(at);
                 self.last_progress = Some(at);
                 self.done = Some(at);
@@ -232,15 +271,6 @@ impl StreamState {
         self.done = Some(at);
         self.last_progress = Some(at);
         Stop::Done
-    }
-
-    /// Engines differ in which event carries usage; the last report wins field by field.
-    fn merge_usage(&mut self, u: Usage) {
-        self.usage.prompt_tokens = u.prompt_tokens.or(self.usage.prompt_tokens);
-        self.usage.completion_tokens = u.completion_tokens.or(self.usage.completion_tokens);
-        self.usage.cached_tokens = u.cached_tokens.or(self.usage.cached_tokens);
-        self.usage.reasoning_tokens = u.reasoning_tokens.or(self.usage.reasoning_tokens);
-        self.usage_seen = true;
     }
 
     fn on_event(&mut self, data: &[u8], at: Duration) -> Result<(), Stop> {
@@ -333,17 +363,6 @@ impl StreamState {
     pub fn canary_check(&mut self) -> Option<crate::record::CanaryCheck> {
         let complete = self.done.is_some();
         self.canary.take().map(|scan| scan.finish(complete))
-    }
-
-    /// Output tokens: the server's count unless it is missing or implausible, else the chunks.
-    pub fn output_tokens(&self) -> OutputTokens {
-        let chunks = u64::from(self.content_chunks) + u64::from(self.reasoning_chunks);
-        match self.usage.completion_tokens {
-            Some(n) if usage_plausible(n, chunks) => {
-                OutputTokens { tokens: n, source: TokenSource::Usage, usage_set_aside: None }
-            }
-            set_aside => OutputTokens { tokens: chunks, source: TokenSource::ChunkCount, usage_set_aside: set_aside },
-        }
     }
 
     pub fn buffered(&self) -> usize {
@@ -541,3 +560,4 @@ mod tests {
 
 #[cfg(test)]
 mod api_tests;
+mod usage;

@@ -114,6 +114,11 @@ pub enum Warning {
         warning: ServerMetricsWarning,
         url: String,
     },
+    /// The server's `/models` list, checked before the run, did not name the model.
+    ModelNotListed {
+        model: String,
+        missing: crate::record::run_info::ModelNotListed,
+    },
 }
 
 impl Warning {
@@ -142,6 +147,7 @@ impl Warning {
             Warning::UsageNotStreamed { .. } => "usage_not_streamed",
             Warning::MultiTokenChunks { .. } => "multi_token_chunks",
             Warning::Server { warning, .. } => warning.code(),
+            Warning::ModelNotListed { .. } => "model_not_listed",
         }
     }
 
@@ -247,6 +253,7 @@ impl Warning {
                 if *per_chunk_counts { "from per-chunk usage" } else { "usage over chunks" }
             ),
             Warning::Server { warning, url } => warning.message(url),
+            Warning::ModelNotListed { model, missing } => missing.message(model),
         }
     }
 }

@@ -21,9 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::names::{Engine, Norm, normalise};
 use super::parse::parse;
+use super::raw::{RAW_BUDGET_BYTES, raw_series};
 use super::summary::{Accumulator, LevelServerMetrics, Phase};
 use crate::record::Stamp;
-use crate::worker::sanitize_message;
+use crate::worker::Secrets;
 
 /// One scrape may take this long, connecting included. A server too busy to answer its
 /// metrics endpoint in 5 s is itself a finding, recorded as a failed scrape.
@@ -47,11 +48,14 @@ struct Inner {
     display_url: String,
     interval: Duration,
     timeout: Duration,
+    /// What a scrape's error, series names and label values must never carry.
+    secrets: Secrets,
 }
 
 impl Scraper {
-    /// `url` may hold credentials (used, never written); `redact` writes `[redacted]` instead
-    /// of the URL, as `target.redact_base_url` does for the base URL.
+    /// `url` may hold credentials (used, never written, and withheld wherever the server echoes
+    /// them); `redact` writes `[redacted]` instead of the URL, as `target.redact_base_url` does
+    /// for the base URL.
     pub fn new(url: &str, interval: Duration, redact: bool) -> Result<Scraper, String> {
         let http = reqwest::Client::builder()
             .no_proxy()
@@ -61,23 +65,36 @@ impl Scraper {
             .build()
             .map_err(|e| format!("cannot set up the metrics client: {e}"))?;
         let display_url = if redact { "[redacted]".to_string() } else { super::display_url(url) };
-        let inner = Inner { http, url: url.to_string(), display_url, interval, timeout: SCRAPE_TIMEOUT };
+        let secrets = Secrets::default().and_url(url);
+        let inner = Inner { http, url: url.to_string(), display_url, interval, timeout: SCRAPE_TIMEOUT, secrets };
         Ok(Scraper { inner: Arc::new(inner) })
     }
 
     /// A shorter bound per scrape than [`SCRAPE_TIMEOUT`] (it stays the ceiling).
     pub fn with_timeout(self, timeout: Duration) -> Scraper {
-        let inner = &self.inner;
         let timeout = timeout.min(SCRAPE_TIMEOUT);
-        Scraper {
-            inner: Arc::new(Inner {
-                http: inner.http.clone(),
-                url: inner.url.clone(),
-                display_url: inner.display_url.clone(),
-                interval: inner.interval,
-                timeout,
-            }),
-        }
+        self.rebuilt(|inner| inner.timeout = timeout)
+    }
+
+    /// The run's other secrets (the API key, the base URL's credentials) withheld too: a
+    /// server may echo any of them in its metrics.
+    pub fn with_secrets(self, secrets: &Secrets) -> Scraper {
+        let secrets = self.inner.secrets.and(secrets);
+        self.rebuilt(|inner| inner.secrets = secrets)
+    }
+
+    fn rebuilt(self, change: impl FnOnce(&mut Inner)) -> Scraper {
+        let inner = &self.inner;
+        let mut next = Inner {
+            http: inner.http.clone(),
+            url: inner.url.clone(),
+            display_url: inner.display_url.clone(),
+            interval: inner.interval,
+            timeout: inner.timeout,
+            secrets: inner.secrets.clone(),
+        };
+        change(&mut next);
+        Scraper { inner: Arc::new(next) }
     }
 
     /// The URL as written into files and messages.
@@ -91,11 +108,15 @@ impl Scraper {
     pub async fn prepare(&self, level: &str, file: Option<PathBuf>) -> PreparedLevel {
         let (tx, rx) = mpsc::channel();
         let writer = {
-            let (level, url, interval_ms) =
-                (level.to_string(), self.inner.display_url.clone(), self.inner.interval.as_secs_f64() * 1000.0);
+            let (level, url, interval_ms, secrets) = (
+                level.to_string(),
+                self.inner.display_url.clone(),
+                self.inner.interval.as_secs_f64() * 1000.0,
+                self.inner.secrets.clone(),
+            );
             std::thread::Builder::new()
                 .name("server-metrics".into())
-                .spawn(move || write_level(&level, file, &url, interval_ms, &rx))
+                .spawn(move || write_level(&level, file, &url, interval_ms, &secrets, &rx))
         };
         let start = self.inner.fetch(Phase::Start).await;
         let _ = tx.send(Message::Scrape(start));
@@ -218,7 +239,7 @@ impl Inner {
             .header(reqwest::header::ACCEPT, ACCEPT_TEXT)
             .send()
             .await
-            .map_err(|e| describe(&e))?;
+            .map_err(|e| describe(&e, &self.secrets))?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!(
@@ -229,7 +250,7 @@ impl Inner {
             return Err(format!("the body is larger than {} MiB", MAX_BODY_BYTES >> 20));
         }
         let mut body = BytesMut::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+        while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e, &self.secrets))? {
             if body.len() + chunk.len() > MAX_BODY_BYTES {
                 return Err(format!("the body is larger than {} MiB", MAX_BODY_BYTES >> 20));
             }
@@ -239,8 +260,9 @@ impl Inner {
     }
 }
 
-/// A reqwest error in one bounded line, without the URL (which may hold credentials).
-fn describe(e: &reqwest::Error) -> String {
+/// A reqwest error in one bounded line, without the URL (which may hold credentials), through
+/// the run's sanitizer.
+fn describe(e: &reqwest::Error, secrets: &Secrets) -> String {
     let kind = if e.is_timeout() {
         "timed out"
     } else if e.is_connect() {
@@ -257,7 +279,7 @@ fn describe(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     let text = if causes.is_empty() { kind.to_string() } else { format!("{kind}: {}", causes.join(": ")) };
-    sanitize_message(&text, None)
+    secrets.message(&text)
 }
 
 /// One line of `<level>.server-metrics.ndjson`.
@@ -276,10 +298,15 @@ struct ScrapeLine<'a> {
     engine: Option<Engine>,
     #[serde(skip_serializing_if = "is_zero")]
     skipped_lines: usize,
+    /// Series of the scrape not in `raw`: beyond the bound per scrape, or all of them once the
+    /// level's file reached its budget.
+    #[serde(skip_serializing_if = "is_zero")]
+    raw_left_out: usize,
     /// The normalised set; absent metrics are left out.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     normalized: std::collections::BTreeMap<Norm, f64>,
-    /// Every series, `name{labels}` → value (NaN and infinities as null).
+    /// The series, `name{labels}` → value (NaN and infinities as null), sanitized and bounded
+    /// (see `raw`).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     raw: std::collections::BTreeMap<String, f64>,
 }
@@ -294,10 +321,15 @@ fn write_level(
     file: Option<PathBuf>,
     url: &str,
     interval_ms: f64,
+    secrets: &Secrets,
     rx: &mpsc::Receiver<Message>,
 ) -> LevelServerMetrics {
     let mut acc = Accumulator::new();
-    let mut out = LineWriter { path: file, file: None, error: None };
+    let mut out = LineWriter::new(file);
+    let mut written = Written::default();
+    let mut fold_one = |at: Instant, fetched: Fetched, acc: &mut Accumulator, out: &mut LineWriter| {
+        fold(level, at, fetched, secrets, acc, out, &mut written);
+    };
     let mut origin: Option<Instant> = None;
     let mut held: Vec<Fetched> = Vec::new();
     for message in rx {
@@ -305,11 +337,11 @@ fn write_level(
             Message::Origin(at) => {
                 origin = Some(at);
                 for fetched in held.drain(..) {
-                    fold(level, at, fetched, &mut acc, &mut out);
+                    fold_one(at, fetched, &mut acc, &mut out);
                 }
             }
             Message::Scrape(fetched) => match origin {
-                Some(at) => fold(level, at, fetched, &mut acc, &mut out),
+                Some(at) => fold_one(at, fetched, &mut acc, &mut out),
                 None => held.push(fetched),
             },
         }
@@ -317,17 +349,36 @@ fn write_level(
     // Never started: times are relative to the first scrape.
     if let Some(at) = held.first().map(|f| f.sent) {
         for fetched in std::mem::take(&mut held) {
-            fold(level, at, fetched, &mut acc, &mut out);
+            fold_one(at, fetched, &mut acc, &mut out);
         }
     }
     let mut summary = acc.finish(url.to_string(), interval_ms);
+    summary.raw_series_left_out = written.most_left_out as u64;
+    summary.raw_scrapes_over_budget = written.over_budget;
     out.flush();
     summary.file = out.written_name();
     summary.file_error = out.error;
     summary
 }
 
-fn fold(level: &str, origin: Instant, fetched: Fetched, acc: &mut Accumulator, out: &mut LineWriter) {
+/// What the level's lines left out of `raw`, for its summary.
+#[derive(Debug, Default)]
+struct Written {
+    /// The most series one scrape left out of its line (beyond the bound per scrape).
+    most_left_out: usize,
+    /// Scrapes written without `raw` once the file reached its budget.
+    over_budget: u32,
+}
+
+fn fold(
+    level: &str,
+    origin: Instant,
+    fetched: Fetched,
+    secrets: &Secrets,
+    acc: &mut Accumulator,
+    out: &mut LineWriter,
+    written: &mut Written,
+) {
     let t_s = if fetched.sent >= origin {
         (fetched.sent - origin).as_secs_f64()
     } else {
@@ -343,6 +394,7 @@ fn fold(level: &str, origin: Instant, fetched: Fetched, acc: &mut Accumulator, o
         error: None,
         engine: None,
         skipped_lines: 0,
+        raw_left_out: 0,
         normalized: Default::default(),
         raw: Default::default(),
     };
@@ -358,7 +410,15 @@ fn fold(level: &str, origin: Instant, fetched: Fetched, acc: &mut Accumulator, o
             line.engine = normalised.engine;
             line.skipped_lines = parsed.skipped_lines;
             line.normalized = normalised.values;
-            line.raw = parsed.series.iter().map(|s| (s.key(), s.value)).collect();
+            if out.bytes < RAW_BUDGET_BYTES {
+                let raw = raw_series(&parsed.series, secrets);
+                written.most_left_out = written.most_left_out.max(raw.left_out);
+                line.raw = raw.series;
+                line.raw_left_out = raw.left_out;
+            } else {
+                written.over_budget += 1;
+                line.raw_left_out = parsed.series.len();
+            }
             out.write(&line);
         }
         Err(error) => {
@@ -374,9 +434,15 @@ struct LineWriter {
     path: Option<PathBuf>,
     file: Option<std::io::BufWriter<std::fs::File>>,
     error: Option<String>,
+    /// Bytes written so far.
+    bytes: u64,
 }
 
 impl LineWriter {
+    fn new(path: Option<PathBuf>) -> LineWriter {
+        LineWriter { path, file: None, error: None, bytes: 0 }
+    }
+
     fn write(&mut self, line: &ScrapeLine<'_>) {
         let Some(path) = &self.path else { return };
         if self.error.is_some() {
@@ -396,12 +462,17 @@ impl LineWriter {
         }
         let Some(file) = self.file.as_mut() else { return };
         // Flushed per line: a soak killed hours in keeps every scrape up to then.
-        let written = serde_json::to_writer(&mut *file, line)
+        let written = serde_json::to_vec(line)
             .map_err(std::io::Error::from)
-            .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.flush());
-        if let Err(e) = written {
-            self.error = Some(format!("{}: {e}", path.display()));
+            .and_then(|mut bytes| {
+                bytes.push(b'\n');
+                file.write_all(&bytes)?;
+                Ok(bytes.len() as u64)
+            })
+            .and_then(|n| file.flush().map(|()| n));
+        match written {
+            Ok(n) => self.bytes += n,
+            Err(e) => self.error = Some(format!("{}: {e}", path.display())),
         }
     }
 
@@ -435,6 +506,7 @@ mod tests {
             error: None,
             engine: None,
             skipped_lines: 0,
+            raw_left_out: 0,
             normalized: Default::default(),
             raw: Default::default(),
         }
@@ -443,7 +515,7 @@ mod tests {
     #[test]
     fn lines_are_written_and_named() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut out = LineWriter { path: Some(dir.path().join("l.server-metrics.ndjson")), file: None, error: None };
+        let mut out = LineWriter::new(Some(dir.path().join("l.server-metrics.ndjson")));
         out.write(&line("l"));
         out.write(&line("l"));
         out.flush();
@@ -462,7 +534,7 @@ mod tests {
         std::fs::write(&victim, "keep me").expect("write");
         let path = dir.path().join("l.server-metrics.ndjson");
         std::os::unix::fs::symlink(&victim, &path).expect("symlink");
-        let mut out = LineWriter { path: Some(path), file: None, error: None };
+        let mut out = LineWriter::new(Some(path));
         out.write(&line("l"));
         assert!(out.error.is_some());
         assert_eq!(out.written_name(), None);

@@ -286,7 +286,12 @@ async fn a_150000_series_metrics_endpoint_is_bounded_per_scrape_and_said() {
             let usage = json!({"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 4}});
             Reply::close(vec![Step::Send(sse(
                 "",
-                &[content_chunk("one two three four"), finish_chunk("stop"), format!("data: {usage}\n\n").into_bytes(), done()],
+                &[
+                    content_chunk("one two three four"),
+                    finish_chunk("stop"),
+                    format!("data: {usage}\n\n").into_bytes(),
+                    done(),
+                ],
             ))])
         })
         .await
@@ -349,7 +354,9 @@ async fn llamacpp_cached_prompt_tokens_are_the_prefix_cache_hits() {
     .unwrap();
     let before = server.stats();
     let mut cmd = anvil();
-    cmd.arg(&path).args(["--base-url", &server.base_url(), "--tokenizer", "estimate", "--out"]).arg(dir.path().join("out"));
+    cmd.arg(&path)
+        .args(["--base-url", &server.base_url(), "--tokenizer", "estimate", "--out"])
+        .arg(dir.path().join("out"));
     let measured = run(cmd).await;
     assert!(measured.status.success(), "{}", text(&measured.stderr));
     let after = server.stats();

@@ -140,13 +140,15 @@ pub fn url_credentials(url: &str) -> Vec<String> {
     for part in query.into_iter().chain(fragment.filter(|f| f.contains('='))) {
         for pair in part.split('&') {
             match pair.split_once('=') {
-                Some((name, value)) if !value.is_empty() && !keeps_value(name, value) => {
-                    // A value under a secret-looking name is a secret whatever its length;
-                    // any other only from 8 characters on (`?stream=1` must not make every
-                    // message holding a `1` withheld).
-                    if is_secret_param(name) || value.chars().count() >= 8 {
-                        out.push(value.to_string());
-                    }
+                // A value under a secret-looking name is a secret whatever its length; any
+                // other only from 8 characters on (`?stream=1` must not make every message
+                // holding a `1` withheld).
+                Some((name, value))
+                    if !value.is_empty()
+                        && !keeps_value(name, value)
+                        && (is_secret_param(name) || value.chars().count() >= 8) =>
+                {
+                    out.push(value.to_string());
                 }
                 None if !is_flag(pair) => out.push(pair.to_string()),
                 _ => {}

@@ -10,6 +10,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -32,6 +33,10 @@ pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bodies above this are refused: vLLM's exposition is tens of kilobytes; megabytes mean many
 /// LoRA adapters or models; beyond 16 MiB something is wrong.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Scrapes fetched but not yet folded, at most: an interval scrape waits for the writer
+/// thread below this, so a server answering 16 MiB bodies faster than they can be parsed holds a
+/// few bodies in memory, not a queue that grows for the whole level.
+const MAX_BACKLOG: usize = 2;
 /// The classic text format: OpenMetrics negotiation makes prometheus_client escape names with
 /// colons (`vllm:…`) in samples but not in `# TYPE` lines (prometheus/client_python#1177).
 const ACCEPT_TEXT: &str = "text/plain;version=0.0.4";
@@ -107,20 +112,49 @@ impl Scraper {
     /// keeps the summary only.
     pub async fn prepare(&self, level: &str, file: Option<PathBuf>) -> PreparedLevel {
         let (tx, rx) = mpsc::channel();
+        let backlog = Arc::new(Backlog::default());
         let writer = {
-            let (level, url, interval_ms, secrets) = (
+            let (level, url, interval_ms, secrets, backlog) = (
                 level.to_string(),
                 self.inner.display_url.clone(),
                 self.inner.interval.as_secs_f64() * 1000.0,
                 self.inner.secrets.clone(),
+                Arc::clone(&backlog),
             );
             std::thread::Builder::new()
                 .name("server-metrics".into())
-                .spawn(move || write_level(&level, file, &url, interval_ms, &secrets, &rx))
+                .spawn(move || write_level(&level, file, &url, interval_ms, &secrets, &backlog, &rx))
         };
         let start = self.inner.fetch(Phase::Start).await;
-        let _ = tx.send(Message::Scrape(start));
-        PreparedLevel { inner: Arc::clone(&self.inner), tx, writer: writer.ok() }
+        backlog.send(&tx, start);
+        PreparedLevel { inner: Arc::clone(&self.inner), tx, writer: writer.ok(), backlog }
+    }
+}
+
+/// Scrapes sent to the writer thread and not yet folded.
+#[derive(Debug, Default)]
+struct Backlog {
+    pending: AtomicUsize,
+    /// Signalled by the writer after each scrape it folded.
+    folded: tokio::sync::Notify,
+}
+
+impl Backlog {
+    fn send(&self, tx: &mpsc::Sender<Message>, fetched: Fetched) -> bool {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        tx.send(Message::Scrape(fetched)).is_ok()
+    }
+
+    fn folded(&self) {
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+        self.folded.notify_one();
+    }
+
+    /// Until fewer than [`MAX_BACKLOG`] scrapes wait for the writer.
+    async fn room(&self) {
+        while self.pending.load(Ordering::Acquire) >= MAX_BACKLOG {
+            self.folded.notified().await;
+        }
     }
 }
 
@@ -131,6 +165,7 @@ pub struct PreparedLevel {
     /// `None` when the thread could not be started: scrapes are then not folded (an honest,
     /// empty summary with the reason).
     writer: Option<std::thread::JoinHandle<LevelServerMetrics>>,
+    backlog: Arc<Backlog>,
 }
 
 impl PreparedLevel {
@@ -141,6 +176,8 @@ impl PreparedLevel {
         let stop = CancellationToken::new();
         let task = {
             let (inner, tx, stop) = (Arc::clone(&self.inner), self.tx.clone(), stop.clone());
+            // Without a writer nothing is folded: the backlog would never drain.
+            let backlog = self.writer.is_some().then(|| Arc::clone(&self.backlog));
             tokio::spawn(async move {
                 let mut ticks = tokio::time::interval_at(level_start + inner.interval, inner.interval);
                 // A slow scrape delays the next one instead of causing a burst.
@@ -150,18 +187,32 @@ impl PreparedLevel {
                         () = stop.cancelled() => break,
                         _ = ticks.tick() => {}
                     }
+                    let Some(backlog) = &backlog else { continue };
+                    // A writer still folding earlier scrapes delays this one, as a slow scrape
+                    // does.
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = backlog.room() => {}
+                    }
                     // A scrape cut by the end of the level is superseded by the end scrape.
                     let fetched = tokio::select! {
                         () = stop.cancelled() => break,
                         fetched = inner.fetch(Phase::Interval) => fetched,
                     };
-                    if tx.send(Message::Scrape(fetched)).is_err() {
+                    if !backlog.send(&tx, fetched) {
                         break;
                     }
                 }
             })
         };
-        LevelScraper { inner: self.inner, tx: Some(self.tx), writer: self.writer, stop, task: Some(task) }
+        LevelScraper {
+            inner: self.inner,
+            tx: Some(self.tx),
+            writer: self.writer,
+            backlog: self.backlog,
+            stop,
+            task: Some(task),
+        }
     }
 }
 
@@ -170,6 +221,7 @@ pub struct LevelScraper {
     inner: Arc<Inner>,
     tx: Option<mpsc::Sender<Message>>,
     writer: Option<std::thread::JoinHandle<LevelServerMetrics>>,
+    backlog: Arc<Backlog>,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
@@ -184,7 +236,7 @@ impl LevelScraper {
         }
         let end = self.inner.fetch(Phase::End).await;
         if let Some(tx) = self.tx.take() {
-            let _ = tx.send(Message::Scrape(end));
+            self.backlog.send(&tx, end);
         }
         let interval_ms = self.inner.interval.as_secs_f64() * 1000.0;
         let fallback = |reason: &str| {
@@ -322,6 +374,7 @@ fn write_level(
     url: &str,
     interval_ms: f64,
     secrets: &Secrets,
+    backlog: &Backlog,
     rx: &mpsc::Receiver<Message>,
 ) -> LevelServerMetrics {
     let mut acc = Accumulator::new();
@@ -329,6 +382,7 @@ fn write_level(
     let mut written = Written::default();
     let mut fold_one = |at: Instant, fetched: Fetched, acc: &mut Accumulator, out: &mut LineWriter| {
         fold(level, at, fetched, secrets, acc, out, &mut written);
+        backlog.folded();
     };
     let mut origin: Option<Instant> = None;
     let mut held: Vec<Fetched> = Vec::new();
@@ -524,6 +578,32 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join("l.server-metrics.ndjson")).expect("written");
         assert_eq!(text.lines().count(), 2);
         assert!(text.starts_with(r#"{"level":"l","phase":"start","t_s":0.0,"#), "{text}");
+    }
+
+    /// A writer behind on its folding holds the next interval scrape back until it catches up.
+    #[tokio::test]
+    async fn the_backlog_waits_for_the_writer() {
+        let backlog = Arc::new(Backlog::default());
+        let (tx, rx) = mpsc::channel();
+        let fetched = || Fetched {
+            phase: Phase::Interval,
+            sent: Instant::now(),
+            unix_ns: 0,
+            latency: Duration::ZERO,
+            result: Ok(Bytes::new()),
+        };
+        assert!(backlog.send(&tx, fetched()) && backlog.send(&tx, fetched()));
+        let waiting = tokio::time::timeout(Duration::from_millis(50), backlog.room()).await;
+        assert!(waiting.is_err(), "two scrapes queued: no room");
+        let writer = {
+            let backlog = Arc::clone(&backlog);
+            std::thread::spawn(move || {
+                let _ = rx.recv();
+                backlog.folded();
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(5), backlog.room()).await.expect("room once one is folded");
+        writer.join().expect("writer");
     }
 
     #[cfg(unix)]

@@ -27,6 +27,7 @@
 //! parsing the accepted lines again, so no grammar is written here.
 
 mod check;
+mod file;
 mod names;
 mod parse;
 mod raw;

@@ -7,7 +7,6 @@
 //! happens on a dedicated thread per level, so a large exposition never delays a request's
 //! timestamps. A failed scrape is recorded as such and the level goes on.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+use super::file::LineWriter;
 use super::names::{Engine, Norm, normalise};
 use super::parse::parse;
 use super::raw::{RAW_BUDGET_BYTES, raw_series};
@@ -483,102 +483,9 @@ fn fold(
     }
 }
 
-/// Appends lines to the scrape file, created at the first line; stops at the first error.
-struct LineWriter {
-    path: Option<PathBuf>,
-    file: Option<std::io::BufWriter<std::fs::File>>,
-    error: Option<String>,
-    /// Bytes written so far.
-    bytes: u64,
-}
-
-impl LineWriter {
-    fn new(path: Option<PathBuf>) -> LineWriter {
-        LineWriter { path, file: None, error: None, bytes: 0 }
-    }
-
-    fn write(&mut self, line: &ScrapeLine<'_>) {
-        let Some(path) = &self.path else { return };
-        if self.error.is_some() {
-            return;
-        }
-        if self.file.is_none() {
-            // Never through a link planted at the name (the output directory may be shared).
-            let mut options = std::fs::OpenOptions::new();
-            options.create(true).write(true).truncate(true);
-            match crate::sys::no_follow(&mut options).open(path) {
-                Ok(f) => self.file = Some(std::io::BufWriter::new(f)),
-                Err(e) => {
-                    self.error = Some(format!("{}: {e}", path.display()));
-                    return;
-                }
-            }
-        }
-        let Some(file) = self.file.as_mut() else { return };
-        // Flushed per line: a soak killed hours in keeps every scrape up to then.
-        let written = serde_json::to_vec(line)
-            .map_err(std::io::Error::from)
-            .and_then(|mut bytes| {
-                bytes.push(b'\n');
-                file.write_all(&bytes)?;
-                Ok(bytes.len() as u64)
-            })
-            .and_then(|n| file.flush().map(|()| n));
-        match written {
-            Ok(n) => self.bytes += n,
-            Err(e) => self.error = Some(format!("{}: {e}", path.display())),
-        }
-    }
-
-    fn flush(&mut self) {
-        if let Some(file) = self.file.as_mut() {
-            if let Err(e) = file.flush() {
-                self.error.get_or_insert_with(|| e.to_string());
-            }
-        }
-    }
-
-    fn written_name(&self) -> Option<String> {
-        let path = self.path.as_ref()?;
-        self.file.as_ref()?;
-        path.file_name().map(|n| n.to_string_lossy().into_owned())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn line(level: &str) -> ScrapeLine<'_> {
-        ScrapeLine {
-            level,
-            phase: Phase::Start,
-            t_s: 0.0,
-            unix_ns: 0,
-            latency_ms: 1.0,
-            ok: true,
-            error: None,
-            engine: None,
-            skipped_lines: 0,
-            raw_left_out: 0,
-            normalized: Default::default(),
-            raw: Default::default(),
-        }
-    }
-
-    #[test]
-    fn lines_are_written_and_named() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut out = LineWriter::new(Some(dir.path().join("l.server-metrics.ndjson")));
-        out.write(&line("l"));
-        out.write(&line("l"));
-        out.flush();
-        assert_eq!(out.error, None);
-        assert_eq!(out.written_name().as_deref(), Some("l.server-metrics.ndjson"));
-        let text = std::fs::read_to_string(dir.path().join("l.server-metrics.ndjson")).expect("written");
-        assert_eq!(text.lines().count(), 2);
-        assert!(text.starts_with(r#"{"level":"l","phase":"start","t_s":0.0,"#), "{text}");
-    }
 
     /// A writer behind on its folding holds the next interval scrape back until it catches up.
     #[tokio::test]
@@ -604,20 +511,5 @@ mod tests {
         };
         tokio::time::timeout(Duration::from_secs(5), backlog.room()).await.expect("room once one is folded");
         writer.join().expect("writer");
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_link_planted_at_the_scrape_file_is_refused_not_followed() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, "keep me").expect("write");
-        let path = dir.path().join("l.server-metrics.ndjson");
-        std::os::unix::fs::symlink(&victim, &path).expect("symlink");
-        let mut out = LineWriter::new(Some(path));
-        out.write(&line("l"));
-        assert!(out.error.is_some());
-        assert_eq!(out.written_name(), None);
-        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "keep me");
     }
 }

@@ -137,7 +137,9 @@ fn scenario_path(args: &RunArgs) -> Result<&Path, AppError> {
 /// `anvil-load validate FILE`: the resolved plan, nothing sent.
 fn validate(args: &RunArgs) -> Result<u8, AppError> {
     let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
-    print!("{}", crate::scenario::describe(&scenario));
+    // Every URL the plan names (a trace or dataset path given as one included) through the one
+    // redaction.
+    print!("{}", crate::record::redact::redact_urls_in(&crate::scenario::describe(&scenario)));
     println!("valid; nothing was sent");
     Ok(exit::OK)
 }

@@ -20,6 +20,9 @@ use crate::scenario::{ApiKey, Endpoint, MetricsEndpoint, Scenario};
 const MESSAGE_CHARS: usize = 200;
 /// Longest short server label kept (`finish_reason`, an error's type or code).
 pub const FIELD_CHARS: usize = 64;
+/// Secrets shorter than this are not looked for in a configuration document (see
+/// [`Secrets::scrub_json`]).
+pub const SCRUB_MIN_CHARS: usize = 8;
 /// What a message or field holding a secret becomes.
 const WITHHELD_SECRET: &str = "[withheld: it contained a secret]";
 
@@ -203,13 +206,16 @@ impl Secrets {
 
 impl Secrets {
     /// Every string of a configuration document (keys included) with its URLs redacted and each
-    /// secret replaced by `[redacted]`: the scenario block of the artifact and the records file
-    /// repeats the configuration, and a secret may have been written into any of its strings.
+    /// secret of at least [`SCRUB_MIN_CHARS`] replaced by `[redacted]`: the scenario block of the
+    /// artifact and the records file repeats the configuration, and a secret may have been
+    /// written into any of its strings. A shorter secret (a test key such as `x`) is left: it
+    /// would rewrite field names and values by coincidence, and with them the configuration's
+    /// fingerprint, which must not depend on the key.
     pub fn scrub_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
         let scrub = |s: &str| -> Option<String> {
             let mut out = if s.contains("://") { redact_urls_in(s) } else { s.to_string() };
-            for secret in self.0.iter() {
+            for secret in self.0.iter().filter(|s| s.chars().count() >= SCRUB_MIN_CHARS) {
                 if out.contains(secret.as_str()) {
                     out = out.replace(secret.as_str(), REDACTED);
                 }
@@ -396,6 +402,12 @@ mod tests {
         assert_eq!(v["target"]["model"], "m");
         assert_eq!(v["extra"]["auth"], "Bearer [redacted]");
         assert_eq!(v["extra"]["[redacted]"], 1);
+        // A short key does not rewrite the document (nor its fingerprint) by coincidence.
+        let short = Secrets::new(Some("x"), "http://h/v1");
+        let mut doc = serde_json::json!({"max_tokens": 8, "model": "x1"});
+        let before = doc.clone();
+        short.scrub_json(&mut doc);
+        assert_eq!(doc, before);
     }
 
     #[test]

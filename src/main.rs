@@ -24,7 +24,9 @@ fn main() -> ExitCode {
     match runtime.block_on(async { tokio::spawn(anvil_load::app::run(cli)).await }) {
         Ok(Ok(code)) => ExitCode::from(code),
         Ok(Err(e)) => {
-            eprintln!("error: {e}");
+            // One URL redaction for everything written: an error that quotes a URL (the
+            // scenario's, a library's) never shows its credentials or query values.
+            eprintln!("error: {}", anvil_load::record::redact::redact_urls_in(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
         // A panic is a bug: it ends the program as it would have on this thread.

@@ -431,6 +431,9 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
     if let Some(reason) = &info.prompt_sizing.fallback_reason {
         w.push(Warning::SizingFallback { reason: reason.clone() });
     }
+    if let Some(missing) = &info.model_not_listed {
+        w.push(Warning::ModelNotListed { model: info.model.clone(), missing: missing.clone() });
+    }
     if let (Some(bias_pct), Some(mean_pct)) = (s.sizing.bias_pct, s.sizing.mean_pct) {
         if mean_pct > SIZING_WARN_PCT {
             w.push(Warning::PromptSizingOff {

@@ -135,6 +135,11 @@ pub enum Warning {
         warning: ServerMetricsWarning,
         url: String,
     },
+    /// The server's `/models` list, checked before the run, did not name the model.
+    ModelNotListed {
+        model: String,
+        missing: crate::record::run_info::ModelNotListed,
+    },
 }
 
 impl Warning {
@@ -167,6 +172,7 @@ impl Warning {
             Warning::FinishAtBudget { .. } => "finish_reason_at_budget",
             Warning::OutputControlIgnored { .. } => "output_control_ignored",
             Warning::Server { warning, .. } => warning.code(),
+            Warning::ModelNotListed { .. } => "model_not_listed",
         }
     }
 
@@ -285,6 +291,7 @@ impl Warning {
                 "{stopped} of {completed} completed answers stopped on their own before the length {field} asked for: the server ignored {field} on the {api} API (llama.cpp's /v1/messages drops it), so output lengths, TPOT and throughput are not those of the planned output and do not compare with runs where it held; use an API that honours it, or compare like with like"
             ),
             Warning::Server { warning, url } => warning.message(url),
+            Warning::ModelNotListed { model, missing } => missing.message(model),
         }
     }
 }

@@ -137,7 +137,9 @@ fn scenario_path(args: &RunArgs) -> Result<&Path, AppError> {
 /// `anvil-load validate FILE`: the resolved plan, nothing sent.
 fn validate(args: &RunArgs) -> Result<u8, AppError> {
     let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
-    print!("{}", crate::scenario::describe(&scenario));
+    // Every URL the plan names (a trace or dataset path given as one included) through the one
+    // redaction.
+    print!("{}", crate::record::redact::redact_urls_in(&crate::scenario::describe(&scenario)));
     println!("valid; nothing was sent");
     Ok(exit::OK)
 }
@@ -207,12 +209,15 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     // and calibration probes are requests): exit code 2 promises that nothing was sent.
     setup::ensure_file_limit(&setup::DescriptorNeed::for_scenario(&scenario))?;
     let target = RunTarget::start(&scenario).await?;
+    // Every secret of the run, withheld from everything the client and the scraper record.
+    let secrets = crate::worker::Secrets::for_scenario(&scenario);
     let scraper = match &scenario.target.metrics {
         Some(m) => {
             let url = server_metrics::resolve_url(&m.endpoint, &target.base_url).map_err(AppError::BadInput)?;
             Some(
                 server_metrics::Scraper::new(&url, m.interval, scenario.target.redact_base_url)
-                    .map_err(AppError::Aborted)?,
+                    .map_err(AppError::Aborted)?
+                    .with_secrets(&secrets),
             )
         }
         None => None,
@@ -221,6 +226,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let client = Client::new(&endpoint, scenario.target.api_key.clone(), scenario.client.clone(), pool_size(&scenario))
         .and_then(|c| c.for_api(scenario.target.api, scenario.target.anthropic_version.as_deref()))
         .map(|c| c.with_limits(crate::worker::RequestLimits::from_scenario(&scenario)))
+        .map(|c| c.with_secrets(&secrets))
         .map_err(|e| AppError::BadInput(format!("target.base_url: {e}")))?;
     let control = RunControl::default();
     let records_note = setup::RecordsNote::default();
@@ -257,13 +263,14 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             let _ = std::fs::remove_file(&records_path);
         }
     };
+    let mut model_not_listed = None;
     if target.simulator.is_none() {
         let checked = tokio::select! {
             r = setup::preflight(&target.base_url, &scenario) => Some(r),
             () = control.stop_issuing.cancelled() => None,
         };
         match checked {
-            Some(Ok(())) => {}
+            Some(Ok(missing)) => model_not_listed = missing,
             Some(Err(e)) => {
                 abandon(records, records_writer);
                 return Err(e);
@@ -291,6 +298,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             .with_turn_overhead(sizing.turn_overhead),
     );
     let mut info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
+    info.model_not_listed = model_not_listed;
     shard.attach(&mut info, &workload);
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
     let session =
@@ -411,7 +419,17 @@ fn disk_need_bytes(s: &Scenario) -> u64 {
         (None, Some(d)) => pace.map_or(0, |rate| by_time(d, rate)),
         (None, None) => 0,
     };
-    levels.saturating_mul(per_level).saturating_mul(artifact::BYTES_PER_REQUEST).max(artifact::MIN_FREE_BYTES)
+    // The server-metrics file of each level is bounded on its own (see `server_metrics::raw`).
+    let scrapes = s
+        .target
+        .metrics
+        .as_ref()
+        .map_or(0, |m| levels.saturating_mul(server_metrics::disk_bytes_per_level(s.run.duration, m.interval)));
+    levels
+        .saturating_mul(per_level)
+        .saturating_mul(artifact::BYTES_PER_REQUEST)
+        .max(artifact::MIN_FREE_BYTES)
+        .saturating_add(scrapes)
 }
 
 /// Connections to keep open: the most requests that can be in flight at once.

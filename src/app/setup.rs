@@ -12,9 +12,10 @@ use crate::cli::exit;
 use crate::mock::{self, MockServer};
 use crate::record::Stamp;
 use crate::record::redact::redact_url;
+use crate::record::run_info::ModelNotListed;
 use crate::record::{ProbeResult, SizingRecord};
 use crate::report;
-use crate::scenario::{ApiKey, ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode};
+use crate::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode};
 use crate::schedule::RunControl;
 use crate::sys;
 use crate::worker::{Client, Secrets, error_chain, http_client};
@@ -69,13 +70,14 @@ const PREFLIGHT_ANSWER: Duration = Duration::from_secs(5);
 /// it serve the model? Unreachable, a hung `/models` and an HTTP/2 run against an HTTP/1.1-only
 /// server are fatal (the last with exit code 2: a setting to change); anything else is a warning
 /// (not every server implements `/models`). Nothing here prints a credential or echoes more
-/// than a bounded, sanitized piece of what the server said.
-pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(), AppError> {
+/// than a bounded, sanitized piece of what the server said. A `/models` list without the
+/// scenario's model is returned, so the artifact's warnings keep it too.
+pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Option<ModelNotListed>, AppError> {
     let (model, settings) = (&scenario.target.model, &scenario.client);
     let url = format!("{base_url}/models");
     let shown = redact_url(base_url);
     let shown_url = redact_url(&url);
-    let secrets = Secrets::new(scenario.target.api_key.as_ref().map(ApiKey::expose), base_url);
+    let secrets = Secrets::for_scenario(scenario).and_url(base_url);
     let limit = settings.connect.saturating_add(PREFLIGHT_ANSWER);
     let get = |http2: bool| {
         let url = url.clone();
@@ -114,7 +116,7 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(),
                 "warning: GET {shown_url} failed ({}); continuing",
                 secrets.message(&error_chain(&e.without_url()))
             );
-            return Ok(());
+            return Ok(None);
         }
     };
     let status = answer.status();
@@ -125,34 +127,52 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<(),
         eprintln!(
             "warning: GET {shown_url} answered {status}, a redirect to {location}; redirects are not followed, so every request will fail as `redirect`: set base_url to the address that serves the API"
         );
-        return Ok(());
+        return Ok(None);
     }
     if !status.is_success() {
         eprintln!("warning: GET {shown_url} answered {status}; continuing");
-        return Ok(());
+        return Ok(None);
     }
-    let body = match tokio::time::timeout(limit, answer.bytes()).await {
-        Ok(Ok(body)) => body,
-        Ok(Err(_)) => return Ok(()),
+    let body = match tokio::time::timeout(limit, bounded_body(answer)).await {
+        Ok(Some(body)) => body,
+        Ok(None) => return Ok(None),
         Err(_) => return Err(hung(&shown, &shown_url, limit)),
     };
-    let ids: Vec<String> = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|v| v.get("data").and_then(Value::as_array).cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
-        .collect();
-    if !ids.is_empty() && !ids.iter().any(|id| id == model) {
-        let listed: Vec<String> = ids.iter().take(8).map(|id| secrets.field(id)).collect();
-        let more =
-            if ids.len() > listed.len() { format!(" and {} more", ids.len() - listed.len()) } else { String::new() };
-        eprintln!(
-            "warning: model {model:?} is not in the server's /models list ({}{more}); llama.cpp accepts any name, vLLM answers 404",
-            listed.join(", ")
-        );
+    Ok(model_not_listed(&body, model, &secrets))
+}
+
+/// Ids the `/models` list shows at most, in the warning.
+const MODELS_SHOWN: usize = 8;
+/// A `/models` answer longer than this is not read (a list of thousands of models is a few
+/// hundred kilobytes).
+const MODELS_BODY_MAX: usize = 4 << 20;
+
+/// The body, unless it fails or exceeds [`MODELS_BODY_MAX`].
+async fn bounded_body(mut answer: reqwest::Response) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    while let Some(chunk) = answer.chunk().await.ok()? {
+        if body.len() + chunk.len() > MODELS_BODY_MAX {
+            return None;
+        }
+        body.extend_from_slice(&chunk);
     }
-    Ok(())
+    Some(body)
+}
+
+/// The `/models` answer lists models, none of them `model`: up to [`MODELS_SHOWN`] ids through
+/// the sanitizer (a server can list anything: the API key, a bidi override, a megabyte), and
+/// the warning printed now, before the run.
+fn model_not_listed(body: &[u8], model: &str, secrets: &Secrets) -> Option<ModelNotListed> {
+    let answer = serde_json::from_slice::<Value>(body).ok()?;
+    let ids: Vec<&str> =
+        answer.get("data")?.as_array()?.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect();
+    if ids.is_empty() || ids.contains(&model) {
+        return None;
+    }
+    let listed: Vec<String> = ids.iter().take(MODELS_SHOWN).map(|id| secrets.field(id)).collect();
+    let missing = ModelNotListed { more: (ids.len() - listed.len()) as u64, listed };
+    eprintln!("warning: {}", missing.message(model));
+    Some(missing)
 }
 
 fn unreachable(shown: &str, e: &reqwest::Error) -> AppError {

@@ -11,6 +11,7 @@
 //! | `vllm:num_requests_waiting` | `llamacpp:requests_deferred` | 0: the simulator never queues |
 //! | `vllm:prompt_tokens_total` | — | `prompt_tokens` |
 //! | — | `llamacpp:prompt_tokens_total` | `prompt_tokens − cached_tokens`: llama.cpp counts evaluated tokens |
+//! | — | `llamacpp:prompt_tokens_cached_total` | `cached_tokens` (ggml-org/llama.cpp#26920) |
 //! | `vllm:generation_tokens_total` | `llamacpp:tokens_predicted_total` | `completion_tokens` |
 //! | `vllm:request_success_total` | — | `requests_completed` |
 //! | `vllm:num_preemptions_total` | — | 0: nothing is preempted |
@@ -100,7 +101,18 @@ pub(crate) fn render(profile: &Profile, s: &MockStatsSnapshot) -> String {
                 let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
             };
             let evaluated = s.prompt_tokens.saturating_sub(s.cached_tokens);
-            family("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.", evaluated);
+            family(
+                "llamacpp:prompt_tokens_total",
+                "counter",
+                "Number of prompt tokens processed, excluding cached tokens",
+                evaluated,
+            );
+            family(
+                "llamacpp:prompt_tokens_cached_total",
+                "counter",
+                "Number of prompt tokens reused from the cache",
+                s.cached_tokens,
+            );
             family(
                 "llamacpp:tokens_predicted_total",
                 "counter",
@@ -165,6 +177,8 @@ mod tests {
         let n = normalise(&parse(render(&profile, &stats()).as_bytes()).expect("parses").series);
         assert_eq!(n.engine, Some(Engine::Llamacpp));
         assert_eq!(n.values[&Norm::PromptTokensComputed], 600.0);
+        assert_eq!(n.values[&Norm::PrefixCacheHits], 400.0);
+        assert_eq!(n.values[&Norm::PrefixCacheQueries], 1000.0);
         assert_eq!(n.values[&Norm::GenerationTokens], 250.0);
         assert_eq!(n.values[&Norm::Running], 3.0);
         assert!(!n.values.contains_key(&Norm::PromptTokens));

@@ -65,6 +65,29 @@ pub struct RunInfo {
     /// artifacts rebuilt from them are unchanged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<super::ShardInfo>,
+    /// The server's `/models` list, checked before the run, did not name the model (absent when
+    /// it did, when it listed nothing, or when the check could not read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_not_listed: Option<ModelNotListed>,
+}
+
+/// What the server's `/models` list held instead of the scenario's model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelNotListed {
+    /// The first ids it listed, as the sanitizer leaves them (bounded, one line, no secret).
+    pub listed: Vec<String>,
+    /// Ids listed beyond those.
+    pub more: u64,
+}
+
+impl ModelNotListed {
+    pub fn message(&self, model: &str) -> String {
+        let more = if self.more > 0 { format!(" and {} more", self.more) } else { String::new() };
+        format!(
+            "model {model:?} is not in the server's /models list ({}{more}); llama.cpp accepts any name, vLLM answers 404: check target.model",
+            self.listed.iter().map(|id| format!("{id:?}")).collect::<Vec<_>>().join(", ")
+        )
+    }
 }
 
 impl RunInfo {
@@ -77,6 +100,9 @@ impl RunInfo {
         if let Some(Value::String(url)) = scenario.pointer_mut("/target/endpoint/base_url") {
             *url = redact_url(url);
         }
+        // Every other string through the one sanitizer too: a URL anywhere (a path given as
+        // one, an `extra_body` field) loses its credentials, and no secret of the run is kept.
+        crate::worker::Secrets::for_scenario(s).scrub_json(&mut scenario);
         let configuration_fingerprint = fingerprint(&scenario);
         if s.target.redact_base_url {
             if let Some(Value::String(url)) = scenario.pointer_mut("/target/endpoint/base_url") {
@@ -142,6 +168,7 @@ impl RunInfo {
             max_client_lateness_ms: Some(ms(s.load.max_client_lateness)),
             slo: s.slo.clone(),
             shard: None,
+            model_not_listed: None,
         }
     }
 

@@ -97,6 +97,9 @@ pub enum ServerMetricsWarning {
     FileNotWritten { error: String },
     /// The server's token counters moved differently from the client's totals.
     CountsDiffer(CountsDiffer),
+    /// The scrape file left series out: beyond the bound per scrape, or every series once the
+    /// level's file reached its budget. The summary still read all of them.
+    SeriesLeftOut { most_per_scrape: u64, kept_per_scrape: usize, scrapes_over_budget: u32 },
 }
 
 impl ServerMetricsWarning {
@@ -108,6 +111,7 @@ impl ServerMetricsWarning {
             ServerMetricsWarning::Unrecognised => "server_metrics_unrecognised",
             ServerMetricsWarning::FileNotWritten { .. } => "server_metrics_file",
             ServerMetricsWarning::CountsDiffer(_) => "server_counts_differ",
+            ServerMetricsWarning::SeriesLeftOut { .. } => "server_metrics_series_left_out",
         }
     }
 
@@ -131,6 +135,24 @@ impl ServerMetricsWarning {
                 format!("the server-metrics file could not be written ({error}); the summary is complete")
             }
             ServerMetricsWarning::CountsDiffer(d) => d.message(),
+            ServerMetricsWarning::SeriesLeftOut { most_per_scrape, kept_per_scrape, scrapes_over_budget } => {
+                let mut parts = Vec::new();
+                if *most_per_scrape > 0 {
+                    parts.push(format!(
+                        "up to {most_per_scrape} series per scrape beyond the {kept_per_scrape} kept (the known engines' first)"
+                    ));
+                }
+                if *scrapes_over_budget > 0 {
+                    parts.push(format!(
+                        "every series of the last {scrapes_over_budget} scrapes, once the level's file reached {} MiB",
+                        super::raw::RAW_BUDGET_BYTES >> 20
+                    ));
+                }
+                format!(
+                    "{url} exported more series than the scrape file keeps: it left out {} (see raw_left_out on each line); the counters and gauges above were read from all of them",
+                    parts.join(", and ")
+                )
+            }
         }
     }
 }
@@ -156,6 +178,13 @@ pub fn warnings(m: &LevelServerMetrics, client: Option<&ClientTokens>) -> Vec<Se
     }
     if let Some(error) = &m.file_error {
         out.push(ServerMetricsWarning::FileNotWritten { error: error.clone() });
+    }
+    if m.raw_series_left_out > 0 || m.raw_scrapes_over_budget > 0 {
+        out.push(ServerMetricsWarning::SeriesLeftOut {
+            most_per_scrape: m.raw_series_left_out,
+            kept_per_scrape: super::raw::MAX_RAW_SERIES,
+            scrapes_over_budget: m.raw_scrapes_over_budget,
+        });
     }
     if let Some(client) = client {
         out.extend(
@@ -190,6 +219,8 @@ mod tests {
             spec_decode: None,
             missing: Vec::new(),
             skipped_lines: 0,
+            raw_series_left_out: 0,
+            raw_scrapes_over_budget: 0,
             first_error: None,
             file: None,
             file_error: None,

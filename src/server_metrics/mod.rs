@@ -1,7 +1,7 @@
 //! The server's own view beside the run: its Prometheus `/metrics` scraped at the start, every
 //! `run.metrics_interval` and at the end of each level, mapped per engine to a small
-//! normalised set (`names`), written raw and normalised to `<level>.server-metrics.ndjson`
-//! (`scraper`), and folded into a per-level summary of counter deltas and gauge statistics
+//! normalised set (`names`), written raw (sanitized and bounded: `raw`) and normalised to
+//! `<level>.server-metrics.ndjson` (`scraper`), and folded into a per-level summary of counter deltas and gauge statistics
 //! (`summary`) with its warnings and the server-versus-client token cross-check (`check`).
 //!
 //! # The parser crate
@@ -27,8 +27,10 @@
 //! parsing the accepted lines again, so no grammar is written here.
 
 mod check;
+mod file;
 mod names;
 mod parse;
+mod raw;
 mod scraper;
 mod summary;
 
@@ -37,6 +39,7 @@ pub use check::{
 };
 pub use names::{ALIASES, Alias, Engine, Norm, Normalised, normalise};
 pub use parse::{Parsed, Series, parse};
+pub use raw::{MAX_KEY_BYTES, MAX_RAW_SERIES, RAW_BUDGET_BYTES, disk_bytes_per_level};
 pub use scraper::{LevelScraper, MAX_BODY_BYTES, PreparedLevel, SCRAPE_TIMEOUT, Scraper};
 pub use summary::{GaugeSummary, LevelServerMetrics, Phase, SpecDecode};
 
@@ -64,19 +67,10 @@ pub fn resolve_url(endpoint: &MetricsEndpoint, base_url: &str) -> Result<String,
     }
 }
 
-/// A URL fit for files and messages: without `user:password@`.
+/// A URL fit for files and messages: the one redaction of every URL written
+/// (`record::redact::redact_url`: no user-info, no query value).
 pub fn display_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut parsed) => {
-            if parsed.password().is_some() || !parsed.username().is_empty() {
-                let _ = parsed.set_username("");
-                let _ = parsed.set_password(None);
-            }
-            parsed.to_string()
-        }
-        Err(_) if url.contains('@') => "[URL withheld: it may hold credentials]".to_string(),
-        Err(_) => url.to_string(),
-    }
+    crate::record::redact::redact_url(url)
 }
 
 #[cfg(test)]
@@ -101,6 +95,7 @@ mod tests {
         assert_eq!(display_url("http://user:secret@h:8000/metrics"), "http://h:8000/metrics");
         assert_eq!(display_url("http://h:8000/metrics"), "http://h:8000/metrics");
         assert!(!display_url("ht!tp://user:secret@h").contains("secret"));
+        assert_eq!(display_url("http://h:8000/metrics?token=s3cret"), "http://h:8000/metrics?token=[redacted]");
         assert_eq!(file_name("run-c4"), "run-c4.server-metrics.ndjson");
     }
 }

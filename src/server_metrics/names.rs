@@ -9,9 +9,15 @@
 //!   `prefix_cache_*` are listed there under deprecated metrics; inference-perf's
 //!   `vllm_client.py` matches `vllm:request_success(_total)?` for the suffix change.
 //! - SGLang: `docs/references/production_metrics.md` (`--enable-metrics`).
-//! - llama.cpp: `tools/server/README.md`, "Available metrics" (`--metrics`). Its
-//!   `prompt_tokens_total` counts prompt tokens *evaluated*, so tokens reused from the cache are
-//!   not in it: it maps to `prompt_tokens_computed`, not `prompt_tokens`.
+//! - llama.cpp: `tools/server/README.md`, "Available metrics" (`--metrics`), and the server's
+//!   `server_task_result_metrics::to_metrics()`. Its `prompt_tokens_total` ("Number of prompt
+//!   tokens processed, excluding cached tokens") counts prompt tokens *evaluated*, so tokens
+//!   reused from the cache are not in it: it maps to `prompt_tokens_computed`, not
+//!   `prompt_tokens`. Builds since ggml-org/llama.cpp#26920 (August 2026: "metrics now reflect
+//!   processed and cached prompt tokens separately") also export
+//!   `prompt_tokens_cached_total` ("Number of prompt tokens reused from the cache"): the
+//!   prefix-cache hits, in tokens. The prefix-cache queries, every prompt token looked up, are
+//!   then the evaluated tokens plus the cached ones (see [`derive`]).
 //!   `kv_cache_usage_ratio` was removed from current builds and is matched for older ones.
 //! - TGI: `docs/source/reference/metrics.md`; token counts are the `_sum` of its per-request
 //!   length histograms.
@@ -83,9 +89,10 @@ pub enum Norm {
     KvCacheUsage,
     /// A hit-rate gauge, 0–1, for engines that export no hit counters (SGLang).
     PrefixCacheHitRate,
-    /// Prompt tokens looked up in the prefix cache (vLLM counts tokens, not requests).
+    /// Prompt tokens looked up in the prefix cache (vLLM counts tokens, not requests; for
+    /// llama.cpp, derived: `prompt_tokens_computed` + `prefix_cache_hits`).
     PrefixCacheQueries,
-    /// Prompt tokens found in the prefix cache.
+    /// Prompt tokens found in the prefix cache (llama.cpp: reused from its cache).
     PrefixCacheHits,
     /// Prompt tokens of the requests served, cached ones included.
     PromptTokens,
@@ -208,6 +215,7 @@ pub const ALIASES: &[Alias] = &[
     alias("llamacpp:requests_deferred", Norm::Waiting, Engine::Llamacpp),
     alias("llamacpp:kv_cache_usage_ratio", Norm::KvCacheUsage, Engine::Llamacpp),
     alias("llamacpp:prompt_tokens", Norm::PromptTokensComputed, Engine::Llamacpp),
+    alias("llamacpp:prompt_tokens_cached", Norm::PrefixCacheHits, Engine::Llamacpp),
     alias("llamacpp:tokens_predicted", Norm::GenerationTokens, Engine::Llamacpp),
     alias("llamacpp:spec_decode_num_drafts", Norm::SpecDecodeDrafts, Engine::Llamacpp),
     alias("llamacpp:spec_decode_num_draft_tokens", Norm::SpecDecodeDraftTokens, Engine::Llamacpp),
@@ -272,8 +280,24 @@ pub fn normalise(series: &[Series]) -> Normalised {
         };
         values.insert(norm, value);
     }
+    derive(&mut values);
     let engine = engines.into_iter().max_by_key(|&(e, n)| (n, std::cmp::Reverse(e))).map(|(e, _)| e);
     Normalised { values, engine }
+}
+
+/// Counters an engine does not export but that follow from two it does. A server that counts
+/// the prompt tokens it evaluated (cache hits excluded) and the cache hits looked up every prompt
+/// token it was sent: its prefix-cache queries are the sum (llama.cpp). Counters add up over a
+/// level, so this holds for a scrape's values and for a level's increases alike.
+pub fn derive(values: &mut BTreeMap<Norm, f64>) {
+    if values.contains_key(&Norm::PrefixCacheQueries) {
+        return;
+    }
+    if let (Some(&computed), Some(&hits)) =
+        (values.get(&Norm::PromptTokensComputed), values.get(&Norm::PrefixCacheHits))
+    {
+        values.insert(Norm::PrefixCacheQueries, computed + hits);
+    }
 }
 
 #[cfg(test)]
@@ -343,5 +367,35 @@ mod tests {
         let trt = normalise(&[series("trtllm_time_to_first_token_seconds_count", &[], 4.0)]);
         assert_eq!((trt.engine, trt.values.len()), (Some(Engine::Trtllm), 0));
         assert_eq!(normalise(&[series("up", &[], 1.0)]), Normalised::default());
+    }
+
+    /// llama.cpp's own exposition since ggml-org/llama.cpp#26920: evaluated and cached prompt
+    /// tokens apart.
+    #[test]
+    fn llamacpp_cache_counters_give_hits_and_queries() {
+        let scrape = [
+            series("llamacpp:prompt_tokens_total", &[], 600.0),
+            series("llamacpp:prompt_tokens_cached_total", &[], 400.0),
+            series("llamacpp:tokens_predicted_total", &[], 250.0),
+        ];
+        let n = normalise(&scrape);
+        assert_eq!(n.engine, Some(Engine::Llamacpp));
+        assert_eq!(n.values[&Norm::PromptTokensComputed], 600.0);
+        assert_eq!(n.values[&Norm::PrefixCacheHits], 400.0);
+        assert_eq!(n.values[&Norm::PrefixCacheQueries], 1000.0);
+        assert!(!n.values.contains_key(&Norm::PromptTokens), "evaluated tokens are not all prompt tokens");
+        // An older build without the cached counter: nothing is made up.
+        let old = normalise(&scrape[..1]);
+        assert!(
+            !old.values.contains_key(&Norm::PrefixCacheQueries) && !old.values.contains_key(&Norm::PrefixCacheHits)
+        );
+        // An engine that exports queries keeps its own.
+        let mut own = BTreeMap::from([
+            (Norm::PrefixCacheQueries, 5.0),
+            (Norm::PrefixCacheHits, 1.0),
+            (Norm::PromptTokensComputed, 9.0),
+        ]);
+        derive(&mut own);
+        assert_eq!(own[&Norm::PrefixCacheQueries], 5.0);
     }
 }

@@ -7,9 +7,9 @@
 //! happens on a dedicated thread per level, so a large exposition never delays a request's
 //! timestamps. A failed scrape is recorded as such and the level goes on.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -19,11 +19,13 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+use super::file::LineWriter;
 use super::names::{Engine, Norm, normalise};
 use super::parse::parse;
+use super::raw::{RAW_BUDGET_BYTES, raw_series};
 use super::summary::{Accumulator, LevelServerMetrics, Phase};
 use crate::record::Stamp;
-use crate::worker::sanitize_message;
+use crate::worker::Secrets;
 
 /// One scrape may take this long, connecting included. A server too busy to answer its
 /// metrics endpoint in 5 s is itself a finding, recorded as a failed scrape.
@@ -31,6 +33,10 @@ pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bodies above this are refused: vLLM's exposition is tens of kilobytes; megabytes mean many
 /// LoRA adapters or models; beyond 16 MiB something is wrong.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Scrapes fetched but not yet folded, at most: an interval scrape waits for the writer
+/// thread below this, so a server answering 16 MiB bodies faster than they can be parsed holds a
+/// few bodies in memory, not a queue that grows for the whole level.
+const MAX_BACKLOG: usize = 2;
 /// The classic text format: OpenMetrics negotiation makes prometheus_client escape names with
 /// colons (`vllm:…`) in samples but not in `# TYPE` lines (prometheus/client_python#1177).
 const ACCEPT_TEXT: &str = "text/plain;version=0.0.4";
@@ -47,11 +53,14 @@ struct Inner {
     display_url: String,
     interval: Duration,
     timeout: Duration,
+    /// What a scrape's error, series names and label values must never carry.
+    secrets: Secrets,
 }
 
 impl Scraper {
-    /// `url` may hold credentials (used, never written); `redact` writes `[redacted]` instead
-    /// of the URL, as `target.redact_base_url` does for the base URL.
+    /// `url` may hold credentials (used, never written, and withheld wherever the server echoes
+    /// them); `redact` writes `[redacted]` instead of the URL, as `target.redact_base_url` does
+    /// for the base URL.
     pub fn new(url: &str, interval: Duration, redact: bool) -> Result<Scraper, String> {
         let http = reqwest::Client::builder()
             .no_proxy()
@@ -61,23 +70,36 @@ impl Scraper {
             .build()
             .map_err(|e| format!("cannot set up the metrics client: {e}"))?;
         let display_url = if redact { "[redacted]".to_string() } else { super::display_url(url) };
-        let inner = Inner { http, url: url.to_string(), display_url, interval, timeout: SCRAPE_TIMEOUT };
+        let secrets = Secrets::default().and_url(url);
+        let inner = Inner { http, url: url.to_string(), display_url, interval, timeout: SCRAPE_TIMEOUT, secrets };
         Ok(Scraper { inner: Arc::new(inner) })
     }
 
     /// A shorter bound per scrape than [`SCRAPE_TIMEOUT`] (it stays the ceiling).
     pub fn with_timeout(self, timeout: Duration) -> Scraper {
-        let inner = &self.inner;
         let timeout = timeout.min(SCRAPE_TIMEOUT);
-        Scraper {
-            inner: Arc::new(Inner {
-                http: inner.http.clone(),
-                url: inner.url.clone(),
-                display_url: inner.display_url.clone(),
-                interval: inner.interval,
-                timeout,
-            }),
-        }
+        self.rebuilt(|inner| inner.timeout = timeout)
+    }
+
+    /// The run's other secrets (the API key, the base URL's credentials) withheld too: a
+    /// server may echo any of them in its metrics.
+    pub fn with_secrets(self, secrets: &Secrets) -> Scraper {
+        let secrets = self.inner.secrets.and(secrets);
+        self.rebuilt(|inner| inner.secrets = secrets)
+    }
+
+    fn rebuilt(self, change: impl FnOnce(&mut Inner)) -> Scraper {
+        let inner = &self.inner;
+        let mut next = Inner {
+            http: inner.http.clone(),
+            url: inner.url.clone(),
+            display_url: inner.display_url.clone(),
+            interval: inner.interval,
+            timeout: inner.timeout,
+            secrets: inner.secrets.clone(),
+        };
+        change(&mut next);
+        Scraper { inner: Arc::new(next) }
     }
 
     /// The URL as written into files and messages.
@@ -90,16 +112,49 @@ impl Scraper {
     /// keeps the summary only.
     pub async fn prepare(&self, level: &str, file: Option<PathBuf>) -> PreparedLevel {
         let (tx, rx) = mpsc::channel();
+        let backlog = Arc::new(Backlog::default());
         let writer = {
-            let (level, url, interval_ms) =
-                (level.to_string(), self.inner.display_url.clone(), self.inner.interval.as_secs_f64() * 1000.0);
+            let (level, url, interval_ms, secrets, backlog) = (
+                level.to_string(),
+                self.inner.display_url.clone(),
+                self.inner.interval.as_secs_f64() * 1000.0,
+                self.inner.secrets.clone(),
+                Arc::clone(&backlog),
+            );
             std::thread::Builder::new()
                 .name("server-metrics".into())
-                .spawn(move || write_level(&level, file, &url, interval_ms, &rx))
+                .spawn(move || write_level(&level, file, &url, interval_ms, &secrets, &backlog, &rx))
         };
         let start = self.inner.fetch(Phase::Start).await;
-        let _ = tx.send(Message::Scrape(start));
-        PreparedLevel { inner: Arc::clone(&self.inner), tx, writer: writer.ok() }
+        backlog.send(&tx, start);
+        PreparedLevel { inner: Arc::clone(&self.inner), tx, writer: writer.ok(), backlog }
+    }
+}
+
+/// Scrapes sent to the writer thread and not yet folded.
+#[derive(Debug, Default)]
+struct Backlog {
+    pending: AtomicUsize,
+    /// Signalled by the writer after each scrape it folded.
+    folded: tokio::sync::Notify,
+}
+
+impl Backlog {
+    fn send(&self, tx: &mpsc::Sender<Message>, fetched: Fetched) -> bool {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        tx.send(Message::Scrape(fetched)).is_ok()
+    }
+
+    fn folded(&self) {
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+        self.folded.notify_one();
+    }
+
+    /// Until fewer than [`MAX_BACKLOG`] scrapes wait for the writer.
+    async fn room(&self) {
+        while self.pending.load(Ordering::Acquire) >= MAX_BACKLOG {
+            self.folded.notified().await;
+        }
     }
 }
 
@@ -110,6 +165,7 @@ pub struct PreparedLevel {
     /// `None` when the thread could not be started: scrapes are then not folded (an honest,
     /// empty summary with the reason).
     writer: Option<std::thread::JoinHandle<LevelServerMetrics>>,
+    backlog: Arc<Backlog>,
 }
 
 impl PreparedLevel {
@@ -120,6 +176,8 @@ impl PreparedLevel {
         let stop = CancellationToken::new();
         let task = {
             let (inner, tx, stop) = (Arc::clone(&self.inner), self.tx.clone(), stop.clone());
+            // Without a writer nothing is folded: the backlog would never drain.
+            let backlog = self.writer.is_some().then(|| Arc::clone(&self.backlog));
             tokio::spawn(async move {
                 let mut ticks = tokio::time::interval_at(level_start + inner.interval, inner.interval);
                 // A slow scrape delays the next one instead of causing a burst.
@@ -129,18 +187,32 @@ impl PreparedLevel {
                         () = stop.cancelled() => break,
                         _ = ticks.tick() => {}
                     }
+                    let Some(backlog) = &backlog else { continue };
+                    // A writer still folding earlier scrapes delays this one, as a slow scrape
+                    // does.
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = backlog.room() => {}
+                    }
                     // A scrape cut by the end of the level is superseded by the end scrape.
                     let fetched = tokio::select! {
                         () = stop.cancelled() => break,
                         fetched = inner.fetch(Phase::Interval) => fetched,
                     };
-                    if tx.send(Message::Scrape(fetched)).is_err() {
+                    if !backlog.send(&tx, fetched) {
                         break;
                     }
                 }
             })
         };
-        LevelScraper { inner: self.inner, tx: Some(self.tx), writer: self.writer, stop, task: Some(task) }
+        LevelScraper {
+            inner: self.inner,
+            tx: Some(self.tx),
+            writer: self.writer,
+            backlog: self.backlog,
+            stop,
+            task: Some(task),
+        }
     }
 }
 
@@ -149,6 +221,7 @@ pub struct LevelScraper {
     inner: Arc<Inner>,
     tx: Option<mpsc::Sender<Message>>,
     writer: Option<std::thread::JoinHandle<LevelServerMetrics>>,
+    backlog: Arc<Backlog>,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
@@ -163,7 +236,7 @@ impl LevelScraper {
         }
         let end = self.inner.fetch(Phase::End).await;
         if let Some(tx) = self.tx.take() {
-            let _ = tx.send(Message::Scrape(end));
+            self.backlog.send(&tx, end);
         }
         let interval_ms = self.inner.interval.as_secs_f64() * 1000.0;
         let fallback = |reason: &str| {
@@ -218,7 +291,7 @@ impl Inner {
             .header(reqwest::header::ACCEPT, ACCEPT_TEXT)
             .send()
             .await
-            .map_err(|e| describe(&e))?;
+            .map_err(|e| describe(&e, &self.secrets))?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!(
@@ -229,7 +302,7 @@ impl Inner {
             return Err(format!("the body is larger than {} MiB", MAX_BODY_BYTES >> 20));
         }
         let mut body = BytesMut::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+        while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e, &self.secrets))? {
             if body.len() + chunk.len() > MAX_BODY_BYTES {
                 return Err(format!("the body is larger than {} MiB", MAX_BODY_BYTES >> 20));
             }
@@ -239,8 +312,9 @@ impl Inner {
     }
 }
 
-/// A reqwest error in one bounded line, without the URL (which may hold credentials).
-fn describe(e: &reqwest::Error) -> String {
+/// A reqwest error in one bounded line, without the URL (which may hold credentials), through
+/// the run's sanitizer.
+fn describe(e: &reqwest::Error, secrets: &Secrets) -> String {
     let kind = if e.is_timeout() {
         "timed out"
     } else if e.is_connect() {
@@ -257,7 +331,7 @@ fn describe(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     let text = if causes.is_empty() { kind.to_string() } else { format!("{kind}: {}", causes.join(": ")) };
-    sanitize_message(&text, None)
+    secrets.message(&text)
 }
 
 /// One line of `<level>.server-metrics.ndjson`.
@@ -276,10 +350,15 @@ struct ScrapeLine<'a> {
     engine: Option<Engine>,
     #[serde(skip_serializing_if = "is_zero")]
     skipped_lines: usize,
+    /// Series of the scrape not in `raw`: beyond the bound per scrape, or all of them once the
+    /// level's file reached its budget.
+    #[serde(skip_serializing_if = "is_zero")]
+    raw_left_out: usize,
     /// The normalised set; absent metrics are left out.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     normalized: std::collections::BTreeMap<Norm, f64>,
-    /// Every series, `name{labels}` → value (NaN and infinities as null).
+    /// The series, `name{labels}` → value (NaN and infinities as null), sanitized and bounded
+    /// (see `raw`).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     raw: std::collections::BTreeMap<String, f64>,
 }
@@ -294,10 +373,17 @@ fn write_level(
     file: Option<PathBuf>,
     url: &str,
     interval_ms: f64,
+    secrets: &Secrets,
+    backlog: &Backlog,
     rx: &mpsc::Receiver<Message>,
 ) -> LevelServerMetrics {
     let mut acc = Accumulator::new();
-    let mut out = LineWriter { path: file, file: None, error: None };
+    let mut out = LineWriter::new(file);
+    let mut written = Written::default();
+    let mut fold_one = |at: Instant, fetched: Fetched, acc: &mut Accumulator, out: &mut LineWriter| {
+        fold(level, at, fetched, secrets, acc, out, &mut written);
+        backlog.folded();
+    };
     let mut origin: Option<Instant> = None;
     let mut held: Vec<Fetched> = Vec::new();
     for message in rx {
@@ -305,11 +391,11 @@ fn write_level(
             Message::Origin(at) => {
                 origin = Some(at);
                 for fetched in held.drain(..) {
-                    fold(level, at, fetched, &mut acc, &mut out);
+                    fold_one(at, fetched, &mut acc, &mut out);
                 }
             }
             Message::Scrape(fetched) => match origin {
-                Some(at) => fold(level, at, fetched, &mut acc, &mut out),
+                Some(at) => fold_one(at, fetched, &mut acc, &mut out),
                 None => held.push(fetched),
             },
         }
@@ -317,17 +403,36 @@ fn write_level(
     // Never started: times are relative to the first scrape.
     if let Some(at) = held.first().map(|f| f.sent) {
         for fetched in std::mem::take(&mut held) {
-            fold(level, at, fetched, &mut acc, &mut out);
+            fold_one(at, fetched, &mut acc, &mut out);
         }
     }
     let mut summary = acc.finish(url.to_string(), interval_ms);
+    summary.raw_series_left_out = written.most_left_out as u64;
+    summary.raw_scrapes_over_budget = written.over_budget;
     out.flush();
     summary.file = out.written_name();
     summary.file_error = out.error;
     summary
 }
 
-fn fold(level: &str, origin: Instant, fetched: Fetched, acc: &mut Accumulator, out: &mut LineWriter) {
+/// What the level's lines left out of `raw`, for its summary.
+#[derive(Debug, Default)]
+struct Written {
+    /// The most series one scrape left out of its line (beyond the bound per scrape).
+    most_left_out: usize,
+    /// Scrapes written without `raw` once the file reached its budget.
+    over_budget: u32,
+}
+
+fn fold(
+    level: &str,
+    origin: Instant,
+    fetched: Fetched,
+    secrets: &Secrets,
+    acc: &mut Accumulator,
+    out: &mut LineWriter,
+    written: &mut Written,
+) {
     let t_s = if fetched.sent >= origin {
         (fetched.sent - origin).as_secs_f64()
     } else {
@@ -343,6 +448,7 @@ fn fold(level: &str, origin: Instant, fetched: Fetched, acc: &mut Accumulator, o
         error: None,
         engine: None,
         skipped_lines: 0,
+        raw_left_out: 0,
         normalized: Default::default(),
         raw: Default::default(),
     };
@@ -358,7 +464,15 @@ fn fold(level: &str, origin: Instant, fetched: Fetched, acc: &mut Accumulator, o
             line.engine = normalised.engine;
             line.skipped_lines = parsed.skipped_lines;
             line.normalized = normalised.values;
-            line.raw = parsed.series.iter().map(|s| (s.key(), s.value)).collect();
+            if out.bytes < RAW_BUDGET_BYTES {
+                let raw = raw_series(&parsed.series, secrets);
+                written.most_left_out = written.most_left_out.max(raw.left_out);
+                line.raw = raw.series;
+                line.raw_left_out = raw.left_out;
+            } else {
+                written.over_budget += 1;
+                line.raw_left_out = parsed.series.len();
+            }
             out.write(&line);
         }
         Err(error) => {
@@ -369,103 +483,33 @@ fn fold(level: &str, origin: Instant, fetched: Fetched, acc: &mut Accumulator, o
     }
 }
 
-/// Appends lines to the scrape file, created at the first line; stops at the first error.
-struct LineWriter {
-    path: Option<PathBuf>,
-    file: Option<std::io::BufWriter<std::fs::File>>,
-    error: Option<String>,
-}
-
-impl LineWriter {
-    fn write(&mut self, line: &ScrapeLine<'_>) {
-        let Some(path) = &self.path else { return };
-        if self.error.is_some() {
-            return;
-        }
-        if self.file.is_none() {
-            // Never through a link planted at the name (the output directory may be shared).
-            let mut options = std::fs::OpenOptions::new();
-            options.create(true).write(true).truncate(true);
-            match crate::sys::no_follow(&mut options).open(path) {
-                Ok(f) => self.file = Some(std::io::BufWriter::new(f)),
-                Err(e) => {
-                    self.error = Some(format!("{}: {e}", path.display()));
-                    return;
-                }
-            }
-        }
-        let Some(file) = self.file.as_mut() else { return };
-        // Flushed per line: a soak killed hours in keeps every scrape up to then.
-        let written = serde_json::to_writer(&mut *file, line)
-            .map_err(std::io::Error::from)
-            .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.flush());
-        if let Err(e) = written {
-            self.error = Some(format!("{}: {e}", path.display()));
-        }
-    }
-
-    fn flush(&mut self) {
-        if let Some(file) = self.file.as_mut() {
-            if let Err(e) = file.flush() {
-                self.error.get_or_insert_with(|| e.to_string());
-            }
-        }
-    }
-
-    fn written_name(&self) -> Option<String> {
-        let path = self.path.as_ref()?;
-        self.file.as_ref()?;
-        path.file_name().map(|n| n.to_string_lossy().into_owned())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn line(level: &str) -> ScrapeLine<'_> {
-        ScrapeLine {
-            level,
-            phase: Phase::Start,
-            t_s: 0.0,
+    /// A writer behind on its folding holds the next interval scrape back until it catches up.
+    #[tokio::test]
+    async fn the_backlog_waits_for_the_writer() {
+        let backlog = Arc::new(Backlog::default());
+        let (tx, rx) = mpsc::channel();
+        let fetched = || Fetched {
+            phase: Phase::Interval,
+            sent: Instant::now(),
             unix_ns: 0,
-            latency_ms: 1.0,
-            ok: true,
-            error: None,
-            engine: None,
-            skipped_lines: 0,
-            normalized: Default::default(),
-            raw: Default::default(),
-        }
-    }
-
-    #[test]
-    fn lines_are_written_and_named() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut out = LineWriter { path: Some(dir.path().join("l.server-metrics.ndjson")), file: None, error: None };
-        out.write(&line("l"));
-        out.write(&line("l"));
-        out.flush();
-        assert_eq!(out.error, None);
-        assert_eq!(out.written_name().as_deref(), Some("l.server-metrics.ndjson"));
-        let text = std::fs::read_to_string(dir.path().join("l.server-metrics.ndjson")).expect("written");
-        assert_eq!(text.lines().count(), 2);
-        assert!(text.starts_with(r#"{"level":"l","phase":"start","t_s":0.0,"#), "{text}");
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_link_planted_at_the_scrape_file_is_refused_not_followed() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, "keep me").expect("write");
-        let path = dir.path().join("l.server-metrics.ndjson");
-        std::os::unix::fs::symlink(&victim, &path).expect("symlink");
-        let mut out = LineWriter { path: Some(path), file: None, error: None };
-        out.write(&line("l"));
-        assert!(out.error.is_some());
-        assert_eq!(out.written_name(), None);
-        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "keep me");
+            latency: Duration::ZERO,
+            result: Ok(Bytes::new()),
+        };
+        assert!(backlog.send(&tx, fetched()) && backlog.send(&tx, fetched()));
+        let waiting = tokio::time::timeout(Duration::from_millis(50), backlog.room()).await;
+        assert!(waiting.is_err(), "two scrapes queued: no room");
+        let writer = {
+            let backlog = Arc::clone(&backlog);
+            std::thread::spawn(move || {
+                let _ = rx.recv();
+                backlog.folded();
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(5), backlog.room()).await.expect("room once one is folded");
+        writer.join().expect("writer");
     }
 }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::names::{ALIASES, Engine, Kind, Norm, lookup, normalise};
+use super::names::{ALIASES, Engine, Kind, Norm, derive, lookup, normalise};
 use super::parse::Series;
 
 /// A gauge over one level.
@@ -67,10 +67,25 @@ pub struct LevelServerMetrics {
     pub missing: Vec<Norm>,
     /// Lines the parser left out, over all scrapes.
     pub skipped_lines: u64,
+    /// The most series one scrape left out of the scrape file (beyond the series kept per
+    /// scrape); its counters and gauges were still read from all of them.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub raw_series_left_out: u64,
+    /// Scrapes written without their series once the level's file reached its budget.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub raw_scrapes_over_budget: u32,
     pub first_error: Option<String>,
     /// The `<level>.server-metrics.ndjson` file name, when written.
     pub file: Option<String>,
     pub file_error: Option<String>,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 impl LevelServerMetrics {
@@ -214,6 +229,7 @@ impl Accumulator {
             let total = self.increase.values().filter(|(a, _)| *a == alias).map(|(_, v)| v).sum::<f64>();
             counters.insert(norm, total);
         }
+        derive(&mut counters);
         let gauges: BTreeMap<Norm, GaugeSummary> = self.gauges.iter().map(|(n, acc)| (*n, acc.summary())).collect();
         let missing = Norm::ALL.into_iter().filter(|n| !counters.contains_key(n) && !gauges.contains_key(n)).collect();
         let ratio = |num: Option<&f64>, den: Option<&f64>| match (num, den) {
@@ -248,6 +264,8 @@ impl Accumulator {
             spec_decode,
             missing,
             skipped_lines: self.skipped_lines,
+            raw_series_left_out: 0,
+            raw_scrapes_over_budget: 0,
             first_error: self.first_error,
             file: None,
             file_error: None,
@@ -411,5 +429,23 @@ mod tests {
         assert_eq!(json["engine"], "llamacpp");
         assert_eq!(json["counters"]["generation_tokens"], 4.0);
         assert!(json["missing"].as_array().expect("list").iter().any(|n| n == "kv_cache_usage"));
+    }
+
+    #[test]
+    fn llamacpp_cache_hits_over_a_level_give_its_hit_rate() {
+        let mut acc = Accumulator::new();
+        let at = |computed: f64, cached: f64| {
+            vec![
+                Series { name: "llamacpp:prompt_tokens_total".into(), labels: vec![], value: computed },
+                Series { name: "llamacpp:prompt_tokens_cached_total".into(), labels: vec![], value: cached },
+            ]
+        };
+        acc.ok(Phase::Start, 0.0, &at(1000.0, 500.0), 0);
+        acc.ok(Phase::End, 1.0, &at(1300.0, 1400.0), 0);
+        let m = finish(acc);
+        assert_eq!(m.counter(Norm::PrefixCacheHits), Some(900.0));
+        assert_eq!(m.counter(Norm::PrefixCacheQueries), Some(1200.0));
+        assert_eq!(m.prefix_cache_hit_rate, Some(0.75));
+        assert!(!m.missing.contains(&Norm::PrefixCacheHits) && !m.missing.contains(&Norm::PrefixCacheQueries));
     }
 }

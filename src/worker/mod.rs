@@ -47,7 +47,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 pub use errors::{MAX_RETRY_WAIT, error_chain};
 pub use limits::RequestLimits;
-pub use sanitize::{FIELD_CHARS, Secrets, sanitize_message};
+pub use sanitize::{FIELD_CHARS, Secrets, is_unsafe_char, sanitize_message, visible};
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 pub use transport::READ_BUFFER_MAX;
 
@@ -220,6 +220,13 @@ impl Client {
             }
         }
         Ok(self)
+    }
+
+    /// The run's other secrets (the metrics URL's credentials, say) withheld from everything
+    /// this client records too.
+    pub fn with_secrets(mut self, secrets: &Secrets) -> Self {
+        self.secrets = self.secrets.and(secrets);
+        self
     }
 
     /// Requests in flight right now.

@@ -1,65 +1,96 @@
-//! Server and library strings made safe to store: one line, bounded, URLs without credentials,
-//! and withheld entirely when they quote the prompt or carry a secret (the API key, or a
-//! password or token from the base URL, which a hostile server can echo in any field).
+//! The one sanitizer for every string that came from the server or the configuration and is
+//! written anywhere (artifact, records, the server-metrics file, the console): one line, bounded,
+//! without control, bidi or other invisible formatting characters, URLs redacted
+//! (`record::redact`), and never a secret of the run (the API key, the credentials and query
+//! values of the base and metrics URLs, as written and percent-decoded), which a hostile server
+//! can echo in any field, header, model id or metric label.
+//!
+//! Three shapes: [`Secrets::message`] (a failure message: withheld entirely when it holds a
+//! secret or quotes the prompt), [`Secrets::field`] (a short label such as `finish_reason`, a
+//! model id or the backend header), and [`Secrets::label`] (a metric name or label value: each
+//! secret replaced in place, so series stay apart).
 
 use std::fmt;
 use std::sync::Arc;
 
-use crate::record::redact::redact_urls_in;
+use crate::record::redact::{REDACTED, redact_urls_in, url_credentials};
+use crate::scenario::{ApiKey, Endpoint, MetricsEndpoint, Scenario};
 
 /// Longest failure message kept.
 const MESSAGE_CHARS: usize = 200;
 /// Longest short server label kept (`finish_reason`, an error's type or code).
 pub const FIELD_CHARS: usize = 64;
+/// Secrets shorter than this are not looked for in a configuration document (see
+/// [`Secrets::scrub_json`]).
+pub const SCRUB_MIN_CHARS: usize = 8;
+/// What a message or field holding a secret becomes.
+const WITHHELD_SECRET: &str = "[withheld: it contained a secret]";
 
-/// The secrets of a run that must never be written: the API key, and the password and
-/// secret-looking query values of the base URL (as written and percent-decoded).
+/// The secrets of a run that must never be written: the API key, and the credentials and query
+/// values of the base and metrics URLs (as written and percent-decoded), longest first.
 /// Shared, so cloning a client (once per request in an open loop) copies no string.
 #[derive(Clone, Default)]
 pub struct Secrets(Arc<[String]>);
 
 impl Secrets {
     pub fn new(api_key: Option<&str>, base_url: &str) -> Self {
-        let mut all: Vec<String> = api_key.into_iter().map(str::to_string).collect();
-        if let Ok(url) = reqwest::Url::parse(base_url) {
-            if let Some(password) = url.password() {
-                all.push(password.to_string());
-            }
-            if !url.username().is_empty() && url.password().is_none() {
-                // `http://token@host`: the user name is the credential.
-                all.push(url.username().to_string());
-            }
-            for (name, value) in url.query_pairs() {
-                if crate::record::redact::is_secret_param(&name) {
-                    all.push(value.into_owned());
-                }
-            }
-            if let Some(query) = url.query() {
-                for pair in query.split('&') {
-                    if let Some((name, value)) = pair.split_once('=') {
-                        if crate::record::redact::is_secret_param(name) {
-                            all.push(value.to_string());
-                        }
-                    }
-                }
-            }
-            // An endpoint path appended to a base URL that ends in a query lands in the last
-            // value (`?key=tok/chat/completions`): the token is what precedes the path.
-            let cut: Vec<String> =
-                all.iter().filter_map(|s| s.split_once('/').map(|(head, _)| head.to_string())).collect();
-            all.extend(cut);
-            let decoded: Vec<String> = all.iter().filter_map(|s| percent_decode(s)).collect();
-            all.extend(decoded);
+        Secrets::from_parts(api_key.into_iter().map(str::to_string).collect(), &[base_url])
+    }
+
+    /// Every secret a scenario holds: its API key, its base URL's and its metrics URL's
+    /// credentials and query values.
+    pub fn for_scenario(s: &Scenario) -> Self {
+        let mut urls: Vec<&str> = Vec::new();
+        if let Endpoint::Remote { base_url } = &s.target.endpoint {
+            urls.push(base_url);
         }
+        if let Some(MetricsEndpoint::Url { url }) = s.target.metrics.as_ref().map(|m| &m.endpoint) {
+            urls.push(url);
+        }
+        Secrets::from_parts(
+            s.target.api_key.as_ref().map(ApiKey::expose).into_iter().map(str::to_string).collect(),
+            &urls,
+        )
+    }
+
+    /// These secrets and those of `other`.
+    pub fn and(&self, other: &Secrets) -> Self {
+        Secrets::from_parts(self.0.iter().chain(other.0.iter()).cloned().collect(), &[])
+    }
+
+    /// These secrets and the credentials of `url`.
+    pub fn and_url(&self, url: &str) -> Self {
+        Secrets::from_parts(self.0.to_vec(), &[url])
+    }
+
+    fn from_parts(mut all: Vec<String>, urls: &[&str]) -> Self {
+        let mut from_urls: Vec<String> = urls.iter().flat_map(|u| url_credentials(u)).collect();
+        // An endpoint path appended to a base URL that ends in a query lands in the last
+        // value (`?key=tok/chat/completions`): the token is what precedes the path.
+        let cut: Vec<String> =
+            from_urls.iter().filter_map(|s| s.split_once('/').map(|(head, _)| head.to_string())).collect();
+        from_urls.extend(cut);
+        all.extend(from_urls);
+        let decoded: Vec<String> = all.iter().filter_map(|s| percent_decode(s)).collect();
+        all.extend(decoded);
         all.retain(|s| !s.is_empty());
-        all.sort();
+        // Longest first: a secret inside another is replaced after it.
+        all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         all.dedup();
         Secrets(all.into())
     }
 
-    /// Whether `text` holds any of the secrets.
+    /// Whether `text` holds any of the secrets, as written or percent-encoded.
     pub fn found_in(&self, text: &str) -> bool {
-        self.0.iter().any(|s| text.contains(s.as_str()))
+        if self.0.is_empty() {
+            return false;
+        }
+        let holds = |t: &str| self.0.iter().any(|s| t.contains(s.as_str()));
+        holds(text) || percent_decode(text).is_some_and(|d| holds(&d))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -93,16 +124,53 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// A character that must not reach a file or a terminal as it is: a control character (C0, C1,
+/// DEL), a line or paragraph separator, or an invisible formatting character (Unicode's `Cf`:
+/// the bidi embeddings, overrides and isolates such as U+202E, zero-width spaces and joiners,
+/// the byte-order mark, tag characters), which can reorder or hide what a reader sees.
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{0600}'..='\u{0605}'
+                | '\u{061C}'
+                | '\u{06DD}'
+                | '\u{070F}'
+                | '\u{0890}'..='\u{0891}'
+                | '\u{08E2}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{110BD}'
+                | '\u{110CD}'
+                | '\u{13430}'..='\u{1343F}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0001}'
+                | '\u{E0020}'..='\u{E007F}'
+        )
+}
+
+/// `text` with every unsafe character (see [`is_unsafe_char`]) replaced by a space.
+pub fn visible(text: &str) -> String {
+    text.chars().map(|c| if is_unsafe_char(c) { ' ' } else { c }).collect()
+}
+
 impl Secrets {
     /// A server or library message made safe to store: one line, at most `MESSAGE_CHARS`, URLs
-    /// without credentials, and withheld entirely if it quotes the prompt (servers echo input in
+    /// redacted, and withheld entirely if it quotes the prompt (servers echo input in
     /// validation errors) or holds a secret.
     pub fn message(&self, text: &str) -> String {
         bounded(text, |t| self.found_in(t), MESSAGE_CHARS)
     }
 
-    /// The same for a short server label (`finish_reason`, an error's type or code): at most
-    /// `FIELD_CHARS` characters.
+    /// The same for a short server label (`finish_reason`, an error's type or code, a model id,
+    /// the backend header): at most `FIELD_CHARS` characters.
     pub fn field(&self, text: &str) -> String {
         // The labels every response ends with (`stop`, `length`, `tool_calls`): one word of
         // lowercase letters, digits and `_` holds no URL, no control character and no prompt
@@ -111,6 +179,67 @@ impl Secrets {
             return text.to_owned();
         }
         bounded(text, |t| self.found_in(t), FIELD_CHARS)
+    }
+
+    /// A metric name or label value: each secret replaced by `[redacted]` where it stands (so
+    /// two series do not become one), URLs redacted, unsafe characters replaced, at most
+    /// `max_chars` characters. Never withheld whole, never quoting a secret.
+    pub fn label(&self, text: &str, max_chars: usize) -> String {
+        let mut out = if text.contains("://") { redact_urls_in(text) } else { text.to_string() };
+        for secret in self.0.iter() {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), REDACTED);
+            }
+        }
+        if self.found_in(&out) {
+            // Only percent-encoded now: there is no place to replace it in.
+            return WITHHELD_SECRET.to_string();
+        }
+        let mut out: String = out.chars().map(|c| if is_unsafe_char(c) { ' ' } else { c }).collect();
+        if out.chars().nth(max_chars).is_some() {
+            out = out.chars().take(max_chars).collect();
+            out.push('…');
+        }
+        out
+    }
+}
+
+impl Secrets {
+    /// Every string of a configuration document (keys included) with its URLs redacted and each
+    /// secret of at least [`SCRUB_MIN_CHARS`] replaced by `[redacted]`: the scenario block of the
+    /// artifact and the records file repeats the configuration, and a secret may have been
+    /// written into any of its strings. A shorter secret (a test key such as `x`) is left: it
+    /// would rewrite field names and values by coincidence, and with them the configuration's
+    /// fingerprint, which must not depend on the key.
+    pub fn scrub_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        let scrub = |s: &str| -> Option<String> {
+            let mut out = if s.contains("://") { redact_urls_in(s) } else { s.to_string() };
+            for secret in self.0.iter().filter(|s| s.chars().count() >= SCRUB_MIN_CHARS) {
+                if out.contains(secret.as_str()) {
+                    out = out.replace(secret.as_str(), REDACTED);
+                }
+            }
+            (out != s).then_some(out)
+        };
+        match value {
+            Value::String(s) => {
+                if let Some(clean) = scrub(s) {
+                    *s = clean;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.scrub_json(v)),
+            Value::Object(map) => {
+                let keys: Vec<String> = map.keys().filter(|k| scrub(k).is_some()).cloned().collect();
+                for key in keys {
+                    if let Some(v) = map.remove(&key) {
+                        map.insert(scrub(&key).unwrap_or(key), v);
+                    }
+                }
+                map.values_mut().for_each(|v| self.scrub_json(v));
+            }
+            _ => {}
+        }
     }
 }
 
@@ -126,15 +255,20 @@ pub fn sanitize_message(message: &str, secret: Option<&str>) -> String {
 
 fn bounded(text: &str, holds_secret: impl Fn(&str) -> bool, max_chars: usize) -> String {
     if holds_secret(text) {
-        return "[withheld: it contained a secret]".to_string();
+        return WITHHELD_SECRET.to_string();
     }
     if quotes_prompt(text) {
         return "[withheld: it quoted the prompt]".to_string();
     }
     let text = redact_urls_in(text);
-    let mut out: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(max_chars).collect();
+    // Unsafe characters become spaces, never nothing: removing one could join the two halves
+    // of a secret the check above did not see whole.
+    let mut out: String = text.chars().map(|c| if is_unsafe_char(c) { ' ' } else { c }).take(max_chars).collect();
     if text.chars().nth(max_chars).is_some() {
         out.push('…');
+    }
+    if holds_secret(&out) {
+        return WITHHELD_SECRET.to_string();
     }
     out
 }
@@ -214,6 +348,66 @@ mod tests {
     fn the_key_only_form_still_works() {
         assert!(sanitize_message("echo sk-1", Some("sk-1")).contains("withheld"));
         assert_eq!(sanitize_message("a\tb", None), "a b");
+    }
+
+    #[test]
+    fn bidi_overrides_and_invisible_characters_never_pass() {
+        let none = Secrets::default();
+        for hidden in ['\u{202E}', '\u{2066}', '\u{200B}', '\u{FEFF}', '\u{2028}', '\u{85}', '\u{E0041}', '\u{7F}'] {
+            let text = format!("gpt{hidden}-4");
+            assert!(!none.field(&text).contains(hidden), "{hidden:?} kept in a field");
+            assert!(!none.message(&text).contains(hidden), "{hidden:?} kept in a message");
+            assert!(!none.label(&text, 64).contains(hidden), "{hidden:?} kept in a label");
+            assert!(is_unsafe_char(hidden));
+        }
+        for shown in ['a', 'é', '中', '😀', ' '] {
+            assert!(!is_unsafe_char(shown), "{shown:?}");
+        }
+        // A character inside the key cannot hide it: it becomes a space, never nothing.
+        let key = Secrets::new(Some("sk-abc-123"), "http://h/v1");
+        assert!(!key.field("sk-abc\u{200B}-123").contains("sk-abc-123"));
+    }
+
+    #[test]
+    fn labels_keep_their_shape_and_lose_the_secret() {
+        let s = Secrets::new(Some("sk-live-9"), "http://h/v1?token=qs-token-7");
+        assert_eq!(s.label("user_sk-live-9", 64), "user_[redacted]");
+        assert_eq!(s.label("qs-token-7", 64), "[redacted]");
+        assert_eq!(s.label("http://u:p@h/x?sig=abc", 64), "http://h/x?sig=[redacted]");
+        assert_eq!(s.label(&"z".repeat(100), 10).chars().count(), 11);
+        assert_eq!(s.label("sk%2Dlive%2D9", 64), "[withheld: it contained a secret]");
+        assert!(s.found_in("encoded sk%2Dlive%2D9") && s.message("encoded sk%2Dlive%2D9").contains("withheld"));
+    }
+
+    #[test]
+    fn every_long_query_value_of_a_url_is_a_secret() {
+        let s = Secrets::default().and_url("http://h:9/metrics?x=opaque-value-1&stream=1");
+        assert!(s.found_in("echo opaque-value-1"));
+        assert!(!s.found_in("stream 1"), "short values of harmless names are not secrets");
+        let both = Secrets::new(Some("k-1"), "http://h/v1").and(&s);
+        assert!(both.found_in("k-1") && both.found_in("opaque-value-1"));
+    }
+
+    #[test]
+    fn a_configuration_document_loses_urls_credentials_and_secrets() {
+        let s = Secrets::new(Some("sk-conf-1"), "http://h/v1");
+        let mut v = serde_json::json!({
+            "target": {"metrics_url": "http://h/m?token=t1", "model": "m"},
+            "extra": {"auth": "Bearer sk-conf-1", "sk-conf-1": 1},
+            "paths": ["s3://u:p@bucket/x", 3]
+        });
+        s.scrub_json(&mut v);
+        let text = v.to_string();
+        assert!(!text.contains("t1") && !text.contains("sk-conf-1") && !text.contains("u:p@"), "{text}");
+        assert_eq!(v["target"]["model"], "m");
+        assert_eq!(v["extra"]["auth"], "Bearer [redacted]");
+        assert_eq!(v["extra"]["[redacted]"], 1);
+        // A short key does not rewrite the document (nor its fingerprint) by coincidence.
+        let short = Secrets::new(Some("x"), "http://h/v1");
+        let mut doc = serde_json::json!({"max_tokens": 8, "model": "x1"});
+        let before = doc.clone();
+        short.scrub_json(&mut doc);
+        assert_eq!(doc, before);
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub(super) struct SessionsState {
     pub groups_seen: Mutex<HashSet<u32>>,
     /// The server's context window: a prompt and its output must fit in it.
     pub max_context_tokens: u32,
+    /// The run's secrets: the backend header a server sends is recorded through the sanitizer.
+    pub secrets: crate::worker::Secrets,
 }
 
 /// What the server reported for the last turn.
@@ -280,7 +282,7 @@ impl Workload {
     /// backend are taken from the response, and an answer's markers of other sessions are
     /// counted. False when the conversation cannot go on (the turn failed).
     pub fn finish_turn(&self, conv: &mut Conversation, request: &PreparedRequest, outcome: &mut Outcome) -> bool {
-        let Some((spec, _)) = self.sessions.as_ref() else { return false };
+        let Some((spec, state)) = self.sessions.as_ref() else { return false };
         let reply = request.exchange.as_ref().map(|e| e.take_reply()).unwrap_or_default();
         let header = |name: &Option<String>| {
             name.as_ref().and_then(|n| reply.headers.iter().find(|(h, _)| h == n).map(|(_, v)| v.clone()))
@@ -288,7 +290,10 @@ impl Workload {
         if let Some(value) = header(&spec.echo_header) {
             conv.echo = Some(value);
         }
-        let backend = header(&spec.backend_header);
+        // The echoed header goes back to the server as it came (it is never written); the
+        // backend is recorded, so it goes through the sanitizer: a router that echoes the API
+        // key (or anything else) in it must not put that in the records and the artifact.
+        let backend = header(&spec.backend_header).map(|b| state.secrets.field(&b));
         match outcome {
             Outcome::Completed(c) => {
                 if let Some(r) = c.replay.as_deref_mut() {

@@ -149,8 +149,12 @@ impl Workload {
         if let PromptSource::Sessions(spec) = &w.prompts {
             let mut order: Vec<usize> = (0..spec.dataset.as_ref().map_or(0, |d| d.count)).collect();
             order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
-            let state =
-                conversation::SessionsState { order, max_context_tokens: w.max_context_tokens, ..Default::default() };
+            let state = conversation::SessionsState {
+                order,
+                max_context_tokens: w.max_context_tokens,
+                secrets: crate::worker::Secrets::for_scenario(scenario),
+                ..Default::default()
+            };
             workload.sessions = Some((spec.clone(), std::sync::Arc::new(state)));
         }
         if let PromptSource::Trace(trace) = &w.prompts {

@@ -24,7 +24,7 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 pub const SILENCE_LIMIT: Duration = Duration::from_secs(15);
 /// A new connection's `hello` and `join` must both have arrived within this (a shard sends
 /// them at once): a silent or slow peer does not hold a connection slot for longer.
-pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(5);
+pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
 /// Longest line read before the peer is authenticated (`hello`, `join`).
 pub const MAX_HANDSHAKE_LINE: usize = 4 * 1024;
 /// Longest message line read from an authenticated peer.

@@ -8,20 +8,21 @@
 //! refuses to serve off loopback without a token.
 
 mod common;
+#[path = "coordinator_trust/peers.rs"]
+mod peers;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anvil_load::mock::{MockServer, Profile};
-use anvil_load::shard::auth::{self, Direction, Opener, Sealer, SessionKey, Token};
 use common::{anvil, check_artifact, text};
+use peers::{
+    Peer, SHARDS, TOKEN, fake_coordinator, fingerprint_of_shard_0, peak_rss_kb, tampering_proxy, wait_listening,
+};
 use serde_json::{Value, json};
-
-const TOKEN: &str = "coordinator-trust-token-0123456789";
-const SHARDS: u32 = 2;
 
 fn fast() -> Profile {
     Profile::named("fast").expect("fast profile exists")
@@ -89,120 +90,6 @@ fn describe(outputs: &[Output]) -> String {
         .collect()
 }
 
-/// Until something accepts connections at `addr`.
-fn wait_listening(addr: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if TcpStream::connect(addr).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("nothing listens at {addr}");
-}
-
-/// A process's peak resident memory in kB (Linux).
-fn peak_rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// A raw peer speaking the shard side of the protocol, sealing with whatever token it is given.
-struct Peer {
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
-    sealer: Option<Sealer>,
-    opener: Option<Opener>,
-}
-
-impl Peer {
-    fn connect(addr: &str) -> Peer {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let stream = loop {
-            match TcpStream::connect(addr) {
-                Ok(s) => break s,
-                Err(e) if Instant::now() > deadline => panic!("{addr}: {e}"),
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        };
-        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let reader = BufReader::new(stream.try_clone().unwrap());
-        Peer { stream, reader, sealer: None, opener: None }
-    }
-
-    /// Both hellos, then the connection's key from `token`.
-    fn hello(addr: &str, token: &str) -> Peer {
-        let mut p = Peer::connect(addr);
-        let nonce = auth::nonce();
-        let hello = json!({"type": "hello", "protocol": 2, "nonce": auth::hex(&nonce)});
-        p.plain(&hello);
-        let answer = p.line();
-        let answer: Value = serde_json::from_slice(&answer).unwrap_or_else(|_| panic!("{}", text(&answer)));
-        assert_eq!(answer["type"], "hello", "{answer}");
-        let theirs = auth::nonce_from_hex(answer["nonce"].as_str().unwrap()).unwrap();
-        let key = SessionKey::derive(&Token::parse(token).unwrap(), &nonce, &theirs);
-        p.sealer = Some(Sealer::new(key.clone(), Direction::ToCoordinator));
-        p.opener = Some(Opener::new(key, Direction::ToShard));
-        p
-    }
-
-    fn plain(&mut self, msg: &Value) {
-        let mut line = serde_json::to_vec(msg).unwrap();
-        line.push(b'\n');
-        let _ = self.stream.write_all(&line);
-    }
-
-    fn send(&mut self, msg: &Value) {
-        let line = self.sealer.as_mut().unwrap().seal(&serde_json::to_vec(msg).unwrap());
-        let _ = self.stream.write_all(&line);
-    }
-
-    fn line(&mut self) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let _ = self.reader.read_until(b'\n', &mut buf);
-        buf
-    }
-
-    /// The next message that is not a heartbeat: opened when sealed, as is when plain; `None`
-    /// when the connection closed.
-    fn recv(&mut self) -> Option<Value> {
-        loop {
-            let line = self.line();
-            if line.is_empty() {
-                return None;
-            }
-            let msg: Value = match self.opener.as_mut().map(|o| o.open(&line).map(<[u8]>::to_vec)) {
-                Some(Ok(json)) => serde_json::from_slice(&json).unwrap(),
-                _ => serde_json::from_slice(&line).unwrap_or(Value::String(text(&line))),
-            };
-            if msg["type"] != "alive" {
-                return Some(msg);
-            }
-        }
-    }
-
-    fn join(&mut self, index: u32, fingerprint: &str) {
-        let version = env!("CARGO_PKG_VERSION");
-        self.send(&json!({"type": "join", "index": index, "count": SHARDS, "protocol": 2, "version": version, "fingerprint": fingerprint, "host": "peer"}));
-    }
-}
-
-/// Shard 0's configuration fingerprint, as an authenticated peer with a wrong one is told it.
-fn fingerprint_of_shard_0(addr: &str) -> String {
-    let mut p = Peer::hello(addr, TOKEN);
-    p.join(1, "fnv1a64:0000000000000000");
-    let refused = p.recv().expect("a refusal");
-    assert_eq!(refused["type"], "refused", "{refused}");
-    let reason = refused["reason"].as_str().unwrap();
-    assert!(reason.contains("different configuration"), "{reason}");
-    let at = reason.rfind("(fnv1a64:").unwrap() + 1;
-    reason[at..at + 24].to_string()
-}
-
 /// The artifacts merged into `out` (not the shards' own), each through the checker.
 fn merged_artifacts(out: &Path) -> Vec<Value> {
     let merged: Vec<PathBuf> =
@@ -241,24 +128,25 @@ async fn foreign_peers_are_ignored_while_the_genuine_shards_complete_and_merge()
         assert_eq!(wrong.recv(), None, "then closed");
         // With the token but another configuration: refused with the reason, the run goes on.
         fingerprint_of_shard_0(&addr);
-        // A huge line before any hello.
-        let mut huge = Peer::connect(&addr);
-        let chunk = vec![b'a'; 1 << 20];
-        for _ in 0..16 {
-            if huge.stream.write_all(&chunk).is_err() {
-                break;
-            }
-        }
-        // Sixty connections at once, each sending 1 MiB without a newline, held open.
-        let held: Vec<TcpStream> = (0..60)
-            .filter_map(|_| {
-                let s = TcpStream::connect(&addr).ok()?;
-                s.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
-                let mut w = s.try_clone().ok()?;
-                let _ = w.write_all(&chunk);
-                Some(s)
+        // Sixty connections at once, each sending a 16 MiB line before any hello, held open.
+        let floods: Vec<std::thread::JoinHandle<Option<TcpStream>>> = (0..60)
+            .map(|_| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    let s = TcpStream::connect(&addr).ok()?;
+                    s.set_write_timeout(Some(Duration::from_secs(10))).ok()?;
+                    let mut w = s.try_clone().ok()?;
+                    let chunk = vec![b'a'; 1 << 20];
+                    for _ in 0..16 {
+                        if w.write_all(&chunk).is_err() {
+                            break;
+                        }
+                    }
+                    Some(s)
+                })
             })
             .collect();
+        let held: Vec<TcpStream> = floods.into_iter().filter_map(|t| t.join().ok().flatten()).collect();
         std::thread::sleep(Duration::from_millis(500));
         (before, peak_rss_kb(pid), held)
     })
@@ -289,48 +177,6 @@ async fn foreign_peers_are_ignored_while_the_genuine_shards_complete_and_merge()
             }
         }
     }
-}
-
-/// A proxy between shard 1 and the coordinator that changes one byte of the first records it
-/// carries (not a newline, so the line count stays right): what the SHA-256 must catch.
-fn tampering_proxy(listen: TcpListener, to: String) {
-    std::thread::spawn(move || {
-        let Ok((inbound, _)) = listen.accept() else { return };
-        let Ok(outbound) = TcpStream::connect(&to) else { return };
-        let (mut in_r, mut out_w) = (inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
-        let (mut out_r, mut in_w) = (outbound, inbound);
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut out_r, &mut in_w);
-        });
-        let mut seen = Vec::new();
-        let mut done = false;
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = match in_r.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            if !done {
-                let start = seen.len();
-                seen.extend_from_slice(&buf[..n]);
-                let text = String::from_utf8_lossy(&seen);
-                if let Some(at) = text.find("\"type\":\"records\"") {
-                    if let Some(eol) = seen[at..].iter().position(|&b| b == b'\n') {
-                        // Ten bytes into the records themselves.
-                        let target = at + eol + 10;
-                        if target < seen.len() && target >= start {
-                            let b = &mut buf[target - start];
-                            *b = if *b == b'1' { b'2' } else { b'1' };
-                            done = true;
-                        }
-                    }
-                }
-            }
-            if out_w.write_all(&buf[..n]).is_err() {
-                return;
-            }
-        }
-    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -521,59 +367,6 @@ async fn a_round_trip_beyond_the_cap_is_refused_naming_the_shard() {
     );
     let last = peer.await.unwrap().expect("an abort");
     assert_eq!(last["type"], "abort", "{last}");
-}
-
-/// A coordinator played by the test: the protocol done right, with the welcome and start
-/// instant it is given. Returns every message the shard sent.
-fn fake_coordinator(listen: TcpListener, run_id: String, start_in: Duration) -> std::thread::JoinHandle<Vec<Value>> {
-    std::thread::spawn(move || {
-        let (stream, _) = listen.accept().unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut out = stream;
-        let mut line = Vec::new();
-        reader.read_until(b'\n', &mut line).unwrap();
-        let hello: Value = serde_json::from_slice(&line).unwrap();
-        let shard_nonce = auth::nonce_from_hex(hello["nonce"].as_str().unwrap()).unwrap();
-        let nonce = auth::nonce();
-        let mut answer =
-            serde_json::to_vec(&json!({"type": "hello", "protocol": 2, "nonce": auth::hex(&nonce)})).unwrap();
-        answer.push(b'\n');
-        out.write_all(&answer).unwrap();
-        let key = SessionKey::derive(&Token::parse(TOKEN).unwrap(), &shard_nonce, &nonce);
-        let mut sealer = Sealer::new(key.clone(), Direction::ToShard);
-        let mut opener = Opener::new(key, Direction::ToCoordinator);
-        let mut seen = Vec::new();
-        loop {
-            line.clear();
-            if reader.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
-                return seen;
-            }
-            let Ok(json) = opener.open(&line) else { panic!("a forged line from the shard: {}", text(&line)) };
-            let msg: Value = serde_json::from_slice(json).unwrap();
-            let reply = match msg["type"].as_str().unwrap() {
-                "join" => Some(json!({"type": "welcome", "run_id": run_id, "salt": 7})),
-                "ping" => {
-                    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
-                    Some(json!({"type": "pong", "seq": msg["seq"], "unix_ns": now}))
-                }
-                "ready" => {
-                    let at = SystemTime::now() + start_in;
-                    let at = at.duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
-                    Some(json!({"type": "start", "level": msg["level"], "at_unix_ns": at}))
-                }
-                _ => None,
-            };
-            if msg["type"] != "alive" {
-                seen.push(msg);
-            }
-            if let Some(reply) = reply {
-                if out.write_all(&sealer.seal(&serde_json::to_vec(&reply).unwrap())).is_err() {
-                    return seen;
-                }
-            }
-        }
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

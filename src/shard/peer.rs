@@ -109,7 +109,14 @@ enum NotAdmitted {
     Ignored(String),
     /// A shard of this run that cannot take part (another configuration, version, shard count
     /// or index): logged, told why, and reported to the central task for the join verdict.
-    Refused { index: u32, reason: String, write: OwnedWriteHalf, sealer: Sealer },
+    Refused(Box<Refusal>),
+}
+
+struct Refusal {
+    index: u32,
+    reason: String,
+    write: OwnedWriteHalf,
+    sealer: Sealer,
 }
 
 async fn connection(
@@ -129,7 +136,8 @@ async fn connection(
             ignored.note(peer, &why);
             return;
         }
-        Ok(Err(NotAdmitted::Refused { index, reason, mut write, mut sealer })) => {
+        Ok(Err(NotAdmitted::Refused(refusal))) => {
+            let Refusal { index, reason, mut write, mut sealer } = *refusal;
             tracing::warn!("coordinator: refused a shard from {peer}: {reason}");
             let _ =
                 events.send(Event::Refused { note: format!("a peer from {peer} claiming shard {index}: {reason}") });
@@ -220,7 +228,7 @@ async fn handshake(stream: TcpStream, config: &Config) -> Result<Admitted, NotAd
         None
     };
     if let Some(reason) = reason {
-        return Err(NotAdmitted::Refused { index, reason, write, sealer });
+        return Err(NotAdmitted::Refused(Box::new(Refusal { index, reason, write, sealer })));
     }
     Ok(Admitted { index, host: protocol::printable(&host), reader, opener, write, sealer })
 }

@@ -227,7 +227,8 @@ async fn hello(
 
 async fn writer(write: OwnedWriteHalf, mut sealer: Sealer, mut rx: mpsc::Receiver<Frame>) {
     let mut out = BufWriter::with_capacity(256 * 1024, write);
-    let mut beat = tokio::time::interval(HEARTBEAT);
+    // The first beat after one period: the join goes first.
+    let mut beat = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
     loop {
         let frame = tokio::select! {
             frame = rx.recv() => match frame {

@@ -197,16 +197,28 @@ async fn handshake(stream: TcpStream, config: &Config) -> Result<Admitted, NotAd
     let key = SessionKey::derive(&config.token, &shard_nonce, &nonce);
     let mut opener = Opener::new(key.clone(), Direction::ToCoordinator);
     let sealer = Sealer::new(key, Direction::ToShard);
-    protocol::read_line(&mut reader, &mut buf, protocol::MAX_HANDSHAKE_LINE).await.map_err(ignored)?;
-    let Ok(json) = opener.open(&buf) else {
-        // Said in plain words: the peer does not hold the key to read a sealed line.
-        let _ = write.write_all(&Msg::Refused { reason: "authentication".into() }.plain_line()).await;
-        return Err(NotAdmitted::Ignored(
-            "its join failed authentication (no ANVIL_SHARD_TOKEN, or another one than shard 0's)".to_string(),
-        ));
-    };
-    let Ok(Msg::Join { index, count, protocol: proto, version, fingerprint, host }) = protocol::parse(json) else {
-        return Err(NotAdmitted::Ignored("an authenticated first message that is not a join".to_string()));
+    // The join, perhaps after a heartbeat or two (a shard's writer may beat first).
+    let mut first = true;
+    let (index, count, proto, version, fingerprint, host) = loop {
+        protocol::read_line(&mut reader, &mut buf, protocol::MAX_HANDSHAKE_LINE).await.map_err(ignored)?;
+        let Ok(json) = opener.open(&buf) else {
+            if first {
+                // Said in plain words: the peer does not hold the key to read a sealed line.
+                let _ = write.write_all(&Msg::Refused { reason: "authentication".into() }.plain_line()).await;
+                return Err(NotAdmitted::Ignored(
+                    "its join failed authentication (no ANVIL_SHARD_TOKEN, or another one than shard 0's)".to_string(),
+                ));
+            }
+            return Err(NotAdmitted::Ignored("a line that failed authentication after its first".to_string()));
+        };
+        first = false;
+        match protocol::parse(json) {
+            Ok(Msg::Alive) if opener.opened() <= 4 => continue,
+            Ok(Msg::Join { index, count, protocol, version, fingerprint, host }) => {
+                break (index, count, protocol, version, fingerprint, host);
+            }
+            _ => return Err(NotAdmitted::Ignored("an authenticated first message that is not a join".to_string())),
+        }
     };
     let reason = if proto != VERSION || version != env!("CARGO_PKG_VERSION") {
         Some(format!(

@@ -529,3 +529,32 @@ async fn shard_0_serves_on_the_address_its_host_name_resolves_to() {
         assert!(text(&o.stderr).contains("serves on loopback only"), "{}", text(&o.stderr));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_with_another_token_is_told_and_named_missing_not_blamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(dir.path(), 8);
+    let server = MockServer::start(fast()).await.unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let extra = ["--coordinator", addr.as_str(), "--join-timeout", "4s"];
+    let children = vec![
+        spawn(shard(&scenario, &server.base_url(), &dir.path().join("s0"), 0, &extra, Some(TOKEN))),
+        spawn(shard(
+            &scenario,
+            &server.base_url(),
+            &dir.path().join("s1"),
+            1,
+            &extra,
+            Some("another-token-0123456789"),
+        )),
+    ];
+    let outputs = wait_all_async(children, Duration::from_secs(120)).await;
+    for o in &outputs {
+        assert_eq!(o.status.code(), Some(1), "{}", describe(&outputs));
+        assert!(!text(&o.stderr).contains("another-token"), "the token was printed: {}", describe(&outputs));
+    }
+    let (zero, one) = (text(&outputs[0].stderr), text(&outputs[1].stderr));
+    assert!(zero.contains("shard(s) 1 of 2 did not join") && zero.contains("failed authentication"), "{zero}");
+    assert!(one.contains("refused this shard: its join failed authentication"), "{one}");
+    assert_eq!(server.stats().requests_received, 0, "nothing was sent");
+}

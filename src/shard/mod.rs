@@ -6,7 +6,9 @@
 //! (`coordinator`, reached over `link`: joins, clock offsets from ping exchanges (`clock`), one
 //! start instant per level, the warm-up relay, every shard's records gathered after each level,
 //! any failure stopping every shard) or, for a single level under a scheduler that starts every
-//! task together, at a `--start-at` instant on the hosts' own clocks.
+//! task together, at a `--start-at` instant on the hosts' own clocks. Every coordinator message
+//! is authenticated with the run's shared secret (`auth`); the coordinator admits only shards of
+//! this run (`peer`), and every wait on either side has a deadline and ends at Ctrl-C or SIGTERM.
 //!
 //! The run's steps call `Shard` through a narrow interface: `plan` (validate, before anything is
 //! sent), `join`, `attach`, `start_level`, `finish_level`, `finish`. An unsharded run is

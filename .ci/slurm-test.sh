@@ -3,8 +3,10 @@
 # slurmd; configuration written here, CPUs oversubscribed), deploy/slurm/anvil-load.sbatch
 # submitted with 4 tasks against one `anvil-load mock` on loopback, then the result checked: four
 # shard records files whose request indices are disjoint and together cover the plan, each shard's
-# part the one its index says, and the merge step run. Every daemon started here is stopped on
-# exit, whatever happens. Runs as root (it installs Slurm from the system packages when missing).
+# part the one its index says, and the merge step run; then again with ANVIL_SYNC=coordinator (a
+# two-level sweep through the script's authenticated coordinator, merged by task 0). Every daemon
+# started here is stopped on exit, whatever happens. Runs as root (it installs Slurm from the
+# system packages when missing).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -146,30 +148,35 @@ max_context_tokens = 32768
 max_tokens = 16
 tokenizer = "estimate"
 TOML
-out=$work/results
-started=$(date +%s)
-job=$(cd "$work" && ANVIL_BIN="$bin" ANVIL_OUT="$out" ANVIL_LEAD=10 \
-    sbatch --parsable --ntasks="$tasks" --chdir="$work" --output="$work/job-%j.out" \
-    "$root/deploy/slurm/anvil-load.sbatch" "$work/scenario.toml" --base-url "http://127.0.0.1:${mock_port}/v1")
-job=${job%%;*}
-say "submitted job $job ($tasks tasks)"
-while squeue -h -j "$job" 2>/dev/null | grep -q .; do
-    if [ $(( $(date +%s) - started )) -gt "$limit" ]; then
-        keep=1
-        die "job $job still running after ${limit}s (see $work/job-$job.out)"
-    fi
-    sleep 1
-done
-job_state=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 || true)
-exit_code=$(scontrol show job "$job" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2 || true)
-say "job $job: ${job_state:-unknown} (exit ${exit_code:-?}) after $(( $(date +%s) - started ))s"
-cat "$work/job-$job.out"
-if [ "$job_state" != COMPLETED ]; then keep=1; die "job $job ended ${job_state:-unknown}"; fi
+# submit SYNC OUT SCENARIO: run the script as a job of $tasks tasks; sets $job, prints its output.
+submit() {
+    local sync=$1 results=$2 file=$3 started state code
+    started=$(date +%s)
+    job=$(cd "$work" && ANVIL_BIN="$bin" ANVIL_OUT="$results" ANVIL_LEAD=10 ANVIL_SYNC="$sync" \
+        ANVIL_PORT="$(free_port)" \
+        sbatch --parsable --ntasks="$tasks" --chdir="$work" --output="$work/job-%j.out" \
+        "$root/deploy/slurm/anvil-load.sbatch" "$file" --base-url "http://127.0.0.1:${mock_port}/v1")
+    job=${job%%;*}
+    say "submitted job $job ($tasks tasks, $sync)"
+    while squeue -h -j "$job" 2>/dev/null | grep -q .; do
+        if [ $(( $(date +%s) - started )) -gt "$limit" ]; then
+            keep=1
+            die "job $job still running after ${limit}s (see $work/job-$job.out)"
+        fi
+        sleep 1
+    done
+    state=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 || true)
+    code=$(scontrol show job "$job" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2 || true)
+    say "job $job: ${state:-unknown} (exit ${code:-?}) after $(( $(date +%s) - started ))s"
+    cat "$work/job-$job.out"
+    if [ "$state" != COMPLETED ]; then keep=1; die "job $job ended ${state:-unknown}"; fi
+}
 
-# --- The result: every shard's part, and nothing twice. ---
-python3 - "$out" "$tasks" "$requests" <<'PY' || { keep=1; die "the shard records do not tile the plan"; }
+# check OUT SYNC LEVELS: every shard's part, and nothing twice, in every level.
+check() {
+    python3 - "$1" "$tasks" "$requests" "$2" "$3" <<'PY' || { keep=1; die "the shard records do not tile the plan ($2)"; }
 import glob, json, sys
-out, tasks, requests = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, tasks, requests, sync, levels = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 files = sorted(glob.glob(f"{out}/*.shard*of{tasks}.records.ndjson"))
 assert len(files) == tasks, f"{len(files)} shard records files, expected {tasks}: {files}"
 seen, run_ids = {}, set()
@@ -177,21 +184,45 @@ for path in files:
     lines = [json.loads(l) for l in open(path)]
     info = lines[0]["info"]
     shard = info["shard"]
-    assert shard["count"] == tasks and shard["sync"] == "start_at", shard
+    assert shard["count"] == tasks and shard["sync"] == sync, shard
     run_ids.add(info["run_id"])
     ends = [l for l in lines if l["type"] == "level_end"]
-    assert len(ends) == 1 and not ends[0]["interrupted"], f"{path}: level not finished cleanly"
+    assert len(ends) == levels and not any(e["interrupted"] for e in ends), f"{path}: levels not finished cleanly"
     for l in lines:
         if l["type"] in ("request", "failure"):
-            i = l["request_index"]
-            assert i % tasks == shard["index"], f"shard {shard['index']} sent request {i}"
-            assert i not in seen, f"request {i} sent by shards {seen[i]} and {shard['index']}"
-            seen[i] = shard["index"]
+            key = (l["level"], l["request_index"])
+            assert l["request_index"] % tasks == shard["index"], f"shard {shard['index']} sent request {key}"
+            assert key not in seen, f"request {key} sent by shards {seen[key]} and {shard['index']}"
+            seen[key] = shard["index"]
 assert len(run_ids) == 1, f"the shards disagree on the run id: {run_ids}"
-assert sorted(seen) == list(range(requests)), f"missing requests: {sorted(set(range(requests)) - set(seen))}"
-print(f"slurm-test: {tasks} shards, {len(seen)} requests, each once, run {run_ids.pop()}")
+per_level = {}
+for level, i in seen:
+    per_level.setdefault(level, []).append(i)
+assert len(per_level) == levels, per_level.keys()
+for level, indices in per_level.items():
+    assert sorted(indices) == list(range(requests)), f"{level}: missing requests {sorted(set(range(requests)) - set(indices))}"
+print(f"slurm-test: {tasks} shards ({sync}), {levels} level(s) of {requests} requests, each once, run {run_ids.pop()}")
 PY
+}
+
+started_all=$(date +%s)
+out=$work/results
+submit start-at "$out" "$work/scenario.toml"
+check "$out" start_at 1
 if "$bin" help merge >/dev/null 2>&1; then
     ls "$out/merged"/*.json >/dev/null 2>&1 || { keep=1; die "the merge step wrote no artifact"; }
 fi
-say "passed in $(( $(date +%s) - started ))s after submission"
+
+# The coordinated run: a sweep of two levels, authenticated with the token the script generates.
+sed 's/^concurrency = 8$/concurrency = [4, 8]/' "$work/scenario.toml" >"$work/sweep.toml"
+out2=$work/results-coordinated
+submit coordinator "$out2" "$work/sweep.toml"
+check "$out2" coordinator 2
+merged=$(find "$out2" -maxdepth 1 -name '*.json' ! -name '*.shard*' ! -name '*-sweep.json' | wc -l)
+[ "$merged" -eq 2 ] || { keep=1; die "the coordinator merged $merged artifacts, expected 2"; }
+grep -q 'authenticated with ANVIL_SHARD_TOKEN' "$work/job-$job.out" || { keep=1; die "the coordinator was not authenticated"; }
+if grep -Eq 'slurm-[0-9]+-[0-9a-f]{64}' "$work/job-$job.out" "$out2"/* 2>/dev/null; then
+    keep=1
+    die "the generated token was written to the job's output or results"
+fi
+say "passed in $(( $(date +%s) - started_all ))s after the first submission"

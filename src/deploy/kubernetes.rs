@@ -7,6 +7,11 @@
 //! or preempted (`DisruptionTarget`) or refused its input (exit code 2) fails the whole Job at
 //! once (`podFailurePolicy` → `FailJob`); `podReplacementPolicy: Failed` keeps a terminating pod
 //! from overlapping its replacement.
+//!
+//! Every pod reads the run's shared secret (`ANVIL_SHARD_TOKEN`) from the Secret
+//! `<name>-shard-token` (key `token`), which the user creates (the printed header says how), so
+//! the coordinator authenticates every message; pod 0 serves the coordinator on its own pod IP
+//! (`--coordinator-listen $(POD_IP)`), not on every interface.
 
 use serde_json::{Value, json};
 
@@ -52,6 +57,10 @@ impl Spec {
 
     pub fn api_key_secret(&self) -> String {
         format!("{}-api-key", self.name)
+    }
+
+    pub fn shard_token_secret(&self) -> String {
+        format!("{}-shard-token", self.name)
     }
 
     /// Pod 0's stable DNS name within the namespace: `<job>-0.<service>`.
@@ -115,6 +124,9 @@ fn job(spec: &Spec) -> Value {
         "auto".to_string(),
         "--coordinator".to_string(),
         spec.coordinator(),
+        // Used by pod 0 only (the others ignore it); Kubernetes expands the pod's own IP.
+        "--coordinator-listen".to_string(),
+        "$(POD_IP)".to_string(),
         "--join-timeout".to_string(),
         spec.join_timeout.clone(),
         "--out".to_string(),
@@ -127,7 +139,14 @@ fn job(spec: &Spec) -> Value {
         args.push("--base-url".to_string());
         args.push(url.clone());
     }
-    let mut env = vec![json!({ "name": "ANVIL_SHARDS", "value": spec.shards.to_string() })];
+    let mut env = vec![
+        json!({ "name": "ANVIL_SHARDS", "value": spec.shards.to_string() }),
+        json!({ "name": "POD_IP", "valueFrom": { "fieldRef": { "fieldPath": "status.podIP" } } }),
+        json!({
+            "name": crate::shard::auth::TOKEN_ENV,
+            "valueFrom": { "secretKeyRef": { "name": spec.shard_token_secret(), "key": "token" } },
+        }),
+    ];
     if let Some(var) = &spec.api_key_env {
         env.push(json!({
             "name": var,

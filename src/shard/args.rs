@@ -1,15 +1,21 @@
 //! The sharding options, and their resolution into a typed `ShardSpec` once, before anything is
 //! sent: which part of the plan this process runs (`--shard`, or the scheduler's variables with
-//! `--shard auto`) and how the shards agree on when to start (a coordinator, or `--start-at`).
-//! Every problem is a bad-input error (exit 2) naming the option and the fix.
+//! `--shard auto`), how the shards agree on when to start (a coordinator, or `--start-at`), and,
+//! with a coordinator, the run's shared secret (`ANVIL_SHARD_TOKEN`). Every problem is a
+//! bad-input error (exit 2) naming the option and the fix.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 
+use super::auth::{TOKEN_ENV, Token};
 use crate::scenario::{Endpoint, Pacing, Scenario};
 use crate::schedule::Part;
+
+/// How far ahead `--start-at` may lie: the shards are already started and wait for it, holding
+/// their allocation; further ahead is a mistake (milliseconds for seconds, a wrong date).
+pub const MAX_START_AT_AHEAD: Duration = Duration::from_secs(3600);
 
 /// Options for running as one shard of a test split over several processes or hosts.
 #[derive(Debug, Clone, Default, Args)]
@@ -18,21 +24,32 @@ pub struct ShardArgs {
     /// JOB_COMPLETION_INDEX with the count from ANVIL_SHARDS on Kubernetes), or `auto/N`.
     #[arg(long, value_name = "I/N|auto|auto/N")]
     pub shard: Option<String>,
-    /// The coordinator's address. Every shard but 0 connects to it; shard 0 serves it (on this
-    /// port, every interface) unless --coordinator-listen says where.
+    /// The coordinator's address. Every shard connects to it; shard 0 serves it on the address
+    /// HOST resolves to (unless --coordinator-listen says where). Every message is authenticated
+    /// with the secret in ANVIL_SHARD_TOKEN, required unless HOST is loopback.
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "start_at")]
     pub coordinator: Option<String>,
-    /// Shard 0: serve the coordinator on this address.
+    /// Shard 0: serve the coordinator on this address (IP or IP:PORT; the port defaults to
+    /// --coordinator's). The other shards ignore it, so every shard can share one command line.
     #[arg(long, value_name = "ADDR", conflicts_with = "start_at")]
     pub coordinator_listen: Option<String>,
     /// Without a coordinator: start the (single) level at this instant, RFC 3339
-    /// (2026-05-01T12:00:00Z) or Unix seconds. The hosts' clocks must agree (NTP).
+    /// (2026-05-01T12:00:00Z) or Unix seconds, at most 1 h ahead. The hosts' clocks must agree
+    /// (NTP).
     #[arg(long, value_name = "TIME")]
     pub start_at: Option<String>,
     /// How long the coordinator waits for every shard to join (then every shard exits 1, naming
     /// the missing ones).
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
     pub join_timeout: Duration,
+    /// Once one shard reaches a barrier (ready for a level, or finished), how long the others
+    /// have to reach it too (then every shard exits 1, naming the late ones).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    pub barrier_timeout: Duration,
+    /// Run a coordinator that is not on loopback without ANVIL_SHARD_TOKEN: anyone who reaches
+    /// its port can then join the run.
+    #[arg(long)]
+    pub insecure_coordinator: bool,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -47,11 +64,23 @@ pub enum Sync {
         /// Where to connect.
         connect: String,
         /// Shard 0: where to listen.
-        listen: Option<SocketAddr>,
+        listen: Option<Listen>,
         join_timeout: Duration,
+        barrier_timeout: Duration,
+        /// The run's shared secret; `None` only on loopback or with `--insecure-coordinator`.
+        token: Option<Token>,
     },
     /// No coordinator: the one level starts at this wall-clock instant on every host.
     StartAt(SystemTime),
+}
+
+/// Where shard 0 serves the coordinator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Listen {
+    /// `--coordinator-listen`: exactly there.
+    Exact(SocketAddr),
+    /// `--coordinator HOST:PORT`: on the address HOST resolves to on this host.
+    Host { host: String, port: u16 },
 }
 
 /// A resolved, validated shard of a run.
@@ -91,45 +120,52 @@ impl ShardArgs {
             return Ok(None);
         };
         let part = parse_part(text, env)?;
-        let sync = self.sync(part)?;
+        let sync = self.sync(part, env)?;
         check_scenario(scenario, part, &sync)?;
         Ok(Some(ShardSpec { part, sync }))
     }
 
-    fn sync(&self, part: Part) -> Result<Sync, String> {
+    fn sync(&self, part: Part, env: &dyn Env) -> Result<Sync, String> {
         if let Some(text) = &self.start_at {
             let at = parse_start_at(text)?;
-            if at <= SystemTime::now() {
+            let now = SystemTime::now();
+            if at <= now {
                 return Err(format!(
                     "--start-at {text}: that instant has passed; give a time far enough ahead for every shard to start (e.g. now + 30 s)"
                 ));
             }
-            return Ok(Sync::StartAt(at));
-        }
-        let listen = match &self.coordinator_listen {
-            Some(_) if part.index != 0 => {
+            if at.duration_since(now).unwrap_or_default() > MAX_START_AT_AHEAD {
+                let ahead = at.duration_since(now).unwrap_or_default();
                 return Err(format!(
-                    "--coordinator-listen: only shard 0 serves the coordinator, and this is shard {}; give the others --coordinator HOST:PORT",
-                    part.index
+                    "--start-at {text}: that is {} ahead, more than {} (the shards would wait idle for it); give a time a few seconds to minutes ahead, in Unix seconds (date +%s) or RFC 3339",
+                    humantime::format_duration(Duration::from_secs(ahead.as_secs())),
+                    humantime::format_duration(MAX_START_AT_AHEAD)
                 ));
             }
-            Some(text) => Some(text.parse::<SocketAddr>().map_err(|e| {
-                format!("--coordinator-listen {text}: not an address ({e}); write e.g. 0.0.0.0:7311 or 127.0.0.1:7311")
-            })?),
+            return Ok(Sync::StartAt(at));
+        }
+        let connect = match &self.coordinator {
+            Some(c) => {
+                check_host_port(c)?;
+                Some(c.clone())
+            }
             None => None,
         };
-        let connect = match (&self.coordinator, listen) {
-            (Some(c), _) => {
-                check_host_port(c)?;
-                c.clone()
-            }
+        let port_of = |c: &str| c.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+        // The other shards ignore it: one command line serves every shard.
+        let listen = match &self.coordinator_listen {
+            Some(text) if part.index == 0 => Some(parse_listen(text, connect.as_deref().and_then(port_of))?),
+            _ => None,
+        };
+        let connect = match (connect, &listen) {
+            (Some(c), _) => c,
             // Shard 0 alone may omit --coordinator: it connects to the coordinator it serves.
             (None, Some(addr)) => {
-                let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
+                let ip = if addr.ip().is_unspecified() { IpAddr::from([127, 0, 0, 1]) } else { addr.ip() };
                 if addr.port() == 0 {
                     return Err("--coordinator-listen: give a fixed port (the other shards must know it)".to_string());
                 }
-                format!("{host}:{}", addr.port())
+                SocketAddr::new(ip, addr.port()).to_string()
             }
             (None, None) => {
                 return Err(format!(
@@ -139,15 +175,67 @@ impl ShardArgs {
             }
         };
         let listen = match listen {
-            Some(addr) => Some(addr),
-            None if part.index == 0 => Some(listen_on_port_of(&connect)?),
+            Some(addr) => Some(Listen::Exact(addr)),
+            None if part.index == 0 => {
+                let (host, port) = connect.rsplit_once(':').unwrap_or((&connect, ""));
+                Some(Listen::Host { host: host.to_string(), port: port.parse().unwrap_or(0) })
+            }
             None => None,
         };
-        if self.join_timeout.is_zero() {
-            return Err("--join-timeout must be longer than zero; e.g. 2m".to_string());
+        for (timeout, name) in [(self.join_timeout, "--join-timeout"), (self.barrier_timeout, "--barrier-timeout")] {
+            if timeout.is_zero() {
+                return Err(format!("{name} must be longer than zero; e.g. 2m"));
+            }
         }
-        Ok(Sync::Coordinator { connect, listen, join_timeout: self.join_timeout })
+        let token = env.var(TOKEN_ENV).map(|v| Token::parse(&v)).transpose()?;
+        // Loopback: only this host's processes can reach it. Anything else needs the secret.
+        let local = match &listen {
+            Some(Listen::Exact(addr)) => addr.ip().is_loopback(),
+            _ => is_loopback_host(connect.rsplit_once(':').map_or(connect.as_str(), |(h, _)| h)),
+        };
+        if token.is_none() && !local && !self.insecure_coordinator {
+            return Err(format!(
+                "{TOKEN_ENV} is not set: a coordinator that is not on loopback ({}) authenticates every message with a secret shared by the run's shards; set {TOKEN_ENV} to the same random value on every shard (e.g. export {TOKEN_ENV}=$(openssl rand -hex 32)), or pass --insecure-coordinator to run without (anyone who reaches the port can then join the run)",
+                match &listen {
+                    Some(Listen::Exact(addr)) => addr.to_string(),
+                    _ => connect.clone(),
+                }
+            ));
+        }
+        Ok(Sync::Coordinator {
+            connect,
+            listen,
+            join_timeout: self.join_timeout,
+            barrier_timeout: self.barrier_timeout,
+            token,
+        })
     }
+}
+
+/// `--coordinator-listen`: an IP (the port of `--coordinator`) or IP:PORT.
+fn parse_listen(text: &str, default_port: Option<u16>) -> Result<SocketAddr, String> {
+    let t = text.trim();
+    if let Ok(addr) = t.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    match t.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        Ok(ip) => match default_port {
+            Some(port) => Ok(SocketAddr::new(ip, port)),
+            None => {
+                Err(format!("--coordinator-listen {text}: give the port too (IP:PORT), or --coordinator HOST:PORT"))
+            }
+        },
+        Err(e) => Err(format!(
+            "--coordinator-listen {text}: not an address ({e}); write an IP or IP:PORT, e.g. 10.0.0.5, 0.0.0.0:7311 or 127.0.0.1:7311"
+        )),
+    }
+}
+
+/// A loopback IP literal or `localhost`.
+fn is_loopback_host(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    let h = h.strip_suffix('.').unwrap_or(h);
+    h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `I/N`, `auto` or `auto/N`.
@@ -229,9 +317,16 @@ fn auto_part(count: Option<u32>, env: &dyn Env) -> Result<Part, String> {
 pub fn parse_start_at(text: &str) -> Result<SystemTime, String> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<f64>() {
-        if secs.is_finite() && secs > 0.0 {
-            return Ok(UNIX_EPOCH + Duration::from_secs_f64(secs));
+        // Far-off values (1e300) are no `Duration`: refused as too far ahead, never a panic.
+        if let Some(at) =
+            Duration::try_from_secs_f64(secs).ok().filter(|_| secs > 0.0).and_then(|d| UNIX_EPOCH.checked_add(d))
+        {
+            return Ok(at);
         }
+        return Err(format!(
+            "--start-at {text}: not a time within reach; write Unix seconds (date +%s) or RFC 3339 in UTC (2026-05-01T12:00:00Z), at most {} ahead",
+            humantime::format_duration(MAX_START_AT_AHEAD)
+        ));
     }
     humantime::parse_rfc3339_weak(t).map_err(|_| {
         format!(
@@ -242,27 +337,15 @@ pub fn parse_start_at(text: &str) -> Result<SystemTime, String> {
 
 fn check_host_port(text: &str) -> Result<(), String> {
     match text.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0) => Ok(()),
+        Some((host, port))
+            if !host.is_empty()
+                && port.parse::<u16>().is_ok_and(|p| p != 0)
+                && host.chars().all(|c| c.is_ascii_alphanumeric() || "-._[]:".contains(c)) =>
+        {
+            Ok(())
+        }
         _ => Err(format!("--coordinator {text}: write HOST:PORT, e.g. anvil-0.anvil:7311 or 10.0.0.5:7311")),
     }
-}
-
-/// Shard 0 given only `--coordinator HOST:PORT` serves on that port on every interface, so every
-/// shard can run the same command line (srun, an Indexed Job's pod template); a loopback address
-/// (all shards on this host) is served on loopback only.
-fn listen_on_port_of(connect: &str) -> Result<SocketAddr, String> {
-    let (host, port) = connect.rsplit_once(':').unwrap_or((connect, ""));
-    let port: u16 = port.parse().unwrap_or(0);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let ip = match host.parse::<std::net::IpAddr>() {
-        Ok(ip) if ip.is_loopback() => ip,
-        _ if host == "localhost" => std::net::IpAddr::from([127, 0, 0, 1]),
-        _ => std::net::IpAddr::from([0, 0, 0, 0]),
-    };
-    if port == 0 {
-        return Err(format!("--coordinator {connect}: give a fixed port (every shard must know it)"));
-    }
-    Ok(SocketAddr::new(ip, port))
 }
 
 /// What a sharded run cannot do, refused before anything is sent.
@@ -348,21 +431,34 @@ mod tests {
             shard: Some(shard.into()),
             coordinator: coordinator.map(str::to_string),
             join_timeout: Duration::from_secs(60),
+            barrier_timeout: Duration::from_secs(600),
             ..ShardArgs::default()
         }
     }
 
+    const TOKEN: (&str, &str) = (TOKEN_ENV, "0123456789abcdef0123456789abcdef");
+
     #[test]
     fn explicit_parts_and_their_errors() {
         let s = scenario("concurrency = 4");
-        let spec = args("2/4", Some("h:7311")).resolve(&s, &vars(&[])).unwrap().unwrap();
+        let token = vars(&[TOKEN]);
+        let spec = args("2/4", Some("h:7311")).resolve(&s, &token).unwrap().unwrap();
         assert_eq!(spec.part, Part { index: 2, count: 4 });
-        assert!(matches!(spec.sync, Sync::Coordinator { listen: None, .. }));
-        // Shard 0 serves on the coordinator's port, every interface (loopback only for loopback).
-        let spec = args("0/4", Some("h:7311")).resolve(&s, &vars(&[])).unwrap().unwrap();
-        assert!(matches!(spec.sync, Sync::Coordinator { listen: Some(a), .. } if a.to_string() == "0.0.0.0:7311"));
+        assert!(matches!(spec.sync, Sync::Coordinator { listen: None, token: Some(_), .. }));
+        // Shard 0 serves on the address the coordinator's host name resolves to.
+        let spec = args("0/4", Some("h:7311")).resolve(&s, &token).unwrap().unwrap();
+        let h = Listen::Host { host: "h".into(), port: 7311 };
+        assert!(matches!(spec.sync, Sync::Coordinator { listen: Some(l), .. } if l == h));
         let spec = args("0/4", Some("127.0.0.1:7311")).resolve(&s, &vars(&[])).unwrap().unwrap();
-        assert!(matches!(spec.sync, Sync::Coordinator { listen: Some(a), .. } if a.to_string() == "127.0.0.1:7311"));
+        assert!(matches!(spec.sync, Sync::Coordinator { token: None, .. }));
+        // --coordinator-listen: an IP takes --coordinator's port; the other shards ignore it.
+        let mut a = args("0/4", Some("h:7311"));
+        a.coordinator_listen = Some("10.1.2.3".into());
+        let spec = a.resolve(&s, &token).unwrap().unwrap();
+        let want = Listen::Exact("10.1.2.3:7311".parse().unwrap());
+        assert!(matches!(spec.sync, Sync::Coordinator { listen: Some(l), .. } if l == want));
+        a.shard = Some("1/4".into());
+        assert!(matches!(a.resolve(&s, &token).unwrap().unwrap().sync, Sync::Coordinator { listen: None, .. }));
         for (bad, says) in [
             ("4/4", "out of range"),
             ("1/0", "at least 1"),
@@ -377,21 +473,41 @@ mod tests {
         assert!(e.contains("--coordinator HOST:PORT") && e.contains("--start-at"), "{e}");
         let e = args("1/4", Some("nohostport")).resolve(&s, &vars(&[])).unwrap_err();
         assert!(e.contains("HOST:PORT"), "{e}");
-        let mut a = args("1/4", Some("h:1"));
-        a.coordinator_listen = Some("0.0.0.0:1".into());
-        assert!(a.resolve(&s, &vars(&[])).unwrap_err().contains("only shard 0"));
+        let e = args("1/4", Some("h\n:1")).resolve(&s, &vars(&[])).unwrap_err();
+        assert!(e.contains("HOST:PORT"), "{e}");
+    }
+
+    #[test]
+    fn a_coordinator_off_loopback_needs_the_token() {
+        let s = scenario("concurrency = 4");
+        for (shard, coordinator, listen) in
+            [("1/4", "head:7311", None), ("0/4", "head:7311", None), ("0/4", "127.0.0.1:7311", Some("0.0.0.0"))]
+        {
+            let mut a = args(shard, Some(coordinator));
+            a.coordinator_listen = listen.map(str::to_string);
+            let e = a.resolve(&s, &vars(&[])).unwrap_err();
+            assert!(e.contains(TOKEN_ENV) && e.contains("--insecure-coordinator"), "{e}");
+            assert!(a.resolve(&s, &vars(&[TOKEN])).is_ok());
+            a.insecure_coordinator = true;
+            assert!(matches!(a.resolve(&s, &vars(&[])).unwrap().unwrap().sync, Sync::Coordinator { token: None, .. }));
+        }
+        for local in ["127.0.0.1:7311", "localhost:7311", "[::1]:7311", "127.0.0.9:7311"] {
+            assert!(args("1/4", Some(local)).resolve(&s, &vars(&[])).is_ok(), "{local}");
+        }
+        let e = args("1/4", Some("head:1")).resolve(&s, &vars(&[(TOKEN_ENV, "short")])).unwrap_err();
+        assert!(e.contains("fewer than 16"), "{e}");
     }
 
     #[test]
     fn auto_reads_slurm_then_kubernetes() {
         let s = scenario("concurrency = 8");
-        let slurm = vars(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4")]);
+        let slurm = vars(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4"), TOKEN]);
         let spec = args("auto", Some("h:1")).resolve(&s, &slurm).unwrap().unwrap();
         assert_eq!(spec.part, Part { index: 3, count: 4 });
         assert!(args("auto/8", Some("h:1")).resolve(&s, &slurm).unwrap_err().contains("SLURM_NTASKS"));
-        let k8s = vars(&[("JOB_COMPLETION_INDEX", "5"), ("ANVIL_SHARDS", "8")]);
+        let k8s = vars(&[("JOB_COMPLETION_INDEX", "5"), ("ANVIL_SHARDS", "8"), TOKEN]);
         assert_eq!(args("auto", Some("h:1")).resolve(&s, &k8s).unwrap().unwrap().part, Part { index: 5, count: 8 });
-        let k8s_no_count = vars(&[("JOB_COMPLETION_INDEX", "5")]);
+        let k8s_no_count = vars(&[("JOB_COMPLETION_INDEX", "5"), TOKEN]);
         assert!(args("auto", Some("h:1")).resolve(&s, &k8s_no_count).unwrap_err().contains("ANVIL_SHARDS"));
         assert_eq!(
             args("auto/6", Some("h:1")).resolve(&s, &k8s_no_count).unwrap().unwrap().part,
@@ -403,19 +519,25 @@ mod tests {
 
     #[test]
     fn what_a_sharded_run_refuses() {
-        let e = args("0/4", Some("h:1")).resolve(&scenario("concurrency = 2"), &vars(&[])).unwrap_err();
+        let e = args("0/4", Some("h:1")).resolve(&scenario("concurrency = 2"), &vars(&[TOKEN])).unwrap_err();
         assert!(e.contains("below the shard count 4"), "{e}");
         let e = args("0/4", Some("h:1"))
-            .resolve(&scenario("mode = \"open\"\nrate = 10\nmax_in_flight = 3"), &vars(&[]))
+            .resolve(&scenario("mode = \"open\"\nrate = 10\nmax_in_flight = 3"), &vars(&[TOKEN]))
             .unwrap_err();
         assert!(e.contains("max_in_flight 3"), "{e}");
         let mut a = args("0/2", None);
-        a.start_at = Some("4102444800".into()); // 2100-01-01
+        let soon = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() + 600;
+        a.start_at = Some(soon.to_string());
         let e = a.resolve(&scenario("concurrency = [2, 4]"), &vars(&[])).unwrap_err();
         assert!(e.contains("--start-at") && e.contains("--coordinator"), "{e}");
         assert!(a.resolve(&scenario("concurrency = 2"), &vars(&[])).unwrap().is_some());
         a.start_at = Some("2001-01-01T00:00:00Z".into());
         assert!(a.resolve(&scenario("concurrency = 2"), &vars(&[])).unwrap_err().contains("has passed"));
+        for far in ["4102444800", "5138-01-01T00:00:00Z", "1e300", "1e19", "inf"] {
+            a.start_at = Some(far.into());
+            let e = a.resolve(&scenario("concurrency = 2"), &vars(&[])).unwrap_err();
+            assert!(e.contains("1h") || e.contains("within reach"), "{far}: {e}");
+        }
         let unsharded = ShardArgs { start_at: Some("1".into()), ..ShardArgs::default() };
         assert!(unsharded.resolve(&scenario("concurrency = 2"), &vars(&[])).unwrap_err().contains("add --shard"));
     }

@@ -11,6 +11,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
+/// The smallest lead a start instant gets over the moment it is sent: message delivery plus a
+/// busy runtime's wake-up, on top of four times the slowest measured round trip.
+pub const MIN_START_SLACK: Duration = Duration::from_millis(50);
+/// The longest round trip to the coordinator a shard may have: beyond it the clock offset is
+/// uncertain by more than half a second, and the start instant would be seconds away.
+pub const MAX_ROUND_TRIP: Duration = Duration::from_secs(1);
+/// The furthest ahead a start instant from the coordinator may lie: the slack the coordinator
+/// gives at most, plus a second for delivery and the offset's uncertainty. A start further ahead
+/// is refused.
+pub const MAX_START_LEAD: Duration =
+    Duration::from_millis(MIN_START_SLACK.as_millis() as u64 + 4 * MAX_ROUND_TRIP.as_millis() as u64 + 1000);
+
 /// One ping exchange, in nanoseconds since the Unix epoch: sent and received on this host's
 /// clock, answered on shard 0's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,13 @@
 //! A shard's connection to the coordinator.
 //!
-//! One writer task sends everything (messages, records, heartbeats), so nothing interleaves; one
-//! reader task takes everything in: `abort` (or a lost coordinator) stops the run at once
-//! through the run's `RunControl`, a relayed warm-up end releases the level's followers, and
-//! every other answer waits in the inbox for the step that expects it.
+//! `connect` retries until the join deadline (the coordinator may start after this shard, or
+//! turn a connection away while it is busy), then says `hello` and derives the connection's key
+//! (`auth`). One writer task seals and sends everything (messages, records, heartbeats), so
+//! nothing interleaves; one reader task opens everything that comes in: a line that fails
+//! authentication, `abort` or a lost coordinator stops the run at once through the run's
+//! `RunControl`, a relayed warm-up end releases the level's followers, and every other answer
+//! waits in the inbox for the step that expects it. Every wait ends at its deadline, at the
+//! run's stop (Ctrl-C, SIGTERM), or when the run fails.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -11,26 +15,29 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::protocol::{self, HEARTBEAT, Msg};
+use super::auth::{self, Direction, Opener, Sealer, SessionKey, Token};
+use super::protocol::{self, HEARTBEAT, MAX_LINE, Msg, ReadError, VERSION};
 use crate::schedule::RunControl;
 
-/// How long between connection attempts while the coordinator is not up yet.
+/// How long between connection attempts while the coordinator is not up yet (or busy).
 const RETRY: Duration = Duration::from_millis(250);
 
 enum Frame {
-    Line(Vec<u8>),
+    Line(Msg),
     /// `header`, then bytes `from..from + len` of the file at `path`.
     Records {
-        header: Vec<u8>,
+        header: Msg,
         path: PathBuf,
         from: u64,
         len: u64,
         sent: oneshot::Sender<Result<(), String>>,
     },
+    /// Everything queued before this is written.
+    Flush(oneshot::Sender<()>),
 }
 
 #[derive(Default)]
@@ -48,59 +55,102 @@ pub struct Link {
     tx: mpsc::Sender<Frame>,
     inbox: tokio::sync::Mutex<mpsc::UnboundedReceiver<Msg>>,
     state: Arc<Mutex<State>>,
+    control: RunControl,
+}
+
+/// Why a connection attempt did not give a link.
+enum Attempt {
+    /// Worth another try before the deadline (not listening yet, busy, closed).
+    Retry(String),
+    Fatal(String),
 }
 
 impl Link {
-    /// Connect (retrying until `deadline`: the coordinator may start after this shard).
-    pub async fn connect(addr: &str, deadline: Instant, control: RunControl) -> Result<Link, String> {
-        let stream = loop {
-            let attempt = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr)).await;
-            match attempt {
-                Ok(Ok(stream)) => break stream,
-                Ok(Err(e)) if Instant::now() + RETRY >= deadline => {
-                    return Err(format!("cannot reach the coordinator at {addr}: {e}"));
+    /// Connect and say hello (retrying until `deadline`).
+    pub async fn connect(addr: &str, token: &Token, deadline: Instant, control: RunControl) -> Result<Link, String> {
+        let stop = control.stop_issuing.clone();
+        let (input, write, key) = loop {
+            let attempt = async {
+                let stream = match tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(e)) => return Err(Attempt::Retry(e.to_string())),
+                    Err(_) => return Err(Attempt::Retry("connection timed out".to_string())),
+                };
+                match tokio::time::timeout(protocol::HANDSHAKE_LIMIT, hello(stream, token, addr)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Attempt::Retry("no hello from it in time".to_string())),
                 }
-                Err(_) if Instant::now() >= deadline => {
-                    return Err(format!("cannot reach the coordinator at {addr}: connection timed out"));
+            };
+            let result = tokio::select! {
+                biased;
+                () = stop.cancelled() => {
+                    return Err("interrupted (Ctrl-C or SIGTERM) before joining the coordinator".to_string());
                 }
-                _ => tokio::time::sleep(RETRY).await,
+                result = attempt => result,
+            };
+            match result {
+                Ok(parts) => break parts,
+                Err(Attempt::Fatal(e)) => return Err(e),
+                Err(Attempt::Retry(why)) if Instant::now() + RETRY >= deadline => {
+                    return Err(format!("cannot reach the coordinator at {addr}: {why}"));
+                }
+                Err(Attempt::Retry(_)) => {
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        () = tokio::time::sleep(RETRY) => {}
+                    }
+                }
             }
         };
-        let _ = stream.set_nodelay(true);
-        let (read, write) = stream.into_split();
         let (tx, rx) = mpsc::channel(64);
         let (inbox_tx, inbox) = mpsc::unbounded_channel();
         let state = Arc::new(Mutex::new(State::default()));
-        tokio::spawn(writer(write, rx));
-        tokio::spawn(reader(BufReader::new(read), addr.to_string(), inbox_tx, state.clone(), control));
-        Ok(Link { addr: addr.to_string(), tx, inbox: tokio::sync::Mutex::new(inbox), state })
+        tokio::spawn(writer(write, Sealer::new(key.clone(), Direction::ToCoordinator), rx));
+        let opener = Opener::new(key, Direction::ToShard);
+        tokio::spawn(reader(input, opener, addr.to_string(), inbox_tx, state.clone(), control.clone()));
+        Ok(Link { addr: addr.to_string(), tx, inbox: tokio::sync::Mutex::new(inbox), state, control })
     }
 
     pub async fn send(&self, msg: &Msg) -> Result<(), String> {
-        self.tx.send(Frame::Line(msg.line())).await.map_err(|_| self.failure())
+        self.tx.send(Frame::Line(msg.clone())).await.map_err(|_| self.failure())
     }
 
-    /// The next message, within `limit`; a closed inbox means the run stopped (`failure` says why).
+    /// Send `msg` and wait (at most `limit`) until it is written: for the last word before this
+    /// process may end.
+    pub async fn send_flushed(&self, msg: &Msg, limit: Duration) {
+        let (done, written) = oneshot::channel();
+        let sent = async {
+            self.tx.send(Frame::Line(msg.clone())).await.ok()?;
+            self.tx.send(Frame::Flush(done)).await.ok()?;
+            written.await.ok()
+        };
+        let _ = tokio::time::timeout(limit, sent).await;
+    }
+
+    /// The next message, within `limit`. A closed inbox means the run stopped (`failure` says
+    /// why); the run's stop (Ctrl-C, SIGTERM, an abort) ends the wait at once.
     pub async fn next(&self, what: &str, limit: Duration) -> Result<Msg, String> {
         let mut inbox = self.inbox.lock().await;
-        match tokio::time::timeout(limit, inbox.recv()).await {
-            Ok(Some(msg)) => Ok(msg),
-            Ok(None) => Err(self.failure()),
-            Err(_) => Err(format!(
-                "no {what} from the coordinator at {} within {}",
-                self.addr,
-                humantime::format_duration(limit)
-            )),
+        tokio::select! {
+            biased;
+            () = self.control.stop_issuing.cancelled() => Err(self.failed().unwrap_or_else(|| {
+                format!("interrupted (Ctrl-C or SIGTERM) while waiting for {what}")
+            })),
+            received = tokio::time::timeout(limit, inbox.recv()) => match received {
+                Ok(Some(msg)) => Ok(msg),
+                Ok(None) => Err(self.failure()),
+                Err(_) => Err(format!(
+                    "no {what} from the coordinator at {} within {}",
+                    self.addr,
+                    humantime::format_duration(limit)
+                )),
+            },
         }
     }
 
     /// Why the run stopped, as the coordinator (or the lost connection) said.
     pub fn failure(&self) -> String {
-        self.state
-            .lock()
-            .ok()
-            .and_then(|s| s.failure.clone())
-            .unwrap_or_else(|| format!("lost the coordinator at {}", self.addr))
+        self.failed().unwrap_or_else(|| format!("lost the coordinator at {}", self.addr))
     }
 
     pub fn failed(&self) -> Option<String> {
@@ -116,7 +166,8 @@ impl Link {
         rx
     }
 
-    /// Send the bytes `from..from + len` of a records file, announced as `lines` lines of `level`.
+    /// Send the bytes `from..from + len` of a records file, announced as `lines` lines of `level`
+    /// with their SHA-256.
     pub async fn send_records(
         &self,
         level: &str,
@@ -124,8 +175,9 @@ impl Link {
         from: u64,
         len: u64,
         lines: u64,
+        sha256: String,
     ) -> Result<(), String> {
-        let header = Msg::Records { level: level.to_string(), lines, bytes: len }.line();
+        let header = Msg::Records { level: level.to_string(), lines, bytes: len, sha256 };
         let (sent, result) = oneshot::channel();
         self.tx.send(Frame::Records { header, path, from, len, sent }).await.map_err(|_| self.failure())?;
         result.await.map_err(|_| self.failure())?
@@ -138,19 +190,56 @@ impl Link {
     }
 }
 
-async fn writer(write: OwnedWriteHalf, mut rx: mpsc::Receiver<Frame>) {
+/// Plain hellos both ways; the connection's key from both nonces.
+async fn hello(
+    stream: TcpStream,
+    token: &Token,
+    addr: &str,
+) -> Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf, SessionKey), Attempt> {
+    let _ = stream.set_nodelay(true);
+    let (read, mut write) = stream.into_split();
+    let nonce = auth::nonce();
+    let hello = Msg::Hello { protocol: VERSION, nonce: auth::hex(&nonce) }.plain_line();
+    write.write_all(&hello).await.map_err(|e| Attempt::Retry(e.to_string()))?;
+    let mut reader = BufReader::new(read);
+    let mut buf = Vec::new();
+    match protocol::read_plain(&mut reader, &mut buf).await {
+        Ok(Msg::Hello { protocol, nonce: theirs }) if protocol == VERSION => {
+            let theirs = auth::nonce_from_hex(&theirs).ok_or_else(|| {
+                Attempt::Fatal(format!("the coordinator at {addr} sent a hello without a valid nonce"))
+            })?;
+            Ok((reader, write, SessionKey::derive(token, &nonce, &theirs)))
+        }
+        Ok(Msg::Hello { protocol, .. }) => Err(Attempt::Fatal(format!(
+            "the coordinator at {addr} speaks protocol {protocol}, this shard {VERSION}; run one anvil-load version on every shard"
+        ))),
+        Ok(Msg::Refused { .. }) => Err(Attempt::Retry("it turned the connection away (busy)".to_string())),
+        Err(ReadError::Closed) => {
+            Err(Attempt::Retry("it closed the connection at once (an older anvil-load as shard 0?)".to_string()))
+        }
+        Err(ReadError::Io(e)) => Err(Attempt::Retry(e.to_string())),
+        Err(ReadError::Silent) => Err(Attempt::Retry("no hello from it".to_string())),
+        Ok(_) | Err(_) => Err(Attempt::Fatal(format!(
+            "{addr} answered, but not as an anvil-load coordinator of protocol {VERSION}: is --coordinator right?"
+        ))),
+    }
+}
+
+async fn writer(write: OwnedWriteHalf, mut sealer: Sealer, mut rx: mpsc::Receiver<Frame>) {
     let mut out = BufWriter::with_capacity(256 * 1024, write);
-    let mut beat = tokio::time::interval(HEARTBEAT);
+    // The first beat after one period: the join goes first.
+    let mut beat = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
     loop {
         let frame = tokio::select! {
             frame = rx.recv() => match frame {
                 Some(frame) => frame,
                 None => break,
             },
-            _ = beat.tick() => Frame::Line(Msg::Alive.line()),
+            _ = beat.tick() => Frame::Line(Msg::Alive),
         };
         let ok = match frame {
-            Frame::Line(line) => {
+            Frame::Line(msg) => {
+                let line = sealer.seal(&msg.json());
                 let write = async {
                     out.write_all(&line).await?;
                     out.flush().await
@@ -158,10 +247,15 @@ async fn writer(write: OwnedWriteHalf, mut rx: mpsc::Receiver<Frame>) {
                 matches!(tokio::time::timeout(protocol::SILENCE_LIMIT, write).await, Ok(Ok(())))
             }
             Frame::Records { header, path, from, len, sent } => {
+                let header = sealer.seal(&header.json());
                 let result = copy_records(&mut out, &header, &path, from, len).await;
                 let ok = result.is_ok();
                 let _ = sent.send(result);
                 ok
+            }
+            Frame::Flush(done) => {
+                let _ = done.send(());
+                true
             }
         };
         if !ok {
@@ -200,7 +294,8 @@ async fn copy_records(
 }
 
 async fn reader(
-    mut reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
+    mut reader: BufReader<OwnedReadHalf>,
+    mut opener: Opener,
     addr: String,
     inbox: mpsc::UnboundedSender<Msg>,
     state: Arc<Mutex<State>>,
@@ -208,8 +303,11 @@ async fn reader(
 ) {
     let mut buf = Vec::new();
     let failure = loop {
-        match protocol::read_msg(&mut reader, &mut buf).await {
-            Ok(Msg::Abort { reason }) => break reason,
+        match protocol::read_sealed(&mut reader, &mut buf, &mut opener, MAX_LINE).await {
+            Ok(Msg::Abort { reason }) => break protocol::printable(&reason),
+            Ok(Msg::Refused { reason }) => {
+                break format!("the coordinator at {addr} refused this shard: {}", protocol::printable(&reason));
+            }
             Ok(Msg::WarmUpDone { level }) => {
                 let waiting = state.lock().ok().and_then(|mut s| s.follow.take());
                 match waiting {
@@ -231,6 +329,17 @@ async fn reader(
                         s.done = true;
                     }
                 }
+            }
+            // Before anything sealed arrived, a plain refusal is the coordinator saying it could
+            // not authenticate this shard's join.
+            Err(ReadError::Forged)
+                if opener.opened() == 0
+                    && matches!(protocol::parse(&buf), Ok(Msg::Refused { reason }) if reason == "authentication") =>
+            {
+                break format!(
+                    "the coordinator at {addr} refused this shard: its join failed authentication; every shard needs shard 0's {} (or none, with a coordinator on loopback)",
+                    auth::TOKEN_ENV
+                );
             }
             Err(e) => {
                 if state.lock().is_ok_and(|s| s.done) {

@@ -6,17 +6,22 @@
 //! (`coordinator`, reached over `link`: joins, clock offsets from ping exchanges (`clock`), one
 //! start instant per level, the warm-up relay, every shard's records gathered after each level,
 //! any failure stopping every shard) or, for a single level under a scheduler that starts every
-//! task together, at a `--start-at` instant on the hosts' own clocks.
+//! task together, at a `--start-at` instant on the hosts' own clocks. Every coordinator message
+//! is authenticated with the run's shared secret (`auth`); the coordinator admits only shards of
+//! this run (`peer`), and every wait on either side has a deadline and ends at Ctrl-C or SIGTERM.
 //!
 //! The run's steps call `Shard` through a narrow interface: `plan` (validate, before anything is
 //! sent), `join`, `attach`, `start_level`, `finish_level`, `finish`. An unsharded run is
 //! `Shard` in its solo form, for which each step is what the run did before.
 
 pub mod args;
+pub mod auth;
 pub mod clock;
 mod coordinator;
+mod join;
 mod link;
 pub mod merge;
+mod peer;
 mod protocol;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +42,8 @@ use crate::schedule::{LevelShard, Part, RunControl, WarmUpSync};
 use crate::workload::Workload;
 use clock::Offset;
 use coordinator::Coordinator;
+pub use join::is_run_id;
+use join::{host_name, join_coordinator, kind};
 use link::Link;
 use protocol::Msg;
 
@@ -45,8 +52,13 @@ const PINGS: u32 = 16;
 /// A `--start-at` instant may be this far behind when a shard is ready (it starts at once and
 /// its lateness shows as dispatch lag); further behind is an error.
 const START_AT_TOLERANCE: Duration = Duration::from_secs(1);
-/// Waits whose only bound is the liveness of the peers (heartbeats; see `protocol`).
+/// Waits whose only bound is the liveness of the peers (heartbeats; see `protocol`): the merge.
 const LIVENESS_ONLY: Duration = Duration::from_secs(7 * 86_400);
+/// A shard's own wait at a barrier outlasts the coordinator's by this, so the coordinator's
+/// verdict (naming the late shard) arrives first.
+const BARRIER_MARGIN: Duration = Duration::from_secs(60);
+/// How long a shard that fails takes at most to tell the coordinator before it ends.
+const LAST_WORD: Duration = Duration::from_secs(2);
 
 /// The name of shard `index`'s records file.
 pub fn records_file_name(run_id: &str, index: u32, count: u32) -> String {
@@ -99,6 +111,7 @@ struct Coordinated {
     salt: u64,
     info: ShardInfo,
     plan: std::sync::Mutex<String>,
+    barrier_timeout: Duration,
     /// Bytes of the records file already sent to the coordinator.
     sent: AtomicU64,
     interrupted: AtomicBool,
@@ -131,26 +144,40 @@ impl ShardPlan {
                 };
                 Kind::StartAt(Box::new(StartAt { part, at, run_id: run_id(at, hash as u16), salt: hash, info }))
             }
-            Sync::Coordinator { connect, listen, join_timeout } => {
+            Sync::Coordinator { connect, listen, join_timeout, barrier_timeout, token } => {
+                let authenticated = token.is_some();
+                if !authenticated && spec.part.index == 0 {
+                    eprintln!(
+                        "note: shard 0: no {}: the coordinator's messages are checked, not authenticated; anyone who reaches its port can join",
+                        auth::TOKEN_ENV
+                    );
+                }
+                let token = token.unwrap_or_else(auth::Token::none);
                 let coordinator = match listen {
-                    Some(addr) => {
+                    Some(listen) => {
+                        let listener = coordinator::bind(&listen, authenticated).await?;
+                        let bound = listener.local_addr().map_err(|e| format!("the coordinator's address: {e}"))?;
                         let config = coordinator::Config {
                             count: part.count,
                             fingerprint: config_fingerprint.clone(),
                             join_timeout,
+                            barrier_timeout,
                             out: out.to_path_buf(),
                             run_id: run_id(SystemTime::now(), rand::random()),
                             salt: rand::random(),
+                            token: token.clone(),
                         };
-                        let (c, bound) = Coordinator::start(addr, config).await.map_err(|e| {
-                            format!("--coordinator-listen {addr}: cannot serve the coordinator there ({e})")
+                        let c = Coordinator::start(listener, config).map_err(|e| {
+                            format!("--out {}: cannot gather the shards' records there ({e})", out.display())
                         })?;
-                        eprintln!("shard 0: coordinator listening on {bound} for {} shards", part.count);
+                        let auth =
+                            if authenticated { "authenticated with ANVIL_SHARD_TOKEN" } else { "without a token" };
+                        eprintln!("shard 0: coordinator listening on {bound} for {} shards ({auth})", part.count);
                         Some(c)
                     }
                     None => None,
                 };
-                let joined = join_coordinator(part, &connect, &config_fingerprint, join_timeout, control).await;
+                let joined = join_coordinator(part, &connect, &token, &config_fingerprint, join_timeout, control).await;
                 match joined {
                     Ok((link, run_id, salt, offset)) => {
                         let info = ShardInfo {
@@ -171,6 +198,7 @@ impl ShardPlan {
                             salt,
                             info,
                             plan: std::sync::Mutex::new(String::new()),
+                            barrier_timeout,
                             sent: AtomicU64::new(0),
                             interrupted: AtomicBool::new(false),
                         }))
@@ -187,55 +215,6 @@ impl ShardPlan {
         };
         Ok(Shard { kind })
     }
-}
-
-/// Connect, join, wait for the welcome, and measure the clock offset.
-async fn join_coordinator(
-    part: Part,
-    connect: &str,
-    config_fingerprint: &str,
-    join_timeout: Duration,
-    control: &RunControl,
-) -> Result<(Link, String, u64, Offset), String> {
-    let deadline = Instant::now() + join_timeout;
-    let link = Link::connect(connect, deadline, control.clone())
-        .await
-        .map_err(|e| format!("shard {}: {e} within --join-timeout", part.index))?;
-    link.send(&Msg::Join {
-        index: part.index,
-        count: part.count,
-        protocol: protocol::VERSION,
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        fingerprint: config_fingerprint.to_string(),
-        host: host_name(),
-    })
-    .await?;
-    eprintln!("shard {}/{}: joined the coordinator at {connect}; waiting for the others", part.index, part.count);
-    // The coordinator's own join deadline may run from a later start than ours.
-    let (run_id, salt) = match link.next("welcome", 2 * join_timeout + Duration::from_secs(10)).await? {
-        Msg::Welcome { run_id, salt } => (run_id, salt),
-        other => return Err(format!("the coordinator sent {other:?} instead of a welcome")),
-    };
-    let mut exchanges = Vec::with_capacity(PINGS as usize);
-    for seq in 0..PINGS {
-        let sent_ns = clock::now_ns();
-        link.send(&Msg::Ping { seq }).await?;
-        match link.next("pong", Duration::from_secs(10)).await? {
-            Msg::Pong { seq: s, unix_ns } if s == seq => {
-                exchanges.push(clock::Exchange { sent_ns, remote_ns: unix_ns, received_ns: clock::now_ns() });
-            }
-            other => return Err(format!("the coordinator sent {other:?} instead of pong {seq}")),
-        }
-    }
-    let offset = clock::estimate(&exchanges).ok_or("no usable clock exchange with the coordinator")?;
-    eprintln!(
-        "shard {}/{}: run {run_id}; clock offset to shard 0 {:+.3} ms ± {:.3} ms",
-        part.index,
-        part.count,
-        offset.offset_ns as f64 / 1e6,
-        offset.uncertainty_ns as f64 / 1e6
-    );
-    Ok((link, run_id, salt, offset))
 }
 
 impl Shard {
@@ -366,11 +345,23 @@ impl Shard {
                 uncertainty_ns: c.offset.uncertainty_ns,
             })
             .await?;
-        let at_unix_ns = match c.link.next("start", LIVENESS_ONLY).await? {
+        let what = format!("the start of level {level}");
+        let at_unix_ns = match c.link.next(&what, c.barrier_timeout + BARRIER_MARGIN).await? {
             Msg::Start { level: l, at_unix_ns } if l == level => at_unix_ns,
-            other => return Err(format!("the coordinator sent {other:?} instead of the start of level {level}")),
+            other => return Err(format!("the coordinator sent {} instead of {what}", kind(&other))),
         };
         let wall = clock::to_local_wall(at_unix_ns, Some(c.offset));
+        // The coordinator never picks an instant further ahead than its slack allows: one that
+        // is would hold this shard (and skew the run) for no reason.
+        let ahead = wall.duration_since(SystemTime::now()).unwrap_or_default();
+        if ahead > clock::MAX_START_LEAD {
+            return Err(format!(
+                "shard {}: the coordinator set the start of level {level} {:.3} s ahead, more than the {} a start instant may lie ahead; refusing it",
+                c.part.index,
+                ahead.as_secs_f64(),
+                humantime::format_duration(clock::MAX_START_LEAD)
+            ));
+        }
         let at = clock::to_monotonic(wall);
         let now = Instant::now();
         if at < now {
@@ -401,12 +392,17 @@ impl Shard {
             records.sync().await?;
             let path = records.path().to_path_buf();
             let from = c.sent.load(Ordering::Relaxed);
-            let (len, lines) = count_lines(path.clone(), from).await?;
-            c.link.send_records(level, path, from, len - from, lines).await?;
+            let (len, lines, sha256) = count_lines(path.clone(), from).await?;
+            c.link.send_records(level, path, from, len - from, lines, sha256).await?;
             let limit = Duration::from_secs(60) + Duration::from_secs((len - from) / 1_000_000);
             match c.link.next("records receipt", limit).await? {
                 Msg::RecordsOk { level: l } if l == level => {}
-                other => return Err(format!("the coordinator sent {other:?} instead of a receipt for level {level}")),
+                other => {
+                    return Err(format!(
+                        "the coordinator sent {} instead of a receipt for level {level}",
+                        kind(&other)
+                    ));
+                }
             }
             c.sent.store(len, Ordering::Relaxed);
             Ok(())
@@ -422,9 +418,16 @@ impl Shard {
         let Kind::Coordinated(c) = &self.kind else { return Ok(()) };
         let done = async {
             c.link.send(&Msg::Finished).await?;
-            match c.link.next("end of the run", LIVENESS_ONLY).await? {
-                Msg::Done { merged } => Ok(merged),
-                other => Err(format!("the coordinator sent {other:?} instead of the end of the run")),
+            // Every shard finishing is a barrier; the merge after it is bounded by liveness alone.
+            let mut limit = c.barrier_timeout + BARRIER_MARGIN;
+            loop {
+                match c.link.next("end of the run", limit).await? {
+                    Msg::Merging => limit = LIVENESS_ONLY,
+                    Msg::Done { merged } => return Ok(protocol::printable(&merged)),
+                    other => {
+                        return Err(format!("the coordinator sent {} instead of the end of the run", kind(&other)));
+                    }
+                }
             }
         };
         let merged = match done.await {
@@ -441,8 +444,12 @@ impl Shard {
 }
 
 impl Coordinated {
-    /// On shard 0, let the coordinator finish telling the others before this process ends.
+    /// Tell the coordinator this shard stopped (unless the run already failed), and on shard 0,
+    /// let the coordinator finish telling the others before this process ends.
     async fn fail(&self, e: String) -> String {
+        if self.link.failed().is_none() {
+            self.link.send_flushed(&Msg::Failed { reason: e.clone() }, LAST_WORD).await;
+        }
         if let Some(coordinator) = self.coordinator.lock().await.take() {
             if let Err(verdict) = coordinator.finish(Duration::from_secs(3)).await {
                 if !self.interrupted.load(Ordering::Relaxed) && verdict != e {
@@ -454,8 +461,8 @@ impl Coordinated {
     }
 }
 
-/// The records file's length and the lines in `from..length`.
-async fn count_lines(path: PathBuf, from: u64) -> Result<(u64, u64), String> {
+/// The records file's length, and the lines in `from..length` and their SHA-256.
+async fn count_lines(path: PathBuf, from: u64) -> Result<(u64, u64, String), String> {
     tokio::task::spawn_blocking(move || {
         use std::io::{Read, Seek};
         let mut file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -464,6 +471,7 @@ async fn count_lines(path: PathBuf, from: u64) -> Result<(u64, u64), String> {
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file.take(len.saturating_sub(from)));
         let mut buf = vec![0u8; 1 << 20];
         let (mut lines, mut last) = (0u64, b'\n');
+        let mut digest = auth::Digest::default();
         loop {
             let n = reader.read(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
             if n == 0 {
@@ -471,11 +479,12 @@ async fn count_lines(path: PathBuf, from: u64) -> Result<(u64, u64), String> {
             }
             lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
             last = buf[n - 1];
+            digest.update(&buf[..n]);
         }
         if last != b'\n' {
             return Err(format!("{}: ends in the middle of a line", path.display()));
         }
-        Ok((len, lines))
+        Ok((len, lines, digest.finish()))
     })
     .await
     .map_err(|e| format!("counting records: {e}"))?
@@ -485,16 +494,6 @@ async fn count_lines(path: PathBuf, from: u64) -> Result<(u64, u64), String> {
 fn run_id(at: SystemTime, tag: u16) -> String {
     let iso = Stamp(at).iso().replace(['-', ':'], "");
     format!("anvil-{}Z-{tag:04x}", iso.trim_end_matches('Z'))
-}
-
-/// This host's name, for the records.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown".to_string())
 }
 
 #[cfg(test)]
@@ -527,5 +526,18 @@ mod tests {
     fn run_ids_look_like_the_runs_own() {
         let id = run_id(SystemTime::UNIX_EPOCH + Duration::from_secs(1_777_636_800), 0xab);
         assert_eq!(id, "anvil-20260501T120000Z-00ab");
+        assert!(is_run_id(&id) && is_run_id(&run_id(SystemTime::now(), 0xffff)));
+        for bad in [
+            "../../x",
+            "/etc/anvil",
+            "anvil-20260501T120000Z-00ab/../../x",
+            "anvil-20260501T120000Z-00AB",
+            "anvil-20260501T1200000-00ab",
+            "anvil-2026050lT120000Z-00ab",
+            "",
+            "anvil-20260501T120000Z-00a\n",
+        ] {
+            assert!(!is_run_id(bad), "{bad:?}");
+        }
     }
 }

@@ -118,7 +118,7 @@ fn kubernetes_spec(k: &KubernetesArgs) -> Result<kubernetes::Spec, String> {
     }
     let join_timeout =
         humantime::parse_duration(&k.join_timeout).map_err(|e| format!("--join-timeout {}: {e}", k.join_timeout))?;
-    let text = std::fs::read_to_string(&k.scenario)
+    let text = crate::sys::read_input_to_string(&k.scenario)
         .map_err(|e| format!("--scenario {}: cannot read it ({e})", k.scenario.display()))?;
     let overrides = Overrides {
         base_url: k.base_url.clone(),

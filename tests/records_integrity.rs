@@ -54,7 +54,7 @@ async fn recorded_sweep(dir: &Path, requests: u32) -> PathBuf {
         "sweep.toml",
         &format!(
             "[target]\nmodel = \"m\"\n[run]\nrequests = {requests}\nseed = 3\n[load]\nconcurrency = [4, 8]\n\
-             [workload]\ncontext_tokens = 256\nmax_context_tokens = 8192\nmax_tokens = 8\ntokenizer = \"estimate\"\n"
+             [workload]\ncontext_tokens = 256\nmax_context_tokens = 8192\nmax_tokens = 8\ntokenizer = \"estimate\"\ncanaries = false\n"
         ),
     );
     let records = dir.join("run.records.ndjson");
@@ -131,7 +131,7 @@ async fn summarize_refuses_records_with_request_lines_deleted_and_names_what_is_
     assert!(!text(&out.stderr).contains("cannot be checked"), "{}", text(&out.stderr));
     for a in artifacts(&dir.path().join("whole")) {
         let a = check_artifact(&a);
-        assert_eq!(a["requests"], 40);
+        assert_eq!((a["requests"].as_u64(), a["performance_eligible"].as_bool()), (Some(40), Some(true)));
         assert!(a["warnings"].as_array().unwrap().iter().all(|w| w["code"] != "records_incomplete"));
     }
 
@@ -145,7 +145,7 @@ async fn summarize_refuses_records_with_request_lines_deleted_and_names_what_is_
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains(&format!("level {}: 1 request line(s) missing (40 written, 39 in the file)", levels[1])),
+        stderr.contains(&format!("level {}: 1 request line missing (40 written, 39 in the file)", levels[1])),
         "{stderr}"
     );
     assert!(stderr.contains(&records.display().to_string()) && stderr.contains("--allow-partial"), "{stderr}");
@@ -161,7 +161,7 @@ async fn summarize_refuses_records_with_request_lines_deleted_and_names_what_is_
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains(&format!("level {}: 10 request line(s) missing (40 written, 30 in the file)", levels[0])),
+        stderr.contains(&format!("level {}: 10 request lines missing (40 written, 30 in the file)", levels[0])),
         "{stderr}"
     );
 
@@ -181,7 +181,7 @@ async fn summarize_refuses_records_with_request_lines_deleted_and_names_what_is_
             assert!(marked && a["performance_eligible"] == false, "{}", a["warnings"]);
         } else {
             assert_eq!(a["requests"], 40);
-            assert!(!marked, "{}", a["warnings"]);
+            assert!(!marked && a["performance_eligible"] == true, "{}", a["warnings"]);
         }
     }
 }
@@ -312,7 +312,7 @@ async fn two_shards(dir: &Path) -> Vec<PathBuf> {
         dir,
         "shards.toml",
         "[target]\nmodel = \"m\"\n[run]\nrequests = 40\nseed = 9\n[load]\nmode = \"open\"\nrate = 400\n\
-         [workload]\ncontext_tokens = 256\nmax_context_tokens = 8192\nmax_tokens = 8\ntokenizer = \"estimate\"\n",
+         [workload]\ncontext_tokens = 256\nmax_context_tokens = 8192\nmax_tokens = 8\ntokenizer = \"estimate\"\ncanaries = false\n",
     );
     let start = (SystemTime::now() + Duration::from_secs(4)).duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
     let start = format!("{start:.3}");
@@ -378,6 +378,7 @@ async fn merge_refuses_deleted_misplaced_and_swapped_shard_records_and_leaves_no
     check_records(&merged[0]);
     let a = check_artifact(&artifacts(&whole)[0]);
     assert_eq!((a["requests"].as_u64(), a["shards"]["partial"].as_bool()), (Some(40), Some(false)));
+    assert_eq!(a["performance_eligible"], true);
     let again = run(summarize(&merged[0], &dir.path().join("again"), &[])).await;
     assert!(again.status.success(), "{}", text(&again.stderr));
     assert!(!text(&again.stderr).contains("cannot be checked"), "{}", text(&again.stderr));
@@ -395,7 +396,7 @@ async fn merge_refuses_deleted_misplaced_and_swapped_shard_records_and_leaves_no
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("shard 1's records") && stderr.contains(&parts[1].display().to_string()), "{stderr}");
-    assert!(stderr.contains(&format!("level {level}: 1 request line(s) missing")), "{stderr}");
+    assert!(stderr.contains(&format!("level {level}: 1 request line missing")), "{stderr}");
     nothing_left(&refused);
     // Merged anyway with --allow-partial: partial, and says so.
     let partial = dir.path().join("partial");

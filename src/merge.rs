@@ -182,9 +182,14 @@ fn check_together(parts: &[Part]) -> Result<Vec<u32>, MergeError> {
             return Err(differs("seeds", &first.info.context_seed, &p.info.context_seed));
         }
         // Equal fingerprints say equal scenarios only where the fingerprint could be recomputed
-        // (not behind a redacted base URL): compare the scenarios themselves.
-        if p.info.scenario != first.info.scenario {
-            return Err(differs("scenarios", &"one", &"another, under the same fingerprint"));
+        // (not behind a redacted base URL), and say nothing of the rest of the run line: the
+        // parts of one run describe it alike but for their shard and their own prompt sizing.
+        if let Some(key) = differing_key(&first.info, &p.info) {
+            return Err(MergeError::NotOneRun(format!(
+                "{} and {} are not parts of one run: their run lines differ in `{key}` (the parts of one run describe it alike, but for their shard and prompt sizing)",
+                first.path.display(),
+                p.path.display()
+            )));
         }
         if p.shard.count != first.shard.count {
             return Err(differs("shard counts", &first.shard.count, &p.shard.count));
@@ -209,6 +214,24 @@ fn check_together(parts: &[Part]) -> Result<Vec<u32>, MergeError> {
         }
     }
     Ok((0..first.shard.count).filter(|i| !seen.contains(i)).collect())
+}
+
+/// The first key of the run lines' descriptions in which two parts differ, besides their shard
+/// and prompt sizing (each shard sizes its prompts itself).
+fn differing_key(a: &RunInfo, b: &RunInfo) -> Option<String> {
+    let described = |info: &RunInfo| {
+        let mut v = serde_json::to_value(info).unwrap_or(serde_json::Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.remove("shard");
+            o.remove("prompt_sizing");
+        }
+        v
+    };
+    let (a, b) = (described(a), described(b));
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => a.keys().chain(b.keys()).find(|k| a.get(*k) != b.get(*k)).cloned(),
+        _ => (a != b).then(|| "description".to_string()),
+    }
 }
 
 /// What a merge wrote.

@@ -446,6 +446,34 @@ async fn merge_refuses_deleted_misplaced_and_swapped_shard_records_and_leaves_no
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("line 1: the run line's configuration_fingerprint"), "{}", text(&out.stderr));
     nothing_left(&refused);
+
+    // Behind a redacted base URL the fingerprint cannot be recomputed; the shards' scenarios
+    // are still compared with each other, and so is the rest of their run lines.
+    let mut redacted = original.clone();
+    let mut run_line: Value = serde_json::from_str(&redacted[0]).unwrap();
+    run_line["info"]["scenario"]["target"]["redact_base_url"] = Value::from(true);
+    redacted[0] = serde_json::to_string(&run_line).unwrap();
+    put_lines(&parts[1], &redacted);
+    let out = run(merge(&parts, &refused, &["--allow-partial"])).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not parts of one run: their run lines differ in `scenario`"), "{stderr}");
+    nothing_left(&refused);
+    let mut relabelled = original.clone();
+    let mut run_line: Value = serde_json::from_str(&relabelled[0]).unwrap();
+    run_line["info"]["model"] = Value::from("another-model");
+    relabelled[0] = serde_json::to_string(&run_line).unwrap();
+    put_lines(&parts[1], &relabelled);
+    let out = run(merge(&parts, &refused, &["--allow-partial"])).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("their run lines differ in `model`"), "{stderr}");
+    nothing_left(&refused);
+
+    // Restored, the parts merge again.
+    put_lines(&parts[1], &original);
+    let out = run(merge(&parts, &dir.path().join("restored"), &[])).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
 #[cfg(unix)]

@@ -95,6 +95,8 @@ impl Tally {
 
 /// A level of the file being read.
 struct Open {
+    /// The run (its ordinal in the file) that started it.
+    run: usize,
     tally: Tally,
     /// The line that opened it.
     line: usize,
@@ -128,7 +130,8 @@ impl Verdict {
 pub struct Verifier {
     /// The current run's shard (index, count).
     shard: Option<(u32, u32)>,
-    run_seen: bool,
+    /// Run lines so far (a file may hold several runs, appended one after another).
+    runs: usize,
     levels: HashMap<String, Open>,
     verdict: Verdict,
 }
@@ -178,12 +181,12 @@ impl Verifier {
             Some(s) => Some((s.index, s.count)),
             None => None,
         };
-        self.run_seen = true;
+        self.runs += 1;
         Ok(())
     }
 
     fn level(&mut self, n: usize, level: &str, pacing: &LevelPacing, started_ns: u64) -> Result<(), String> {
-        if !self.run_seen {
+        if self.runs == 0 {
             return Err(format!("level {level} starts before any run line; this is not a records file"));
         }
         check_name("level id", level)?;
@@ -205,7 +208,14 @@ impl Verifier {
                 open.line
             ));
         }
-        let open = Open { tally: Tally::default(), line: n, started_ns, ended: false, indices: HashSet::new() };
+        let open = Open {
+            run: self.runs,
+            tally: Tally::default(),
+            line: n,
+            started_ns,
+            ended: false,
+            indices: HashSet::new(),
+        };
         self.levels.insert(level.to_owned(), open);
         Ok(())
     }
@@ -218,6 +228,11 @@ impl Verifier {
         if open.ended {
             return Err(format!(
                 "a {what} line (request {index}) of level {level} after the level's end; lines were added to the file"
+            ));
+        }
+        if open.run != self.runs {
+            return Err(format!(
+                "a {what} line (request {index}) of level {level}, which an earlier run in this file started; lines were moved"
             ));
         }
         if let Some((shard, count)) = self.shard {
@@ -241,6 +256,11 @@ impl Verifier {
         };
         if open.ended {
             return Err(format!("level {level} ends a second time (line {n})"));
+        }
+        if open.run != self.runs {
+            return Err(format!(
+                "the end of level {level}, which an earlier run in this file started; lines were moved"
+            ));
         }
         if finished_ns < open.started_ns {
             return Err(format!(

@@ -326,7 +326,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
 
     let mut series: Vec<Window> = Vec::new();
     let mut level_summaries = Vec::new();
-    for level in &order {
+    for (level_index, level) in order.iter().enumerate() {
         let present: Vec<&Part> = parts.iter().filter(|p| p.levels.contains_key(level)).collect();
         let first = &present[0].levels[level];
         let started_ns = present.iter().map(|p| p.levels[level].started_ns).min().unwrap_or(first.started_ns);
@@ -335,7 +335,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
             &RecordLine::Level { level: level.clone(), pacing: first.pacing, started_at_unix_ns: started_ns },
         )
         .map_err(io)?;
-        let mut tally = Tally::default();
+        let mut tally = Tally::new(level_index as u64);
         let mut collected = Collected::default();
         let mut seen_index = BTreeSet::new();
         let mut parts_block = Vec::new();

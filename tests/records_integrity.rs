@@ -165,6 +165,32 @@ async fn summarize_refuses_records_with_request_lines_deleted_and_names_what_is_
         "{stderr}"
     );
 
+    // The first level deleted whole (from its level line to its end): the second says it.
+    let start = original.iter().position(|l| kind(l) == "level").unwrap();
+    let end = original.iter().position(|l| kind(l) == "level_end").unwrap();
+    let mut level_gone = original.clone();
+    level_gone.drain(start..=end);
+    put_lines(&records, &level_gone);
+    let out = run(summarize(&records, &refused, &[])).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "level {}: it was level 2 of its run, but the file holds 0 of the run's levels before it: 1 level deleted whole",
+            levels[1]
+        )),
+        "{stderr}"
+    );
+
+    // The first level's end deleted: not a kill, since the run went on.
+    let mut end_gone = original.clone();
+    end_gone.remove(end);
+    put_lines(&records, &end_gone);
+    let out = run(summarize(&records, &refused, &[])).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("level {}: its end line is missing, yet its run went on", levels[0])), "{stderr}");
+
     // With --allow-partial: what there is, marked partial, not performance-eligible.
     put_lines(&records, &one_gone);
     let partial = dir.path().join("partial");

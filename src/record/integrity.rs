@@ -28,6 +28,8 @@ use super::{LevelPacing, RunInfo};
 /// What a level wrote, as its `level_end` line carries it (`written`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Written {
+    /// The level's place in its run (0 for the first): a level deleted whole shows as a gap.
+    pub level_index: u64,
     pub requests: u64,
     pub failures: u64,
     pub dropped: u64,
@@ -57,6 +59,7 @@ impl Kind {
 /// A level's record lines as they go by: counts per kind and the running digest.
 #[derive(Clone)]
 pub struct Tally {
+    level_index: u64,
     requests: u64,
     failures: u64,
     dropped: u64,
@@ -65,11 +68,16 @@ pub struct Tally {
 
 impl Default for Tally {
     fn default() -> Self {
-        Tally { requests: 0, failures: 0, dropped: 0, digest: Context::new(&SHA256) }
+        Tally::new(0)
     }
 }
 
 impl Tally {
+    /// The tally of the run's level number `level_index` (0 for the first).
+    pub fn new(level_index: u64) -> Self {
+        Tally { level_index, requests: 0, failures: 0, dropped: 0, digest: Context::new(&SHA256) }
+    }
+
     /// One record line, without its line end.
     pub fn add(&mut self, kind: Kind, line: &[u8]) {
         match kind {
@@ -85,6 +93,7 @@ impl Tally {
         let digest = self.digest.finish();
         let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
         Written {
+            level_index: self.level_index,
             requests: self.requests,
             failures: self.failures,
             dropped: self.dropped,
@@ -132,6 +141,8 @@ pub struct Verifier {
     shard: Option<(u32, u32)>,
     /// Run lines so far (a file may hold several runs, appended one after another).
     runs: usize,
+    /// Levels the current run started so far.
+    levels_in_run: u64,
     levels: HashMap<String, Open>,
     verdict: Verdict,
 }
@@ -182,6 +193,7 @@ impl Verifier {
             None => None,
         };
         self.runs += 1;
+        self.levels_in_run = 0;
         Ok(())
     }
 
@@ -208,15 +220,26 @@ impl Verifier {
                 open.line
             ));
         }
+        // A run writes each level's end before it starts the next one (a stopped level too):
+        // a level of this run left without one lost its end line after the run.
+        let runs = self.runs;
+        for (name, open) in self.levels.iter_mut().filter(|(_, o)| o.run == runs && !o.ended) {
+            open.ended = true;
+            self.verdict.incomplete.push((
+                name.clone(),
+                format!("level {name}: its end line is missing, yet its run went on to level {level} (line {n})"),
+            ));
+        }
         let open = Open {
             run: self.runs,
-            tally: Tally::default(),
+            tally: Tally::new(self.levels_in_run),
             line: n,
             started_ns,
             ended: false,
             indices: HashSet::new(),
         };
         self.levels.insert(level.to_owned(), open);
+        self.levels_in_run += 1;
         Ok(())
     }
 
@@ -275,6 +298,20 @@ impl Verifier {
             None => self.verdict.unchecked.push(level.to_owned()),
             Some(w) => {
                 let mut problems = Vec::new();
+                let (was, seen) = (w.level_index, found.level_index);
+                if was > seen {
+                    let n = was - seen;
+                    problems.push(format!(
+                        "it was level {} of its run, but the file holds {seen} of the run's levels before it: {n} {} deleted whole",
+                        was + 1,
+                        if n == 1 { "level" } else { "levels" }
+                    ));
+                } else if was < seen {
+                    problems.push(format!(
+                        "it was level {} of its run, but the file holds {seen} of the run's levels before it: levels were added",
+                        was + 1
+                    ));
+                }
                 for (what, want, got) in [
                     ("request", w.requests, found.requests),
                     ("failure", w.failures, found.failures),
@@ -292,7 +329,9 @@ impl Verifier {
                         ));
                     }
                 }
-                if problems.is_empty() && found.digest != w.digest {
+                let same_counts =
+                    (w.requests, w.failures, w.dropped) == (found.requests, found.failures, found.dropped);
+                if same_counts && found.digest != w.digest {
                     problems.push(
                         "its record lines differ from those written (their digest is not the level end's): lines were edited"
                             .to_string(),
@@ -372,9 +411,9 @@ fn check_timings(values: &[(&str, Option<f64>, Sign)]) -> Result<(), String> {
     Ok(())
 }
 
-fn request_timings(r: &super::RequestTiming) -> Vec<(&'static str, Option<f64>, Sign)> {
+fn request_timings(r: &super::RequestTiming) -> [(&'static str, Option<f64>, Sign); 20] {
     use Sign::{Any, Positive};
-    vec![
+    [
         ("start_offset_ms", Some(r.start_offset_ms), Positive),
         ("intended_offset_ms", r.intended_offset_ms, Positive),
         ("schedule_lag_ms", r.schedule_lag_ms, Any),
@@ -398,9 +437,9 @@ fn request_timings(r: &super::RequestTiming) -> Vec<(&'static str, Option<f64>, 
     ]
 }
 
-fn failure_timings(f: &super::FailureRecord) -> Vec<(&'static str, Option<f64>, Sign)> {
+fn failure_timings(f: &super::FailureRecord) -> [(&'static str, Option<f64>, Sign); 7] {
     use Sign::{Any, Positive};
-    vec![
+    [
         ("start_offset_ms", Some(f.start_offset_ms), Positive),
         ("intended_offset_ms", f.intended_offset_ms, Positive),
         ("schedule_lag_ms", f.schedule_lag_ms, Any),

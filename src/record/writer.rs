@@ -43,11 +43,19 @@ enum Message {
 
 /// What a line means for the level tallies.
 enum Tallied {
-    Nothing,
+    /// A run starts: its levels are numbered from 0.
+    Run,
     /// A level starts: its tally starts from zero.
     Opens(String),
     /// One record line of a level.
     Record(String, Kind),
+}
+
+/// The writer thread's tallies: the open levels', and how many levels the current run started.
+#[derive(Default)]
+struct Tallies {
+    levels: HashMap<String, Tally>,
+    in_run: u64,
 }
 
 /// The sending half; cheap to clone. Dropping the last clone ends the writer thread.
@@ -93,7 +101,7 @@ pub fn start(
         crate::sys::lower_thread_priority();
         let mut pending: Vec<u8> = Vec::with_capacity(64 * 1024);
         let mut acks: Vec<oneshot::Sender<Result<(), String>>> = Vec::new();
-        let mut tallies: HashMap<String, Tally> = HashMap::new();
+        let mut tallies = Tallies::default();
         let mut open = true;
         let mut failing: Option<(Instant, std::io::Error)> = None;
         loop {
@@ -170,30 +178,26 @@ pub fn start(
     Ok((RecordSink { tx, path: Arc::new(path.to_path_buf()) }, RecordWriter { thread }))
 }
 
-fn take(
-    m: Message,
-    pending: &mut Vec<u8>,
-    acks: &mut Vec<oneshot::Sender<Result<(), String>>>,
-    tallies: &mut HashMap<String, Tally>,
-) {
+fn take(m: Message, pending: &mut Vec<u8>, acks: &mut Vec<oneshot::Sender<Result<(), String>>>, tallies: &mut Tallies) {
     match m {
         Message::Line(line, tallied) => {
             match tallied {
-                Tallied::Nothing => {}
+                Tallied::Run => tallies.in_run = 0,
                 Tallied::Opens(level) => {
-                    tallies.insert(level, Tally::default());
+                    tallies.levels.insert(level, Tally::new(tallies.in_run));
+                    tallies.in_run += 1;
                 }
                 Tallied::Record(level, kind) => {
                     // Without its line end, as a reader sees the line.
                     let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
-                    tallies.entry(level).or_default().add(kind, bytes);
+                    tallies.levels.entry(level).or_default().add(kind, bytes);
                 }
             }
             pending.extend_from_slice(&line);
         }
         Message::End(mut line) => {
             if let RecordLine::LevelEnd { level, written, .. } = &mut *line {
-                *written = Some(tallies.remove(level.as_str()).unwrap_or_default().written());
+                *written = Some(tallies.levels.remove(level.as_str()).unwrap_or_default().written());
             }
             serialize_line(pending, &line);
         }
@@ -221,7 +225,7 @@ impl RecordSink {
             RecordLine::Request { level, .. } => Tallied::Record(level.clone(), Kind::Request),
             RecordLine::Failure { level, .. } => Tallied::Record(level.clone(), Kind::Failure),
             RecordLine::Dropped { level, .. } => Tallied::Record(level.clone(), Kind::Dropped),
-            RecordLine::Run { .. } => Tallied::Nothing,
+            RecordLine::Run { .. } => Tallied::Run,
         };
         // Sized for a typical line (1–2 KB) up front: grown from serde_json's default, the
         // buffer was copied four or five times per line.

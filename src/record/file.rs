@@ -216,7 +216,7 @@ fn read_filtered_with<T>(
     let mut lines = Lines::open(path)?;
     Ok(std::iter::from_fn(move || {
         loop {
-            let (n, line, terminated) = match lines.next() {
+            let Line { n, bytes: line, terminated } = match lines.next() {
                 Ok(Some(line)) => line,
                 Ok(None) => return None,
                 Err(e) => return Some(Err(e)),
@@ -269,7 +269,7 @@ impl Iterator for Checked {
 
     fn next(&mut self) -> Option<Self::Item> {
         let Checked { lines, verifier } = self;
-        let (n, line, terminated) = match lines.next() {
+        let Line { n, bytes: line, terminated } = match lines.next() {
             Ok(Some(line)) => line,
             Ok(None) => return None,
             Err(e) => return Some(Err(e)),
@@ -298,6 +298,14 @@ impl Iterator for Checked {
 /// reading it whole could exhaust memory.
 const MAX_LINE: usize = 64 << 20;
 
+/// One line of a file: its number (1-based), its bytes without the line end, and whether it had
+/// one (only a last line cut short has none).
+struct Line<'a> {
+    n: usize,
+    bytes: &'a [u8],
+    terminated: bool,
+}
+
 /// A file's lines, read as bytes into one reused buffer.
 struct Lines {
     reader: BufReader<File>,
@@ -311,13 +319,12 @@ impl Lines {
         Ok(Lines { reader: BufReader::with_capacity(64 * 1024, file), buf: Vec::new(), n: 0 })
     }
 
-    /// The next line: its number (1-based), its bytes without the line end (`\n` or `\r\n`),
-    /// and whether it had one; `None` at the end.
-    fn next(&mut self) -> Result<Option<(usize, &[u8], bool)>, String> {
+    /// The next line (its end is `\n` or `\r\n`); `None` at the end.
+    fn next(&mut self) -> Result<Option<Line<'_>>, String> {
         self.n += 1;
         let n = self.n;
         match next_line(&mut self.reader, &mut self.buf) {
-            Ok(Some((line, terminated))) => Ok(Some((n, line, terminated))),
+            Ok(Some((bytes, terminated))) => Ok(Some(Line { n, bytes, terminated })),
             Ok(None) => Ok(None),
             Err(e) => Err(format!("line {n}: {e}")),
         }

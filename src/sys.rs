@@ -225,3 +225,32 @@ fn not_regular(kind: &std::fs::FileType) -> std::io::Error {
         format!("it is {what}, {NOT_REGULAR}: give the path of a regular file"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A FIFO, a directory and a device are refused at once, naming what they are; a regular
+    /// file reads as `std::fs` reads it.
+    #[cfg(unix)]
+    #[test]
+    fn inputs_must_be_regular_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("p");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let e = open_input(&fifo).unwrap_err();
+        assert!(is_not_regular(&e) && e.to_string().contains("a FIFO (named pipe), not a regular file"), "{e}");
+        assert!(is_not_regular(&require_regular_file(&fifo).unwrap_err()));
+        let e = read_input(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
+        let e = read_input(Path::new("/dev/null")).unwrap_err();
+        assert!(e.to_string().contains("a device"), "{e}");
+        let file = dir.path().join("f.txt");
+        std::fs::write(&file, "é\n").unwrap();
+        assert_eq!(read_input_to_string(&file).unwrap(), "é\n");
+        std::fs::write(&file, [0xff, 0xfe]).unwrap();
+        assert_eq!(read_input_to_string(&file).unwrap_err().kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(read_input(&dir.path().join("none")).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    }
+}

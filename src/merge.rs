@@ -491,7 +491,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
     if !series.is_empty() {
         let path = out.join(format!("{run_id}.merged.timeseries.ndjson"));
         let mut f = std::io::BufWriter::new(
-            std::fs::File::create(&path).map_err(|e| MergeError::Io(format!("{}: {e}", path.display())))?,
+            // Never through a link planted at its name.
+            crate::sys::no_follow(std::fs::OpenOptions::new().write(true).create(true).truncate(true))
+                .open(&path)
+                .map_err(|e| MergeError::Io(format!("{}: {e}", path.display())))?,
         );
         for w in &series {
             write_line(&mut f, w).map_err(|e| MergeError::Io(format!("{}: {e}", path.display())))?;

@@ -151,6 +151,9 @@ async fn summarize_refuses_records_with_request_lines_deleted_and_names_what_is_
     assert!(stderr.contains(&records.display().to_string()) && stderr.contains("--allow-partial"), "{stderr}");
     assert!(!stderr.contains(&format!("level {}:", levels[0])), "the first level is whole: {stderr}");
     assert!(!refused.exists() || artifacts(&refused).is_empty(), "nothing is rebuilt");
+    // The contract's own reading of the file, independent of the tool's, sees it too.
+    let seen = common::contract::records_violations(&records);
+    assert!(seen.iter().any(|v| v.contains("says it wrote requests 40, its lines give 39")), "{seen:?}");
 
     // A quarter of the first level's lines deleted.
     let first = request_lines(&original, &levels[0]);

@@ -122,6 +122,11 @@ pub struct SummarizeArgs {
     /// Directory for the rebuilt artifacts.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
+    /// Rebuild even when a level's records are not all in the file (lines deleted or edited
+    /// since the run): its artifact is then marked partial and not performance-eligible
+    /// (without it, such a file exits 1 naming what is missing).
+    #[arg(long)]
+    pub allow_partial: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -133,7 +133,7 @@ pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
             load_artifact(&mut artifacts, &beside)?;
             continue;
         }
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
+        let bytes = crate::sys::read_input(&path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
         let schema = serde_json::from_slice::<SchemaPeek>(&bytes).ok().and_then(|p| p.schema);
         match schema.as_deref() {
             Some(artifact::SCHEMA) => {
@@ -296,7 +296,7 @@ fn read_windows(artifact: &Path, notes: &mut Vec<String>) -> Vec<Window> {
     let name = artifact.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let stem = name.strip_suffix(".json").unwrap_or(&name);
     let path = artifact.with_file_name(format!("{stem}{TIMESERIES_SUFFIX}"));
-    let Ok(text) = std::fs::read_to_string(&path) else { return Vec::new() };
+    let Ok(text) = crate::sys::read_input_to_string(&path) else { return Vec::new() };
     let mut windows = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         match serde_json::from_str::<Window>(line) {

@@ -10,6 +10,12 @@
 //! histograms). A missing, failed or interrupted shard stops the merge, naming it, unless the
 //! caller allows a partial merge, whose artifacts say `partial` and are not performance-eligible.
 //!
+//! Each part is checked as it is read (`record::integrity`): its run line's fingerprint must be
+//! its scenario's, every request index its shard's, and each level must hold the records its end
+//! says it wrote; a shard whose records are not all there makes the merge partial like a missing
+//! one. The merged records file is written under a temporary name and renamed once complete, so
+//! a merge that stops leaves none half-written.
+//!
 //! Memory: one compact sample per request (as in a run); the records themselves are streamed
 //! into one merged records file, which the artifacts' lists are read from.
 
@@ -29,6 +35,7 @@ use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;
 use crate::artifact;
 use crate::record::file::{self as records, RecordLine};
+use crate::record::integrity::{Kind, Tally, Verdict};
 use crate::record::{ClientLoad, Issued, LevelPacing, RunInfo, ShardInfo, ShardPart, ShardsBlock, Stamp};
 
 /// One shard's records file, read through once for its description.
@@ -36,6 +43,8 @@ struct Part {
     path: PathBuf,
     info: RunInfo,
     shard: ShardInfo,
+    /// What the check of its lines found (levels not holding what they wrote, …).
+    verdict: Verdict,
     /// Level id → (pacing, start, end as recorded).
     levels: BTreeMap<String, PartLevel>,
     /// Levels in the order this shard ran them.
@@ -94,11 +103,14 @@ pub fn records_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
 }
 
 fn read_part(path: &Path) -> Result<Part, MergeError> {
-    let lines = records::read(path).map_err(|e| MergeError::Io(format!("{}: cannot read it ({e})", path.display())))?;
+    let mut lines = records::read_checked(path).map_err(|e| {
+        let problem = format!("{}: cannot read it ({e})", path.display());
+        if crate::sys::is_not_regular(&e) { MergeError::NotOneRun(problem) } else { MergeError::Io(problem) }
+    })?;
     let mut info: Option<RunInfo> = None;
     let mut levels: BTreeMap<String, PartLevel> = BTreeMap::new();
     let mut order = Vec::new();
-    for line in lines {
+    for line in &mut lines {
         let line = line.map_err(|e| MergeError::NotOneRun(format!("{}: {e}", path.display())))?;
         match line {
             RecordLine::Run { info: i, .. } => {
@@ -142,6 +154,7 @@ fn read_part(path: &Path) -> Result<Part, MergeError> {
             }
         }
     }
+    let verdict = lines.finish();
     let info =
         info.ok_or_else(|| MergeError::NotOneRun(format!("{}: not a records file (no run line)", path.display())))?;
     let shard = info.shard.clone().ok_or_else(|| {
@@ -150,7 +163,7 @@ fn read_part(path: &Path) -> Result<Part, MergeError> {
             path.display()
         ))
     })?;
-    Ok(Part { path: path.to_path_buf(), info, shard, levels, order })
+    Ok(Part { path: path.to_path_buf(), info, shard, verdict, levels, order })
 }
 
 /// Check that the parts are one run's, and which shard indices are missing.
@@ -177,6 +190,16 @@ fn check_together(parts: &[Part]) -> Result<Vec<u32>, MergeError> {
         if p.info.context_seed != first.info.context_seed {
             return Err(differs("seeds", &first.info.context_seed, &p.info.context_seed));
         }
+        // Equal fingerprints say equal scenarios only where the fingerprint could be recomputed
+        // (not behind a redacted base URL), and say nothing of the rest of the run line: the
+        // parts of one run describe it alike but for their shard and their own prompt sizing.
+        if let Some(key) = differing_key(&first.info, &p.info) {
+            return Err(MergeError::NotOneRun(format!(
+                "{} and {} are not parts of one run: their run lines differ in `{key}` (the parts of one run describe it alike, but for their shard and prompt sizing)",
+                first.path.display(),
+                p.path.display()
+            )));
+        }
         if p.shard.count != first.shard.count {
             return Err(differs("shard counts", &first.shard.count, &p.shard.count));
         }
@@ -202,6 +225,24 @@ fn check_together(parts: &[Part]) -> Result<Vec<u32>, MergeError> {
     Ok((0..first.shard.count).filter(|i| !seen.contains(i)).collect())
 }
 
+/// The first key of the run lines' descriptions in which two parts differ, besides their shard
+/// and prompt sizing (each shard sizes its prompts itself).
+fn differing_key(a: &RunInfo, b: &RunInfo) -> Option<String> {
+    let described = |info: &RunInfo| {
+        let mut v = serde_json::to_value(info).unwrap_or(serde_json::Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.remove("shard");
+            o.remove("prompt_sizing");
+        }
+        v
+    };
+    let (a, b) = (described(a), described(b));
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => a.keys().chain(b.keys()).find(|k| a.get(*k) != b.get(*k)).cloned(),
+        _ => (a != b).then(|| "description".to_string()),
+    }
+}
+
 /// What a merge wrote.
 pub struct Merged {
     /// The merged run's description (shard 0's, without a shard).
@@ -210,6 +251,8 @@ pub struct Merged {
     pub levels: Vec<(LevelSummary, PathBuf)>,
     /// The merged records file and time series.
     pub files: Vec<PathBuf>,
+    /// What the check of the parts found that did not stop the merge, for stderr.
+    pub notes: Vec<String>,
 }
 
 /// Merge the shards' records files into artifacts under `out`.
@@ -231,6 +274,27 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
     let mut problems = Vec::new();
     if !missing.is_empty() {
         problems.push(format!("shard(s) {} of {count} gave no records file", join(&missing)));
+    }
+    // Levels some shard's file does not hold in full: partial like a missing shard.
+    let mut incomplete: BTreeSet<&str> = BTreeSet::new();
+    let mut notes = Vec::new();
+    for p in &parts {
+        let (index, file) = (p.shard.index, p.path.display());
+        for (level, problem) in &p.verdict.incomplete {
+            incomplete.insert(level);
+            problems.push(format!("shard {index}'s records ({file}) do not hold what it wrote: {problem}"));
+        }
+        if let Some(n) = p.verdict.cut_line {
+            notes.push(format!(
+                "{file}: line {n}, the last, was cut short (the shard was killed while writing it); it is left out"
+            ));
+        }
+        if !p.verdict.unchecked.is_empty() {
+            notes.push(format!(
+                "{file}: the end of level(s) {} does not say what the level wrote (records written by an older anvil-load): whether every record is still there cannot be checked",
+                p.verdict.unchecked.join(", ")
+            ));
+        }
     }
     for level in &order {
         for p in &parts {
@@ -262,22 +326,21 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
     info.shard = None;
     let run_id = info.run_id.clone();
     let merged_path = out.join(format!("{run_id}.merged.records.ndjson"));
-    let mut merged = std::io::BufWriter::new(
-        std::fs::File::create(&merged_path)
-            .map_err(|e| MergeError::Io(format!("{}: cannot write it ({e})", merged_path.display())))?,
-    );
+    let mut pending = Pending::create(&merged_path)
+        .map_err(|e| MergeError::Io(format!("{}: cannot write it ({e})", merged_path.display())))?;
     let io = |e: std::io::Error| MergeError::Io(format!("{}: {e}", merged_path.display()));
-    write_line(&mut merged, &RecordLine::Run { schema: records::RECORDS_SCHEMA.into(), info: Box::new(info.clone()) })
+    let (writing, merged) = (pending.tmp.clone(), &mut pending.file);
+    write_line(merged, &RecordLine::Run { schema: records::RECORDS_SCHEMA.into(), info: Box::new(info.clone()) })
         .map_err(io)?;
 
     let mut series: Vec<Window> = Vec::new();
     let mut level_summaries = Vec::new();
-    for level in &order {
+    for (level_index, level) in order.iter().enumerate() {
         let present: Vec<&Part> = parts.iter().filter(|p| p.levels.contains_key(level)).collect();
         let first = &present[0].levels[level];
         let started_ns = present.iter().map(|p| p.levels[level].started_ns).min().unwrap_or(first.started_ns);
         write_line(
-            &mut merged,
+            merged,
             &RecordLine::Level {
                 level: level.clone(),
                 pacing: first.pacing,
@@ -286,6 +349,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
             },
         )
         .map_err(io)?;
+        let mut tally = Tally::new(level_index as u64);
         let mut collected = Collected::default();
         let mut seen_index = BTreeSet::new();
         let mut parts_block = Vec::new();
@@ -298,26 +362,30 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
                 let index = match &line {
                     RecordLine::Request { level: l, record } if l == level => {
                         own.samples.push(Sample::from_record(record));
-                        Some(record.request_index)
+                        Some((Kind::Request, record.request_index))
                     }
                     RecordLine::Failure { level: l, record } if l == level => {
                         own.failures.push(FailureSample::from_record(record));
-                        Some(record.request_index)
+                        Some((Kind::Failure, record.request_index))
                     }
                     RecordLine::Dropped { level: l, record } if l == level => {
                         own.dropped += 1;
-                        Some(record.request_index)
+                        Some((Kind::Dropped, record.request_index))
                     }
                     _ => None,
                 };
-                let Some(index) = index else { continue };
+                let Some((kind, index)) = index else { continue };
                 if !seen_index.insert(index) {
                     return Err(MergeError::NotOneRun(format!(
                         "request {index} of level {level} is in two shards' records (one is {}): these are not disjoint parts of one run",
                         p.path.display()
                     )));
                 }
-                write_line(&mut merged, &line).map_err(io)?;
+                // The merged file's own level end tallies the lines as this merge writes them.
+                let mut bytes = serde_json::to_vec(&line).map_err(|e| io(e.into()))?;
+                tally.add(kind, &bytes);
+                bytes.push(b'\n');
+                merged.write_all(&bytes).map_err(io)?;
             }
             let l = &p.levels[level];
             let (issued, finished_ns, interrupted, client) =
@@ -366,12 +434,15 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
             planned_arrivals: ends.iter().map(|e| e.0.planned_arrivals).sum(),
             planned_window: ends.iter().filter_map(|e| e.0.planned_window).max(),
         };
-        let level_partial = present.len() < count as usize || ends.len() < present.len() || ends.iter().any(|e| e.2);
+        let level_partial = present.len() < count as usize
+            || ends.len() < present.len()
+            || ends.iter().any(|e| e.2)
+            || incomplete.contains(level.as_str());
         let finished_ns = ends.iter().map(|e| e.1).max().unwrap_or(started_ns);
         collected.windows = snapshots::windows_from_samples(level, &collected.samples, &collected.failures, window);
         series.extend(collected.windows.iter().cloned());
         write_line(
-            &mut merged,
+            merged,
             &RecordLine::LevelEnd {
                 level: level.clone(),
                 issued,
@@ -380,6 +451,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
                 simulator: None,
                 server_metrics: None,
                 client,
+                written: Some(tally.written()),
             },
         )
         .map_err(io)?;
@@ -397,8 +469,8 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
             server_metrics: None,
             client,
         });
-        add_conversations(&mut summary, &info, &merged_path).map_err(MergeError::Io)?;
-        add_gap_distributions(&mut summary, &merged_path).map_err(MergeError::Io)?;
+        add_conversations(&mut summary, &info, &writing).map_err(MergeError::Io)?;
+        add_gap_distributions(&mut summary, &writing).map_err(MergeError::Io)?;
         let invalid: Vec<u32> = parts_block.iter().filter(|p| p.valid == Some(false)).map(|p| p.index).collect();
         if !invalid.is_empty() {
             summary.load.validity.valid = false;
@@ -413,7 +485,8 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
         }
         level_summaries.push((summary, parts_block, level_partial));
     }
-    drop(merged);
+    // Every level is in it: the merged records file takes its name.
+    pending.persist().map_err(io)?;
     let mut levels = Vec::new();
     for (summary, parts_block, level_partial) in level_summaries {
         let mut a = artifact::build(&info, &summary, &merged_path);
@@ -432,7 +505,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
     if !series.is_empty() {
         let path = out.join(format!("{run_id}.merged.timeseries.ndjson"));
         let mut f = std::io::BufWriter::new(
-            std::fs::File::create(&path).map_err(|e| MergeError::Io(format!("{}: {e}", path.display())))?,
+            // Never through a link planted at its name.
+            crate::sys::no_follow(std::fs::OpenOptions::new().write(true).create(true).truncate(true))
+                .open(&path)
+                .map_err(|e| MergeError::Io(format!("{}: {e}", path.display())))?,
         );
         for w in &series {
             write_line(&mut f, w).map_err(|e| MergeError::Io(format!("{}: {e}", path.display())))?;
@@ -441,7 +517,44 @@ pub fn merge(inputs: &[PathBuf], out: &Path, allow_partial: bool, window: Durati
         files.push(path);
     }
     files.push(merged_path);
-    Ok(Merged { info, levels, files })
+    Ok(Merged { info, levels, files, notes })
+}
+
+/// The merged records file while it is written: a new file under a temporary name beside its
+/// own, renamed to it once every level is in it, and removed if the merge stops before.
+struct Pending {
+    tmp: PathBuf,
+    path: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+    done: bool,
+}
+
+impl Pending {
+    fn create(path: &Path) -> std::io::Result<Pending> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let tmp = path.with_file_name(format!(".{name}.{}-{nanos:09}.tmp", std::process::id()));
+        // A new file (the umask applies, as to every file the tool writes), never through a
+        // link planted at its name.
+        let file = crate::sys::no_follow(std::fs::OpenOptions::new().write(true).create_new(true)).open(&tmp)?;
+        Ok(Pending { tmp, path: path.to_path_buf(), file: std::io::BufWriter::new(file), done: false })
+    }
+
+    fn persist(&mut self) -> std::io::Result<()> {
+        self.file.flush()?;
+        self.file.get_ref().sync_all()?;
+        std::fs::rename(&self.tmp, &self.path)?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 fn write_line(out: &mut impl Write, value: &impl Serialize) -> std::io::Result<()> {

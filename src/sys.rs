@@ -1,9 +1,11 @@
-//! The few system calls the tool makes, in one place: the open-file limit, free disk space, and
-//! two scheduling hints for bookkeeping and timer threads. `unsafe` is denied everywhere else.
+//! The few system calls the tool makes, in one place: the open-file limit, free disk space, two
+//! scheduling hints for bookkeeping and timer threads, and opening the input files a user names
+//! (regular files only). `unsafe` is denied everywhere else.
 
 #![allow(unsafe_code)]
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
 use std::path::Path;
 
 /// Lower the calling thread's scheduling priority: bookkeeping threads must never take the core
@@ -129,5 +131,126 @@ pub fn process_cpu_time() -> Option<std::time::Duration> {
     #[cfg(not(unix))]
     {
         None
+    }
+}
+
+/// Open an input file the user named (scenario, records, trace, dataset, artifact, tokenizer)
+/// for reading, refusing anything that is not a regular file. A FIFO would block the open (or
+/// the first read) forever and a device never ends, so both are refused with a message that
+/// says what the path is. The open itself does not wait: it is non-blocking, and the file's type
+/// is checked on the opened descriptor, so a path swapped between a check and the open changes
+/// nothing.
+pub fn open_input(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(not_regular(&kind));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::io::AsRawFd;
+        // Reads of a regular file never block, but later readers expect an ordinary descriptor.
+        // SAFETY: F_GETFL/F_SETFL on a descriptor we own only change its status flags.
+        unsafe {
+            let fd = file.as_raw_fd();
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                let _ = libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            }
+        }
+    }
+    Ok(file)
+}
+
+/// `std::fs::read` for an input file the user named: regular files only (see `open_input`).
+pub fn read_input(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut file = open_input(path)?;
+    let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `std::fs::read_to_string` for an input file the user named: regular files only; text that is
+/// not UTF-8 is an `InvalidData` error, as `std::fs::read_to_string` gives.
+pub fn read_input_to_string(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_input(path)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
+}
+
+/// Check that `path` names a regular file (following links), for a file a library opens itself
+/// (a tokenizer). Nothing is opened, so a FIFO cannot block here.
+pub fn require_regular_file(path: &Path) -> std::io::Result<()> {
+    let kind = std::fs::metadata(path)?.file_type();
+    if kind.is_file() { Ok(()) } else { Err(not_regular(&kind)) }
+}
+
+/// Whether an I/O error is `open_input`'s refusal of something that is not a regular file.
+pub fn is_not_regular(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::InvalidInput && e.to_string().contains(NOT_REGULAR)
+}
+
+const NOT_REGULAR: &str = "not a regular file";
+
+fn not_regular(kind: &std::fs::FileType) -> std::io::Error {
+    let what = if kind.is_dir() {
+        "a directory"
+    } else {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if kind.is_fifo() {
+                "a FIFO (named pipe)"
+            } else if kind.is_socket() {
+                "a socket"
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device"
+            } else {
+                "something other than a file"
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            "something other than a file"
+        }
+    };
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {what}, {NOT_REGULAR}: give the path of a regular file"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A FIFO, a directory and a device are refused at once, naming what they are; a regular
+    /// file reads as `std::fs` reads it.
+    #[cfg(unix)]
+    #[test]
+    fn inputs_must_be_regular_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("p");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let e = open_input(&fifo).unwrap_err();
+        assert!(is_not_regular(&e) && e.to_string().contains("a FIFO (named pipe), not a regular file"), "{e}");
+        assert!(is_not_regular(&require_regular_file(&fifo).unwrap_err()));
+        let e = read_input(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
+        let e = read_input(Path::new("/dev/null")).unwrap_err();
+        assert!(e.to_string().contains("a device"), "{e}");
+        let file = dir.path().join("f.txt");
+        std::fs::write(&file, "é\n").unwrap();
+        assert_eq!(read_input_to_string(&file).unwrap(), "é\n");
+        std::fs::write(&file, [0xff, 0xfe]).unwrap();
+        assert_eq!(read_input_to_string(&file).unwrap_err().kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(read_input(&dir.path().join("none")).unwrap_err().kind(), std::io::ErrorKind::NotFound);
     }
 }

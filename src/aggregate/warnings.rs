@@ -85,6 +85,11 @@ pub enum Warning {
     PartialMerge {
         problems: Vec<String>,
     },
+    /// The records file does not hold every record the level wrote (rebuilt with
+    /// `--allow-partial`).
+    RecordsIncomplete {
+        problems: Vec<String>,
+    },
     /// Conversations: answers that held another session's canary marker.
     CrossSession {
         responses: u64,
@@ -163,6 +168,7 @@ impl Warning {
             Warning::SteadyStateNone => "steady_state_none",
             Warning::CrossSession { .. } => "cross_session_contamination",
             Warning::PartialMerge { .. } => "partial_merge",
+            Warning::RecordsIncomplete { .. } => "records_incomplete",
             Warning::CacheIneffective { .. } => "conversation_cache_ineffective",
             Warning::NoSuccess => "no_success",
             Warning::UsageNotStreamed { .. } => "usage_not_streamed",
@@ -262,6 +268,10 @@ impl Warning {
             Warning::NoSuccess => "no request succeeded; see the failures in the artifact".to_string(),
             Warning::PartialMerge { problems } => format!(
                 "merged without all of its shards ({}): the numbers cover the shards present, the load was not the planned one, and the level is not performance-eligible",
+                problems.join("; ")
+            ),
+            Warning::RecordsIncomplete { problems } => format!(
+                "rebuilt from records that are not all there ({}): the numbers cover the records present, not the level as it ran, and the level is not performance-eligible",
                 problems.join("; ")
             ),
             Warning::CrossSession { responses } => format!(

@@ -116,6 +116,9 @@ fn merge(args: &crate::cli::MergeArgs) -> Result<u8, AppError> {
             MergeError::NotOneRun(m) => AppError::BadInput(m),
             MergeError::Incomplete(m) | MergeError::Io(m) => AppError::Aborted(m),
         })?;
+    for note in &merged.notes {
+        eprintln!("warning: {note}");
+    }
     for (summary, path) in &merged.levels {
         print!("{}", report::level_summary(summary, &merged.info));
         report::print_warnings(&summary.warnings);
@@ -154,7 +157,9 @@ async fn serve_mock(args: &MockArgs) -> Result<u8, AppError> {
         ))
     })?;
     if let Some(path) = &args.tokenizer {
-        tokenizers::Tokenizer::from_file(path)
+        crate::sys::read_input(path)
+            .map_err(tokenizers::Error::from)
+            .and_then(tokenizers::Tokenizer::from_bytes)
             .map_err(|e| AppError::BadInput(format!("--tokenizer {}: cannot load it: {e}", path.display())))?;
         profile.tokenizer = Some(path.clone());
     }
@@ -616,6 +621,8 @@ impl Session<'_> {
                 simulator: simulator.clone(),
                 server_metrics: server_metrics.clone().map(Box::new),
                 client: Some(client),
+                // Filled in by the records writer with what the level wrote.
+                written: None,
             })
             .await;
         // The artifact streams this level's records from the file: they must all be there, or

@@ -166,7 +166,7 @@ pub struct ClientFile {
 impl ArtifactFile {
     /// Read and check one artifact file.
     pub fn read(path: &Path) -> Result<ArtifactFile, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
+        let bytes = crate::sys::read_input(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
         let file: ArtifactFile = serde_json::from_slice(&bytes)
             .map_err(|e| format!("{}: not an anvil-serving.benchmark/v1 artifact ({e})", path.display()))?;
         if file.schema != super::SCHEMA {

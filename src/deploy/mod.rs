@@ -149,7 +149,7 @@ fn kubernetes_spec(k: &KubernetesArgs) -> Result<kubernetes::Spec, String> {
     if let Some(url) = &k.base_url {
         check_url("--base-url", url)?;
     }
-    let text = std::fs::read_to_string(&k.scenario).map_err(|e| {
+    let text = crate::sys::read_input_to_string(&k.scenario).map_err(|e| {
         format!("--scenario {}: cannot read it ({e})", yaml::comment(&k.scenario.display().to_string()))
     })?;
     let overrides = Overrides {

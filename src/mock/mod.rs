@@ -67,9 +67,14 @@ async fn serve_with(
 ) -> std::io::Result<()> {
     let tokenizer = match &profile.tokenizer {
         None => None,
-        Some(path) => Some(Arc::new(tokenizers::Tokenizer::from_file(path).map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("tokenizer {}: {e}", path.display()))
-        })?)),
+        Some(path) => Some(Arc::new(
+            crate::sys::read_input(path)
+                .map_err(tokenizers::Error::from)
+                .and_then(tokenizers::Tokenizer::from_bytes)
+                .map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("tokenizer {}: {e}", path.display()))
+            })?,
+        )),
     };
     let state = Arc::new(server::AppState::new(profile, Arc::clone(&stats), ground_truth, tokenizer));
     let restart = Arc::clone(&state.restart);

@@ -4,8 +4,9 @@
 //! Line types (`"type"`): `run` (the run's fixed description, first line), `level` (a load level
 //! starts), `request` / `failure` / `dropped` (one per request, fields as in the artifact's
 //! `request_timings`, `failures` and `dropped`, tagged with their `level`), `level_end` (the level
-//! finished, with what the pacing knew). Artifacts stream their records from this file, and
-//! `anvil-load summarize` rebuilds them from it alone.
+//! finished, with what the pacing knew and what the level wrote). Artifacts stream their records
+//! from this file, and `anvil-load summarize` rebuilds them from it alone, after `read_checked`
+//! has checked that the file holds what each level wrote.
 //!
 //! Lines are written by `writer`, on a dedicated thread, so disk latency never stalls the async
 //! runtime.
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::integrity::{Verdict, Verifier};
 use super::timing::{DroppedRecord, FailureRecord, RequestTiming};
 use super::{Issued, LevelPacing, RunInfo};
 use crate::server_metrics::LevelServerMetrics;
@@ -68,14 +70,25 @@ pub enum RecordLine {
         /// How late the client's own runtime was, and its CPU (absent in older records).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         client: Option<super::ClientLoad>,
+        /// What the level wrote: its record lines per kind and their digest, filled in by the
+        /// writer as the line goes out (see `integrity`). Absent in older records, whose
+        /// completeness cannot be checked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        written: Option<super::integrity::Written>,
     },
 }
 
 /// Make `path` ready to take more lines: a new or empty file is fine; an existing one must be a
 /// records file (its first line a `run` line), and a last line cut short by a kill is removed so
-/// the next line starts on a line of its own. Checked before anything is sent.
+/// the next line starts on a line of its own. Checked before anything is sent. Only a regular
+/// file is taken: the run reads its records back from it, and a FIFO or a device would block or
+/// lose them.
 pub fn prepare_for_append(path: &Path) -> std::io::Result<()> {
     use std::io::{Read, Seek, SeekFrom};
+    match crate::sys::require_regular_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        other => other?,
+    }
     let mut file = match std::fs::OpenOptions::new().read(true).write(true).open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -196,25 +209,24 @@ fn read_filtered(
 ///
 /// Lines are read as bytes into one reused buffer, and a line is checked as text only once its
 /// head says it is wanted: a level's artifact reads the file once per record kind, so nearly
-/// every line a pass meets is one it skips.
+/// every line a pass meets is one it skips. A last line without its line end that does not
+/// parse was cut short by a kill and ends the iteration; any other line that does not parse is
+/// an error naming it.
 fn read_filtered_with<T>(
     path: &Path,
     wanted: Option<(String, &'static [&'static str])>,
     convert: impl Fn(&str, Option<(&str, Option<&str>)>) -> serde_json::Result<T>,
 ) -> std::io::Result<impl Iterator<Item = Result<T, String>>> {
-    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
-    let mut buf = Vec::new();
-    let mut n = 0usize;
+    let mut lines = Lines::open(path)?;
     Ok(std::iter::from_fn(move || {
         loop {
-            n += 1;
-            let line = match next_line(&mut reader, &mut buf) {
+            let Line { n, bytes: line, terminated } = match lines.next() {
                 Ok(Some(line)) => line,
                 Ok(None) => return None,
-                Err(e) => return Some(Err(format!("line {n}: {e}"))),
+                Err(e) => return Some(Err(e)),
             };
             if line.trim_ascii().is_empty() {
-                return Some(Err(format!("line {n}: empty")));
+                return if terminated { Some(Err(format!("line {n}: empty"))) } else { None };
             }
             let head = head(line);
             if let (Some((kind, line_level)), Some((level, kinds))) = (head, &wanted) {
@@ -224,20 +236,108 @@ fn read_filtered_with<T>(
             }
             let text = match std::str::from_utf8(line) {
                 Ok(text) => text,
+                Err(_) if !terminated => return None,
                 Err(_) => return Some(Err(format!("line {n}: stream did not contain valid UTF-8"))),
             };
-            let last = reader.fill_buf().map_or(true, |rest| rest.is_empty());
             return match convert(text, head) {
                 Ok(record) => Some(Ok(record)),
-                Err(_) if last => None,
+                Err(_) if !terminated => None,
                 Err(e) => Some(Err(format!("line {n}: {e}"))),
             };
         }
     }))
 }
 
-/// The next line of `reader` in `buf`, without its line end (`\n` or `\r\n`); `None` at the end.
-fn next_line<'a>(reader: &mut impl BufRead, buf: &'a mut Vec<u8>) -> std::io::Result<Option<&'a [u8]>> {
+/// Read a records file once, checking every line (see `integrity`): each item is a line, or the
+/// error that stops the reading, naming its line; `finish` then says which levels do not hold
+/// what they wrote, which could not be checked, and whether a last line cut short by a kill
+/// was left out.
+pub fn read_checked(path: &Path) -> std::io::Result<Checked> {
+    Ok(Checked { lines: Lines::open(path)?, verifier: Verifier::default() })
+}
+
+/// The reader `read_checked` returns.
+pub struct Checked {
+    lines: Lines,
+    verifier: Verifier,
+}
+
+impl Checked {
+    pub fn finish(self) -> Verdict {
+        self.verifier.finish()
+    }
+}
+
+impl Iterator for Checked {
+    type Item = Result<RecordLine, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let Checked { lines, verifier } = self;
+        let Line { n, bytes: line, terminated } = match lines.next() {
+            Ok(Some(line)) => line,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let parsed = if line.trim_ascii().is_empty() {
+            Err("empty".to_string())
+        } else {
+            std::str::from_utf8(line)
+                .map_err(|_| "stream did not contain valid UTF-8".to_string())
+                .and_then(|text| parse_line(text, head(line)).map_err(|e| e.to_string()))
+        };
+        match parsed {
+            // Only the last line can lack its line end: a kill cut it short.
+            Err(_) if !terminated => {
+                verifier.cut(n);
+                None
+            }
+            Err(e) => Some(Err(format!("line {n}: {e}"))),
+            Ok(record) => Some(verifier.line(n, line, &record).map(|()| record).map_err(|e| format!("line {n}: {e}"))),
+        }
+    }
+}
+
+/// The longest line a reader takes: the run line holds the scenario and a request line its gap
+/// histograms, both far below this; a file with a longer line is not one this tool wrote, and
+/// reading it whole could exhaust memory.
+const MAX_LINE: usize = 64 << 20;
+
+/// One line of a file: its number (1-based), its bytes without the line end, and whether it had
+/// one (only a last line cut short has none).
+struct Line<'a> {
+    n: usize,
+    bytes: &'a [u8],
+    terminated: bool,
+}
+
+/// A file's lines, read as bytes into one reused buffer.
+struct Lines {
+    reader: BufReader<File>,
+    buf: Vec<u8>,
+    n: usize,
+}
+
+impl Lines {
+    fn open(path: &Path) -> std::io::Result<Lines> {
+        let file = crate::sys::open_input(path)?;
+        Ok(Lines { reader: BufReader::with_capacity(64 * 1024, file), buf: Vec::new(), n: 0 })
+    }
+
+    /// The next line (its end is `\n` or `\r\n`); `None` at the end.
+    fn next(&mut self) -> Result<Option<Line<'_>>, String> {
+        self.n += 1;
+        let n = self.n;
+        match next_line(&mut self.reader, &mut self.buf) {
+            Ok(Some((bytes, terminated))) => Ok(Some(Line { n, bytes, terminated })),
+            Ok(None) => Ok(None),
+            Err(e) => Err(format!("line {n}: {e}")),
+        }
+    }
+}
+
+/// The next line of `reader` in `buf`, without its line end (`\n` or `\r\n`), and whether it had
+/// one; `None` at the end.
+fn next_line<'a>(reader: &mut impl BufRead, buf: &'a mut Vec<u8>) -> std::io::Result<Option<(&'a [u8], bool)>> {
     buf.clear();
     loop {
         let available = reader.fill_buf()?;
@@ -252,15 +352,25 @@ fn next_line<'a>(reader: &mut impl BufRead, buf: &'a mut Vec<u8>) -> std::io::Re
         let all = available.len();
         buf.extend_from_slice(available);
         reader.consume(all);
+        if buf.len() > MAX_LINE {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("longer than {} MiB; no run writes such a line", MAX_LINE >> 20),
+            ));
+        }
     }
     if buf.is_empty() {
         return Ok(None);
     }
     let mut line = buf.as_slice();
-    if let Some(rest) = line.strip_suffix(b"\n") {
-        line = rest.strip_suffix(b"\r").unwrap_or(rest);
-    }
-    Ok(Some(line))
+    let terminated = match line.strip_suffix(b"\n") {
+        Some(rest) => {
+            line = rest.strip_suffix(b"\r").unwrap_or(rest);
+            true
+        }
+        None => false,
+    };
+    Ok(Some((line, terminated)))
 }
 
 /// The `type` and `level` of a line as this tool writes it (`{"type":"request","level":"…",`),

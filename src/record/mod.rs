@@ -6,12 +6,14 @@
 //! keeps them in the append-only records file; `run_info` is the run's fixed description (the
 //! file's first line); `level` is what a level's pacing knew; `shard` says which shard of a split
 //! run it was; `checks` holds the canary and controlled-output results; `redact` takes
-//! credentials out of URLs. Nothing here computes a summary.
+//! credentials out of URLs; `integrity` tallies what each level wrote and checks that a file
+//! still holds it. Nothing here computes a summary.
 
 pub mod checks;
 pub mod client;
 pub mod file;
 pub mod gaps;
+pub mod integrity;
 pub mod level;
 pub mod outcome;
 pub mod redact;

@@ -7,7 +7,12 @@
 //! keep arriving. A file that stays unwritable for `stuck_after` makes the writer say so and
 //! cancel the token it was given (the run stops issuing), and answers every `sync` with the
 //! error: a run never builds an artifact from a records file that lacks lines it holds in memory.
+//!
+//! The thread also tallies each level's record lines in the order they go to the file (see
+//! `integrity`) and fills the tally into the level's end line, which it serializes itself: the
+//! tally is of the bytes written, in the order written, whichever task sent them.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::file::{RecordLine, prepare_for_append};
+use super::integrity::{Kind, Tally};
 
 /// The buffer a records line is serialized into starts this large.
 const LINE_CAPACITY: usize = 2048;
@@ -27,9 +33,29 @@ const RETRY_EVERY: Duration = Duration::from_millis(50);
 pub const STUCK_AFTER: Duration = Duration::from_secs(10);
 
 enum Message {
-    Line(Vec<u8>),
+    /// A serialized line and what it means for the tallies.
+    Line(Vec<u8>, Tallied),
+    /// A level's end, completed with the level's tally and serialized on the thread.
+    End(Box<RecordLine>),
     /// Everything sent before has reached the file (or the file is stuck: the error).
     Sync(oneshot::Sender<Result<(), String>>),
+}
+
+/// What a line means for the level tallies.
+enum Tallied {
+    /// A run starts: its levels are numbered from 0.
+    Run,
+    /// A level starts: its tally starts from zero.
+    Opens(String),
+    /// One record line of a level.
+    Record(String, Kind),
+}
+
+/// The writer thread's tallies: the open levels', and how many levels the current run started.
+#[derive(Default)]
+struct Tallies {
+    levels: HashMap<String, Tally>,
+    in_run: u64,
 }
 
 /// The sending half; cheap to clone. Dropping the last clone ends the writer thread.
@@ -75,18 +101,19 @@ pub fn start(
         crate::sys::lower_thread_priority();
         let mut pending: Vec<u8> = Vec::with_capacity(64 * 1024);
         let mut acks: Vec<oneshot::Sender<Result<(), String>>> = Vec::new();
+        let mut tallies = Tallies::default();
         let mut open = true;
         let mut failing: Option<(Instant, std::io::Error)> = None;
         loop {
             if open && pending.is_empty() {
                 match rx.blocking_recv() {
-                    Some(m) => take(m, &mut pending, &mut acks),
+                    Some(m) => take(m, &mut pending, &mut acks, &mut tallies),
                     None => open = false,
                 }
             }
             while open {
                 match rx.try_recv() {
-                    Ok(m) => take(m, &mut pending, &mut acks),
+                    Ok(m) => take(m, &mut pending, &mut acks, &mut tallies),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => open = false,
                 }
@@ -151,24 +178,61 @@ pub fn start(
     Ok((RecordSink { tx, path: Arc::new(path.to_path_buf()) }, RecordWriter { thread }))
 }
 
-fn take(m: Message, pending: &mut Vec<u8>, acks: &mut Vec<oneshot::Sender<Result<(), String>>>) {
+fn take(m: Message, pending: &mut Vec<u8>, acks: &mut Vec<oneshot::Sender<Result<(), String>>>, tallies: &mut Tallies) {
     match m {
-        Message::Line(line) => pending.extend_from_slice(&line),
+        Message::Line(line, tallied) => {
+            match tallied {
+                Tallied::Run => tallies.in_run = 0,
+                Tallied::Opens(level) => {
+                    tallies.levels.insert(level, Tally::new(tallies.in_run));
+                    tallies.in_run += 1;
+                }
+                Tallied::Record(level, kind) => {
+                    // Without its line end, as a reader sees the line.
+                    let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
+                    tallies.levels.entry(level).or_default().add(kind, bytes);
+                }
+            }
+            pending.extend_from_slice(&line);
+        }
+        Message::End(mut line) => {
+            if let RecordLine::LevelEnd { level, written, .. } = &mut *line {
+                *written = Some(tallies.levels.remove(level.as_str()).unwrap_or_default().written());
+            }
+            serialize_line(pending, &line);
+        }
         Message::Sync(ack) => acks.push(ack),
     }
 }
 
+/// `line` as JSON and its line end, appended to `out`.
+fn serialize_line(out: &mut Vec<u8>, line: &RecordLine) {
+    // Records are plain data (strings, numbers, maps with string keys): serialising one cannot
+    // fail.
+    serde_json::to_writer(&mut *out, line).expect("a record line serialises to JSON");
+    out.push(b'\n');
+}
+
 impl RecordSink {
     pub async fn write(&self, line: &RecordLine) {
-        // Records are plain data (strings, numbers, maps with string keys): serialising one
-        // cannot fail.
+        let tallied = match line {
+            RecordLine::LevelEnd { .. } => {
+                // The writer thread completes it with the level's tally.
+                let _ = self.tx.send(Message::End(Box::new(line.clone()))).await;
+                return;
+            }
+            RecordLine::Level { level, .. } => Tallied::Opens(level.clone()),
+            RecordLine::Request { level, .. } => Tallied::Record(level.clone(), Kind::Request),
+            RecordLine::Failure { level, .. } => Tallied::Record(level.clone(), Kind::Failure),
+            RecordLine::Dropped { level, .. } => Tallied::Record(level.clone(), Kind::Dropped),
+            RecordLine::Run { .. } => Tallied::Run,
+        };
         // Sized for a typical line (1–2 KB) up front: grown from serde_json's default, the
         // buffer was copied four or five times per line.
         let mut bytes = Vec::with_capacity(LINE_CAPACITY);
-        serde_json::to_writer(&mut bytes, line).expect("a record line serialises to JSON");
-        bytes.push(b'\n');
+        serialize_line(&mut bytes, line);
         // The writer only stops when every sink is gone, so a send cannot fail while we hold one.
-        let _ = self.tx.send(Message::Line(bytes)).await;
+        let _ = self.tx.send(Message::Line(bytes, tallied)).await;
     }
 
     /// Wait until every line written so far is in the file; the error when the file is stuck.

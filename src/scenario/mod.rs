@@ -746,7 +746,7 @@ pub struct RetryPolicy {
 impl Scenario {
     /// Read, override and validate a scenario file.
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::unreadable(path, &e))?;
+        let text = crate::sys::read_input_to_string(path).map_err(|e| ScenarioError::unreadable(path, &e))?;
         Self::from_toml(path, &text, overrides)
     }
 

@@ -125,7 +125,8 @@ fn sizing(c: &Checker, value: Option<&str>, scenario_path: &Path) -> Result<Sizi
         Some(file) => {
             // A path given with --tokenizer is relative to the working directory.
             let path = if c.origin(KEY).is_empty() { resolve(scenario_path, file) } else { PathBuf::from(file) };
-            let tokenizer = tokenizers::Tokenizer::from_file(&path).map_err(|e| {
+            let read = crate::sys::read_input(&path).map_err(tokenizers::Error::from);
+            let tokenizer = read.and_then(tokenizers::Tokenizer::from_bytes).map_err(|e| {
                 c.err(
                     KEY,
                     format!("cannot load the tokenizer {}: {e}", path.display()),

@@ -35,6 +35,9 @@ pub fn merge(paths: &[PathBuf], out: &Path) -> Result<MergeOutcome, String> {
     }
     let merged =
         crate::merge::merge(paths, out, false, std::time::Duration::from_secs(60)).map_err(|e| e.to_string())?;
+    for note in &merged.notes {
+        eprintln!("warning: {note}");
+    }
     Ok(MergeOutcome::Written(merged.levels.into_iter().map(|(_, p)| p).collect()))
 }
 

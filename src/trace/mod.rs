@@ -181,7 +181,7 @@ pub struct Trace {
 impl Trace {
     /// Read, check and select. Errors name the row at fault.
     pub fn load(path: &Path, options: &TraceOptions) -> Result<Trace, TraceError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = crate::sys::read_input_to_string(path).map_err(|e| {
             TraceError::file(format!("cannot read it: {e}"), "check the path (relative to the scenario)")
         })?;
         let block_size = match options.block_size.or(options.format.default_block_size()) {

@@ -16,7 +16,7 @@ use super::text::estimate_tokens;
 use crate::session::{ConversationSet, DatasetConversation, DatasetTurn};
 
 pub fn load(path: &Path) -> Result<ConversationSet, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let text = crate::sys::read_input_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
     let (format, conversations) =
         if text.trim_start().starts_with('[') { ("sharegpt", sharegpt(&text)?) } else { ("jsonl", jsonl(&text)?) };
     if conversations.is_empty() {

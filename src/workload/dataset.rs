@@ -15,7 +15,7 @@ use crate::scenario::{ChatMessage, Dataset, DatasetFormat, DatasetPrompt};
 /// Load a dataset; the format follows the extension (`.jsonl` → JSON Lines, otherwise the
 /// content decides: a JSON array is ShareGPT).
 pub fn load(path: &Path) -> Result<Dataset, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+    let text = crate::sys::read_input_to_string(path).map_err(|e| match e.kind() {
         // The file is there but is not text: the fix is its encoding, not its path.
         std::io::ErrorKind::InvalidData => "is not UTF-8 text (JSON is UTF-8): save it as UTF-8".to_string(),
         _ => format!("cannot read it: {e}"),

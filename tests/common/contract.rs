@@ -106,7 +106,8 @@ pub fn record_line_violations(line: &Value) -> Vec<String> {
 
 /// Every problem of a records file: each line against the schema, then the structure (a `run`
 /// line first; later runs may append their own `run` line and levels; every record inside a level
-/// that was opened and not yet ended; request indices unique within a level). A final line cut
+/// that was opened and not yet ended; request indices unique within a level; a level end's
+/// `written` counts and SHA-256 those of the level's lines). A final line cut
 /// short (the process was killed mid-write) is not a problem: readers skip it, as
 /// `anvil-load summarize` does.
 pub fn records_violations(path: &Path) -> Vec<String> {
@@ -119,6 +120,9 @@ pub fn records_violations(path: &Path) -> Vec<String> {
     // level -> ended?
     let mut levels: BTreeMap<String, bool> = BTreeMap::new();
     let mut indices: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    // What each level's lines were, to hold its end's `written` to: (requests, failures,
+    // dropped, the SHA-256 of its record lines with their line ends).
+    let mut tallies: BTreeMap<String, ([u64; 3], ring::digest::Context)> = BTreeMap::new();
     for (n, raw) in lines.iter().enumerate() {
         let at = format!("line {}", n + 1);
         let line: Value = match serde_json::from_str(raw) {
@@ -136,17 +140,25 @@ pub fn records_violations(path: &Path) -> Vec<String> {
         }
         let level = line["level"].as_str().unwrap_or("").to_string();
         match kind {
-            "level" => match levels.entry(level.clone()) {
-                Entry::Occupied(_) => bad.push(format!("{at}: level {level} opened twice")),
-                Entry::Vacant(slot) => {
-                    slot.insert(false);
+            "level" => {
+                tallies.insert(level.clone(), ([0; 3], ring::digest::Context::new(&ring::digest::SHA256)));
+                match levels.entry(level.clone()) {
+                    Entry::Occupied(_) => bad.push(format!("{at}: level {level} opened twice")),
+                    Entry::Vacant(slot) => {
+                        slot.insert(false);
+                    }
                 }
-            },
+            }
             "request" | "failure" | "dropped" => {
                 match levels.get(&level) {
                     None => bad.push(format!("{at}: {kind} of level {level}, which no level line opened before")),
                     Some(true) => bad.push(format!("{at}: {kind} of level {level} after its level_end")),
                     Some(false) => {}
+                }
+                if let Some((counts, digest)) = tallies.get_mut(&level) {
+                    counts[["request", "failure", "dropped"].iter().position(|k| *k == kind).unwrap_or(0)] += 1;
+                    digest.update(raw.as_bytes());
+                    digest.update(b"\n");
                 }
                 if let Some(index) = line["request_index"].as_u64() {
                     if !indices.entry(level).or_default().insert(index) {
@@ -157,7 +169,24 @@ pub fn records_violations(path: &Path) -> Vec<String> {
             "level_end" => match levels.get_mut(&level) {
                 None => bad.push(format!("{at}: level_end of level {level}, which no level line opened")),
                 Some(ended) if *ended => bad.push(format!("{at}: level {level} ended twice")),
-                Some(ended) => *ended = true,
+                Some(ended) => {
+                    *ended = true;
+                    if let (Some(written), Some((counts, digest))) = (line.get("written"), tallies.remove(&level)) {
+                        let hex: String = digest.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect();
+                        let found = serde_json::json!({
+                            "requests": counts[0], "failures": counts[1], "dropped": counts[2],
+                            "digest": format!("sha256:{hex}"),
+                        });
+                        for key in ["requests", "failures", "dropped", "digest"] {
+                            if written[key] != found[key] {
+                                bad.push(format!(
+                                    "{at}: level {level} says it wrote {key} {}, its lines give {}",
+                                    written[key], found[key]
+                                ));
+                            }
+                        }
+                    }
+                }
             },
             _ => {}
         }

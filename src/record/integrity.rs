@@ -152,7 +152,7 @@ impl Verifier {
     pub fn line(&mut self, n: usize, raw: &[u8], line: &RecordLine) -> Result<(), String> {
         match line {
             RecordLine::Run { info, .. } => self.run(info),
-            RecordLine::Level { level, pacing, started_at_unix_ns } => {
+            RecordLine::Level { level, pacing, started_at_unix_ns, .. } => {
                 self.level(n, level, pacing, *started_at_unix_ns)
             }
             RecordLine::Request { level, record } => {

@@ -45,7 +45,7 @@ fn mooncake_rows_keep_milliseconds_hash_ids_and_row_numbers() {
     assert_eq!(t.block_size, 512);
     assert_eq!(ms(&t.rows), vec![0, 3000, 3000]);
     assert_eq!(t.rows.iter().map(|r| r.row).collect::<Vec<_>>(), vec![1, 2, 3], "blank lines are not rows");
-    assert_eq!(t.rows[1].hash_ids, vec![1, 2]);
+    assert_eq!(*t.rows[1].hash_ids, [1, 2]);
     assert_eq!((t.rows[0].input_tokens, t.rows[0].output_tokens), (1100, 10));
     assert_eq!(t.stats.rows, 3);
     assert_eq!(t.stats.simultaneous_rows, 1);

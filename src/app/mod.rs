@@ -524,7 +524,7 @@ impl Session<'_> {
         };
         let progress =
             Progress::new(!self.args.no_progress && !self.args.quiet, s.run.requests, s.run.duration, &label);
-        let before = self.target.simulator_counts();
+        let before = self.target.level_start_counts();
         // Connections are opened before the clock starts (see `Client::warm_connections`).
         let warm = match pacing {
             LevelPacing::Closed { concurrency, .. } => concurrency as usize,

@@ -13,8 +13,9 @@ pub(super) fn read_azure(lines: &mut Lines, out: &mut Selection) -> Result<(), T
     let mut table = Table::new(lines, &["TIMESTAMP", "ContextTokens", "GeneratedTokens"])?;
     while let Some((row, line, fields)) = table.next_row(lines)? {
         let f = Row { fields: &fields, row, line, table: &table };
-        let stamp = f.get(0)?;
-        let time_ns = parse_datetime(stamp).ok_or_else(|| {
+        let field = f.get(0)?;
+        let stamp = clip(field);
+        let time_ns = parse_datetime(field).ok_or_else(|| {
             f.err(
                 format!("TIMESTAMP {stamp:?} is not a datetime"),
                 "write it like 2023-11-16 18:15:46.6805900 (years 1 to 9999)",
@@ -41,14 +42,15 @@ pub(super) fn read_burstgpt(lines: &mut Lines, out: &mut Selection) -> Result<()
     let mut table = Table::new(lines, &["Timestamp", "Request tokens", "Response tokens"])?;
     while let Some((row, line, fields)) = table.next_row(lines)? {
         let f = Row { fields: &fields, row, line, table: &table };
-        let stamp = f.get(0)?;
-        let seconds: f64 = stamp.parse().ok().filter(|s: &f64| s.is_finite()).ok_or_else(|| {
+        let field = f.get(0)?;
+        let stamp = clip(field);
+        let seconds: f64 = field.parse().ok().filter(|s: &f64| s.is_finite()).ok_or_else(|| {
             f.err(format!("Timestamp {stamp:?} is not a number of seconds"), "seconds, e.g. 5 or 5.25")
         })?;
         if seconds < 0.0 {
             return Err(f.err(format!("Timestamp {stamp} is negative"), "times count from the trace's start"));
         }
-        if seconds * 1e9 > MAX_TIME_NS {
+        if seconds * 1e9 >= MAX_TIME_NS {
             return Err(f.err(
                 format!(
                     "Timestamp {stamp} (seconds) is {}, beyond any trace's clock (584 years at most)",
@@ -70,6 +72,14 @@ pub(super) fn read_burstgpt(lines: &mut Lines, out: &mut Selection) -> Result<()
         })?;
     }
     Ok(())
+}
+
+/// A field for a message: as read, or its start when longer than any time a trace writes.
+fn clip(field: &str) -> String {
+    match field.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &field[..at]),
+        None => field.to_string(),
+    }
 }
 
 /// A CSV file with the columns a format needs located in its header.

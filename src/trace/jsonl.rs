@@ -14,8 +14,8 @@ use super::{MAX_TIME_NS, TraceError};
 /// `output_length`, `hash_ids`.
 pub(super) fn read_mooncake(lines: &mut Lines, out: &mut Selection) -> Result<(), TraceError> {
     let mut objects = Objects::default();
-    while let Some((row, line, obj)) = objects.next(lines)? {
-        let f = Fields { obj: &obj, row, line };
+    while let Some((row, line, obj, text)) = objects.next(lines)? {
+        let f = Fields { obj: &obj, text, row, line };
         let (time_ns, time_written) = f.time("timestamp", 1e6, "milliseconds")?;
         out.push(RawRow {
             row,
@@ -38,8 +38,8 @@ pub(super) fn read_mooncake(lines: &mut Lines, out: &mut Selection) -> Result<()
 pub(super) fn read_bailian(lines: &mut Lines, out: &mut Selection) -> Result<(), TraceError> {
     let mut roots: HashMap<String, String> = HashMap::new();
     let mut objects = Objects::default();
-    while let Some((row, line, obj)) = objects.next(lines)? {
-        let f = Fields { obj: &obj, row, line };
+    while let Some((row, line, obj, text)) = objects.next(lines)? {
+        let f = Fields { obj: &obj, text, row, line };
         let chat = f.id("chat_id")?.ok_or_else(|| f.err("has no chat_id", "every Bailian row has a chat_id"))?;
         let root = match f.id("parent_chat_id")? {
             None => chat.clone(),
@@ -68,8 +68,8 @@ pub(super) fn read_bailian(lines: &mut Lines, out: &mut Selection) -> Result<(),
 /// `session` (string or integer) and `turn`.
 pub(super) fn read_own(lines: &mut Lines, block_size: Option<u32>, out: &mut Selection) -> Result<(), TraceError> {
     let mut objects = Objects::default();
-    while let Some((row, line, obj)) = objects.next(lines)? {
-        let f = Fields { obj: &obj, row, line };
+    while let Some((row, line, obj, text)) = objects.next(lines)? {
+        let f = Fields { obj: &obj, text, row, line };
         let hash_ids = f.hash_ids("hash_ids", false)?;
         if !hash_ids.is_empty() && block_size.is_none() {
             return Err(f.err("has hash_ids, but the scenario gives no block size", "set workload.trace.block_size"));
@@ -90,8 +90,8 @@ pub(super) fn read_own(lines: &mut Lines, block_size: Option<u32>, out: &mut Sel
     Ok(())
 }
 
-/// A line's object with its row and line numbers.
-type Numbered = (u64, u64, Map<String, Value>);
+/// A line's object with its row and line numbers, and the line's text.
+type Numbered<'a> = (u64, u64, Map<String, Value>, &'a str);
 
 /// The non-blank lines of a file as JSON objects, one at a time, with their row and line numbers.
 #[derive(Default)]
@@ -100,15 +100,16 @@ struct Objects {
 }
 
 impl Objects {
-    fn next(&mut self, lines: &mut Lines) -> Result<Option<Numbered>, TraceError> {
-        while let Some((line_no, line)) = lines.next_line()? {
-            if line.trim().is_empty() {
+    fn next<'a>(&mut self, lines: &'a mut Lines) -> Result<Option<Numbered<'a>>, TraceError> {
+        while let Some(line_no) = lines.advance()? {
+            if lines.text().trim().is_empty() {
                 continue;
             }
+            let line = lines.text();
             self.row += 1;
             let row = self.row;
             return match serde_json::from_str::<Value>(line) {
-                Ok(Value::Object(obj)) => Ok(Some((row, line_no, obj))),
+                Ok(Value::Object(obj)) => Ok(Some((row, line_no, obj, line))),
                 Ok(_) => Err(TraceError::at(row, line_no, "is not a JSON object", "one object per line")),
                 Err(e) => Err(TraceError::at(row, line_no, format!("is not JSON ({e})"), "one object per line")),
             };
@@ -117,8 +118,8 @@ impl Objects {
     }
 }
 
-/// A number as the file most likely writes it: integers in full, other numbers in their
-/// shortest form (`1e300`, never `1e+300` or 301 digits).
+/// A number as the file most likely writes it when its text cannot be found: integers in full,
+/// other numbers in their shortest form (`1e300`, never `1e+300` or 301 digits).
 fn as_written(v: &Value) -> String {
     match v {
         Value::Number(n) if n.is_f64() => n.as_f64().map_or_else(|| n.to_string(), crate::scenario::bounds::fmt_number),
@@ -126,8 +127,23 @@ fn as_written(v: &Value) -> String {
     }
 }
 
+/// The text of `key`'s number in a JSON line (`1e13`, as written), when it is found there and
+/// reads back as `value`; for messages only.
+fn number_text<'a>(line: &'a str, key: &str, value: f64) -> Option<&'a str> {
+    let quoted = format!("\"{key}\"");
+    line.match_indices(&quoted).find_map(|(at, _)| {
+        let rest = line[at + quoted.len()..].trim_start().strip_prefix(':')?.trim_start();
+        let len = rest.find(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c))).unwrap_or(rest.len());
+        let text = &rest[..len];
+        // A number of a hundred digits is shown in its short form instead.
+        (text.len() <= 32 && text.parse::<f64>().ok() == Some(value)).then_some(text)
+    })
+}
+
 struct Fields<'a> {
     obj: &'a Map<String, Value>,
+    /// The line's text, to quote a value as written.
+    text: &'a str,
     row: u64,
     line: u64,
 }
@@ -138,21 +154,21 @@ impl Fields<'_> {
     }
 
     /// A time in the format's unit (`ns_per_unit` nanoseconds each), as nanoseconds, with the
-    /// time as written; never negative, never beyond `MAX_TIME_NS`.
+    /// time as written; never negative, always below `MAX_TIME_NS`.
     fn time(&self, key: &str, ns_per_unit: f64, unit: &str) -> Result<(i128, String), TraceError> {
         let v = self.obj.get(key).ok_or_else(|| self.err(format!("has no {key}"), format!("add {key}")))?;
-        let written = format!("{key} {} ({unit})", as_written(v));
+        let shown =
+            v.as_f64().and_then(|t| number_text(self.text, key, t)).map_or_else(|| as_written(v), str::to_string);
+        let written = format!("{key} {shown} ({unit})");
         match v.as_f64() {
-            Some(t) if t.is_finite() && t >= 0.0 && t * ns_per_unit <= MAX_TIME_NS => {
+            Some(t) if t.is_finite() && t >= 0.0 && t * ns_per_unit < MAX_TIME_NS => {
                 Ok(((t * ns_per_unit).round() as i128, written))
             }
             Some(t) if t.is_finite() && t >= 0.0 => Err(self.err(
                 format!("{written} is {}, beyond any trace's clock (584 years at most)", fmt_span(t * ns_per_unit)),
                 format!("{key} counts {unit} from the trace's start; check the column's unit and the row"),
             )),
-            Some(_) => {
-                Err(self.err(format!("{key} {} is negative", as_written(v)), "times count from the trace's start"))
-            }
+            Some(_) => Err(self.err(format!("{key} {shown} is negative"), "times count from the trace's start")),
             None => Err(self.err(format!("{key} {v} is not a number"), format!("{key} is a number"))),
         }
     }

@@ -18,7 +18,8 @@ pub const MAX_LINE_BYTES: u64 = 16 * 1024 * 1024;
 /// The lines of a trace file, numbered from 1 as an editor numbers them.
 pub(super) struct Lines {
     reader: BufReader<File>,
-    buf: Vec<u8>,
+    /// The current line, without its line break.
+    line: String,
     line_no: u64,
 }
 
@@ -27,14 +28,21 @@ impl Lines {
         let file = File::open(path).map_err(|e| {
             TraceError::file(format!("cannot read it: {e}"), "check the path (relative to the scenario)")
         })?;
-        Ok(Lines { reader: BufReader::with_capacity(256 * 1024, file), buf: Vec::new(), line_no: 0 })
+        Ok(Lines { reader: BufReader::with_capacity(256 * 1024, file), line: String::new(), line_no: 0 })
     }
 
     /// The next line without its line break (`\n` or `\r\n`, as `str::lines` splits), with its
     /// number; `None` at the end of the file.
     pub(super) fn next_line(&mut self) -> Result<Option<(u64, &str)>, TraceError> {
-        self.buf.clear();
-        let read = (&mut self.reader).take(MAX_LINE_BYTES + 1).read_until(b'\n', &mut self.buf).map_err(|e| {
+        Ok(self.advance()?.map(|n| (n, self.line.as_str())))
+    }
+
+    /// Reads the next line (then `text`), and returns its number; `None` at the end of the file.
+    pub(super) fn advance(&mut self) -> Result<Option<u64>, TraceError> {
+        // The line's buffer is reused from line to line.
+        let mut buf = std::mem::take(&mut self.line).into_bytes();
+        buf.clear();
+        let read = (&mut self.reader).take(MAX_LINE_BYTES + 1).read_until(b'\n', &mut buf).map_err(|e| {
             TraceError::file(format!("cannot read it after line {}: {e}", self.line_no), "check the file")
         })?;
         if read == 0 {
@@ -42,10 +50,10 @@ impl Lines {
         }
         self.line_no += 1;
         let line_no = self.line_no;
-        if self.buf.last() == Some(&b'\n') {
-            self.buf.pop();
-            if self.buf.last() == Some(&b'\r') {
-                self.buf.pop();
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
             }
         } else if read as u64 > MAX_LINE_BYTES {
             return Err(TraceError::line(
@@ -54,13 +62,18 @@ impl Lines {
                 "a trace holds one row per line; check that the file is the trace and in the format given",
             ));
         }
-        let text = std::str::from_utf8(&self.buf).map_err(|e| {
+        self.line = String::from_utf8(buf).map_err(|e| {
             TraceError::line(
                 line_no,
-                format!("is not UTF-8 text (an invalid byte at column {})", e.valid_up_to() + 1),
+                format!("is not UTF-8 text (an invalid byte at column {})", e.utf8_error().valid_up_to() + 1),
                 "save the trace as UTF-8 text; check that the file is the trace and not another file",
             )
         })?;
-        Ok(Some((line_no, text)))
+        Ok(Some(line_no))
+    }
+
+    /// The line `advance` read last.
+    pub(super) fn text(&self) -> &str {
+        &self.line
     }
 }

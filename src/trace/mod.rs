@@ -42,9 +42,10 @@ pub const MAX_TRACE_SPAN: Duration = Duration::from_secs(366 * 86_400);
 /// `time_scale` applied): the longest run, as for every other duration a scenario sets.
 pub const MAX_REPLAY: Duration = Duration::from_secs(30 * 86_400);
 
-/// The largest time a row may give, in nanoseconds from its clock's zero (584 years): every
-/// time read is checked against it before it is converted, so no value saturates.
-pub const MAX_TIME_NS: f64 = u64::MAX as f64;
+/// The bound of the times a row may give, in nanoseconds from its clock's zero (2^64, 584
+/// years; a time must be below it): every time read is checked against it before it is
+/// converted, so no value saturates.
+pub const MAX_TIME_NS: f64 = 18_446_744_073_709_551_616.0;
 
 /// The trace file formats this tool reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -12,7 +12,7 @@ use crate::scenario::bounds::{fmt_duration, fmt_number};
 pub(super) struct RawRow {
     pub row: u64,
     pub line: u64,
-    /// Never negative and at most `MAX_TIME_NS` (the parsers check both).
+    /// Never negative and below `MAX_TIME_NS` (the parsers check both).
     pub time_ns: i128,
     /// The time as the file writes it, with its column and unit (`timestamp 1e300
     /// (milliseconds)`): messages show what the user can find in the file.

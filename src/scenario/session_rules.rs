@@ -60,7 +60,7 @@ const DIST_FIX: &str = "write a number, { uniform = [lo, hi] }, { normal = [mean
 enum Scalar {
     Number(f64),
     Bad(String),
-    NotScalar,
+    Composite,
 }
 
 /// A distribution of counts (tokens, turns): bounds default to `[floor, ceiling]`.
@@ -74,7 +74,7 @@ fn count_dist(c: &Checker, key: &str, v: &toml::Value, floor: f64, ceiling: f64)
             Scalar::Bad(format!("{text:?} is a string; a count is written as a number, without quotes"))
         }
         toml::Value::Boolean(b) => Scalar::Bad(format!("{b} is not a count")),
-        _ => Scalar::NotScalar,
+        _ => Scalar::Composite,
     })
 }
 
@@ -100,7 +100,7 @@ fn time_dist(c: &Checker, key: &str, v: &toml::Value) -> Result<Dist, ScenarioEr
         toml::Value::Float(f) if f.is_finite() => Scalar::Number(*f),
         toml::Value::Float(f) => Scalar::Bad(format!("{f} is not a number of seconds")),
         toml::Value::Boolean(b) => Scalar::Bad(format!("{b} is not a duration")),
-        _ => Scalar::NotScalar,
+        _ => Scalar::Composite,
     })
 }
 
@@ -127,7 +127,7 @@ fn dist(
         match read(x) {
             Scalar::Number(x) => Ok(Some(x)),
             Scalar::Bad(problem) => Err(c.err(at, format!("{problem}; give a value from {range}"), fix)),
-            Scalar::NotScalar => Ok(None),
+            Scalar::Composite => Ok(None),
         }
     };
     let ranged = |at: &str, x: f64| -> Result<f64, ScenarioError> {

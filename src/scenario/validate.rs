@@ -472,7 +472,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
 
 /// `http://host:port` gets `/v1` appended (the OpenAI API root); a trailing slash is dropped.
 /// The URL must be the one the client requests: no character the client drops or rewrites
-/// (`url_rules`), no query or fragment (the endpoint's path is appended to it).
+/// (`url_rules`), no fragment (the endpoint's path is appended to it).
 fn normalize_base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
     const KEY: &str = "target.base_url";
     // Spaces around a pasted URL are harmless; every other hidden character is refused.
@@ -491,11 +491,12 @@ fn normalize_base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
     if host.is_empty() {
         return Err(c.err(KEY, format!("\"{shown}\" has no host"), "write it like \"http://127.0.0.1:8000/v1\""));
     }
-    if rest.contains(['?', '#']) {
+    // A fragment is never sent, and the endpoint's path appended after it would be dropped too.
+    if rest.contains('#') {
         return Err(c.err(
             KEY,
             format!(
-                "\"{shown}\" has a query or a fragment: the endpoint's path is appended to the base URL, so the requests would go to another path than the one written"
+                "\"{shown}\" has a fragment (#…), which is never sent: the endpoint's path appended after it would be dropped, and the requests would go to another path than the one written"
             ),
             "give the API root only, e.g. \"http://host:8000/v1\"",
         ));

@@ -114,7 +114,10 @@ impl ShardArgs {
                 ));
             }
             Some(text) => Some(text.parse::<SocketAddr>().map_err(|e| {
-                format!("--coordinator-listen {text}: not an address ({e}); write e.g. 0.0.0.0:7311 or 127.0.0.1:7311")
+                format!(
+                    "--coordinator-listen \"{}\": not an address ({e}); write e.g. 0.0.0.0:7311 or 127.0.0.1:7311",
+                    crate::scenario::url_rules::escaped(text)
+                )
             })?),
             None => None,
         };

@@ -15,7 +15,9 @@
 //!   `hash_ids` (blocks of `block_size`), `session`, `turn`.
 //!
 //! Rows must be in time order; a row out of order, a negative time, a bad value, or hash ids that
-//! cannot cover the row's input length is an error naming the row. Nothing here knows about
+//! cannot cover the row's input length is an error naming the row. Every time is bounded before
+//! it becomes a `Duration` (`MAX_TIME_NS`, `MAX_TRACE_SPAN`, `MAX_REPLAY`), and messages quote it
+//! as the file writes it. The file is read one line at a time (`lines`). Nothing here knows about
 //! prompts or HTTP: `workload` turns rows into requests, `schedule` sends them.
 
 mod csv;

@@ -6,6 +6,10 @@
 //! artifact names another (`/v1\nx` written, `/v1x` measured). Such URLs are refused, with every
 //! other character that cannot be seen or that reorders what is seen (whitespace, bidi controls,
 //! zero-width characters): what a reader sees in the artifact is then what was measured.
+//! `target.base_url` is also normalised here (`/v1` appended to a bare host).
+
+use super::ScenarioError;
+use super::validate::Checker;
 
 /// Why `c` may not appear in a URL, or `None` when it may.
 fn refused(c: char) -> Option<&'static str> {
@@ -114,6 +118,57 @@ pub fn check(text: &str) -> Result<(), String> {
 
 /// The fix that goes with `check`'s problems.
 pub const FIX: &str = "write the URL on one line, with no spaces, invisible characters, backslashes or dot segments, e.g. \"http://127.0.0.1:8000/v1\"";
+
+/// `http://host:port` gets `/v1` appended (the OpenAI API root); a trailing slash is dropped.
+/// The URL must be the one the client requests: no character the client drops or rewrites
+/// (`url_rules`), no fragment (the endpoint's path is appended to it).
+pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
+    const KEY: &str = "target.base_url";
+    // Spaces around a pasted URL are harmless; every other hidden character is refused.
+    let url = url.trim_matches(' ');
+    check(url).map_err(|problem| c.err(KEY, problem, FIX))?;
+    let url = url.trim_end_matches('/');
+    let shown = shown(url);
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).ok_or_else(|| {
+        c.err(
+            KEY,
+            format!("\"{shown}\" is not an http:// or https:// URL"),
+            "write it like \"http://127.0.0.1:8000/v1\"",
+        )
+    })?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if host.is_empty() {
+        return Err(c.err(KEY, format!("\"{shown}\" has no host"), "write it like \"http://127.0.0.1:8000/v1\""));
+    }
+    // A fragment is never sent, and the endpoint's path appended after it would be dropped too.
+    if rest.contains('#') {
+        return Err(c.err(
+            KEY,
+            format!(
+                "\"{shown}\" has a fragment (#…), which is never sent: the endpoint's path appended after it would be dropped, and the requests would go to another path than the one written"
+            ),
+            "give the API root only, e.g. \"http://host:8000/v1\"",
+        ));
+    }
+    if path.contains("chat/completions") || path.ends_with("completions") {
+        return Err(c.err(
+            KEY,
+            format!("\"{shown}\" includes the endpoint path"),
+            "give the API root only (e.g. \"http://host:8000/v1\"); the endpoint follows from target.api",
+        ));
+    }
+    let normalized = if path.is_empty() { format!("{url}/v1") } else { url.to_string() };
+    // The HTTP client parses the URL once more; anything it would refuse (a port above 65535,
+    // a character a host cannot hold) is refused here, before anything is sent.
+    if let Err(e) = reqwest::Url::parse(&normalized) {
+        return Err(c.err(
+            KEY,
+            format!("\"{shown}\" is not a usable URL ({e})"),
+            "write it like \"http://127.0.0.1:8000/v1\" (a port is 1–65535)",
+        ));
+    }
+    Ok(normalized)
+}
 
 #[cfg(test)]
 mod tests {

@@ -384,7 +384,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         }
     };
     let endpoint = match &t.base_url {
-        Some(url) => Endpoint::Remote { base_url: normalize_base_url(c, url)? },
+        Some(url) => Endpoint::Remote { base_url: url_rules::base_url(c, url)? },
         None => {
             let profile = t.simulator.clone().unwrap_or_else(|| "realistic".to_string());
             if !crate::mock::PROFILE_NAMES.contains(&profile.as_str()) {
@@ -468,57 +468,6 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         anthropic_version: t.anthropic_version.clone(),
         metrics: None,
     })
-}
-
-/// `http://host:port` gets `/v1` appended (the OpenAI API root); a trailing slash is dropped.
-/// The URL must be the one the client requests: no character the client drops or rewrites
-/// (`url_rules`), no fragment (the endpoint's path is appended to it).
-fn normalize_base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
-    const KEY: &str = "target.base_url";
-    // Spaces around a pasted URL are harmless; every other hidden character is refused.
-    let url = url.trim_matches(' ');
-    url_rules::check(url).map_err(|problem| c.err(KEY, problem, url_rules::FIX))?;
-    let url = url.trim_end_matches('/');
-    let shown = url_rules::shown(url);
-    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).ok_or_else(|| {
-        c.err(
-            KEY,
-            format!("\"{shown}\" is not an http:// or https:// URL"),
-            "write it like \"http://127.0.0.1:8000/v1\"",
-        )
-    })?;
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    if host.is_empty() {
-        return Err(c.err(KEY, format!("\"{shown}\" has no host"), "write it like \"http://127.0.0.1:8000/v1\""));
-    }
-    // A fragment is never sent, and the endpoint's path appended after it would be dropped too.
-    if rest.contains('#') {
-        return Err(c.err(
-            KEY,
-            format!(
-                "\"{shown}\" has a fragment (#…), which is never sent: the endpoint's path appended after it would be dropped, and the requests would go to another path than the one written"
-            ),
-            "give the API root only, e.g. \"http://host:8000/v1\"",
-        ));
-    }
-    if path.contains("chat/completions") || path.ends_with("completions") {
-        return Err(c.err(
-            KEY,
-            format!("\"{shown}\" includes the endpoint path"),
-            "give the API root only (e.g. \"http://host:8000/v1\"); the endpoint follows from target.api",
-        ));
-    }
-    let normalized = if path.is_empty() { format!("{url}/v1") } else { url.to_string() };
-    // The HTTP client parses the URL once more; anything it would refuse (a port above 65535,
-    // a character a host cannot hold) is refused here, before anything is sent.
-    if let Err(e) = reqwest::Url::parse(&normalized) {
-        return Err(c.err(
-            KEY,
-            format!("\"{shown}\" is not a usable URL ({e})"),
-            "write it like \"http://127.0.0.1:8000/v1\" (a port is 1–65535)",
-        ));
-    }
-    Ok(normalized)
 }
 
 fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, ScenarioError> {

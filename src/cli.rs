@@ -227,6 +227,21 @@ pub struct MockArgs {
     pub tokenizer: Option<PathBuf>,
 }
 
+/// What `anvil-load` run with no arguments prints (to stderr, exit code 2): where to start,
+/// rather than clap's bare "a required argument was not provided".
+pub const FIRST_STEPS: &str = "\
+anvil-load: a load generator for OpenAI-compatible LLM inference servers. Give it a scenario.
+
+  anvil-load SCENARIO.toml                      run a scenario (against the embedded simulator
+                                                when it names no base_url)
+  anvil-load SCENARIO.toml --base-url URL       run it against a server, e.g. http://127.0.0.1:8000/v1
+  anvil-load validate SCENARIO.toml             check a scenario and print the plan; sends nothing
+  anvil-load mock                               serve the simulator on 127.0.0.1:8000 to try things
+  anvil-load --help                             every command and option
+
+Example scenarios are in the scenarios/ directory of the source (scenarios/smoke.toml is the smallest).
+";
+
 /// Exit codes (also in `--help` and the README).
 pub mod exit {
     pub const OK: u8 = 0;

@@ -4,6 +4,11 @@ use anvil_load::cli::{Cli, exit};
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // No arguments at all: say where to start instead of clap's bare missing-argument error.
+    if std::env::args_os().len() <= 1 {
+        eprint!("{}", anvil_load::cli::FIRST_STEPS);
+        return ExitCode::from(exit::BAD_INPUT);
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

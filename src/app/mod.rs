@@ -551,7 +551,7 @@ impl Session<'_> {
         };
         let progress =
             Progress::new(!self.args.no_progress && !self.args.quiet, s.run.requests, s.run.duration, &label);
-        let before = self.target.simulator_counts();
+        let before = self.target.level_start_counts();
         // The level's prompts (its salt, its shared prefix) are ready before its clock starts.
         let workload = Arc::new(self.workload.for_level(level.value()));
         // Connections are opened before the clock starts (see `Client::warm_connections`).

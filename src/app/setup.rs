@@ -56,6 +56,17 @@ impl RunTarget {
         self.simulator.as_ref().and_then(|s| serde_json::to_value(s.stats()).ok())
     }
 
+    /// At a level's start: the simulator's counters (the level's are those at its end minus
+    /// these, `counts_delta`), and its peak started again from the requests in flight now, so
+    /// that the level's `peak_active_requests` is its own.
+    pub fn level_start_counts(&self) -> Option<Value> {
+        let counts = self.simulator_counts();
+        if let Some(server) = &self.simulator {
+            server.reset_peak();
+        }
+        counts
+    }
+
     pub async fn shutdown(self) {
         if let Some(server) = self.simulator {
             server.shutdown().await;
@@ -392,17 +403,29 @@ async fn probe_unless_stopped(
     }
 }
 
-/// The simulator's counters for one level: cumulative counters minus their value before it.
+/// Simulator readings that are not running totals: a gauge, and a high-water mark that
+/// `RunTarget::level_start_counts` resets per level. Taken as they are at the level's end.
+const NOT_COUNTERS: &[&str] = &["active_requests", "peak_active_requests"];
+
+/// The simulator's counters for one level: running totals minus their value before it (in
+/// nested tables too, as `faults_injected`); gauges and peaks as they are at the level's end.
 pub(super) fn counts_delta(after: &Value, before: Option<&Value>) -> Value {
     let (Value::Object(after), Some(Value::Object(before))) = (after, before) else {
         return after.clone();
     };
     let mut out = after.clone();
     for (key, value) in out.iter_mut() {
-        if let (Some(a), Some(b)) = (value.as_u64(), before.get(key).and_then(Value::as_u64)) {
-            if key != "active_requests" {
-                *value = Value::from(a.saturating_sub(b));
+        if NOT_COUNTERS.contains(&key.as_str()) {
+            continue;
+        }
+        match (value.as_u64(), before.get(key)) {
+            (Some(a), Some(b)) => {
+                if let Some(b) = b.as_u64() {
+                    *value = Value::from(a.saturating_sub(b));
+                }
             }
+            (None, Some(b)) if value.is_object() => *value = counts_delta(value, Some(b)),
+            _ => {}
         }
     }
     Value::Object(out)

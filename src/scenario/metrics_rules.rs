@@ -62,7 +62,9 @@ pub(super) fn server_metrics(
 }
 
 fn metrics_url(c: &Checker, text: &str) -> Result<String, ScenarioError> {
-    let text = text.trim();
+    // Spaces around a pasted URL are harmless; every other hidden character is refused.
+    let text = text.trim_matches(' ');
+    super::url_rules::check(text).map_err(|problem| c.err("target.metrics_url", problem, super::url_rules::FIX))?;
     let fix = "write it like \"http://127.0.0.1:8000/metrics\"";
     let url = reqwest::Url::parse(text).map_err(|e| {
         c.err("target.metrics_url", format!("{:?} is not a URL ({e})", crate::server_metrics::display_url(text)), fix)

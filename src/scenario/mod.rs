@@ -12,6 +12,7 @@ mod metrics_rules;
 mod raw;
 mod session_rules;
 mod trace_rules;
+pub mod url_rules;
 mod validate;
 mod wording;
 mod workload_rules;

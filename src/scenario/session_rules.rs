@@ -5,9 +5,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::bounds::{fmt_duration, fmt_number};
 use super::raw::{self, Levels, RawLoad, RawLoadMode};
 use super::validate::{CONTEXT_SANITY_LIMIT, Checker};
 use super::{Dialect, Load, OutputControl, Pacing, PromptSource, ScenarioError, Workload};
@@ -49,72 +51,133 @@ pub struct RawSessions {
     pub dataset: Option<String>,
 }
 
+const TIME_FIX: &str = "write a duration from 0s to 24h such as \"2s\" (or seconds, 2), { uniform = [\"1s\", \"3s\"] }, { normal = [mean, sd], min = lo, max = hi } or { lognormal = [mean, sd], min = lo, max = hi }";
+
 const DIST_FIX: &str = "write a number, { uniform = [lo, hi] }, { normal = [mean, sd], min = lo, max = hi } or { lognormal = [mean, sd], min = lo, max = hi }";
+
+/// One value of a distribution as read: a number, a value that cannot be one (with the reason,
+/// in the user's words), or not a single value at all (a table or a list).
+enum Scalar {
+    Number(f64),
+    Bad(String),
+    Composite,
+}
 
 /// A distribution of counts (tokens, turns): bounds default to `[floor, ceiling]`.
 fn count_dist(c: &Checker, key: &str, v: &toml::Value, floor: f64, ceiling: f64) -> Result<Dist, ScenarioError> {
-    dist(c, key, v, floor, ceiling, &|x: &toml::Value| match x {
-        toml::Value::Integer(i) => Some(*i as f64),
-        toml::Value::Float(f) if f.is_finite() => Some(*f),
-        _ => None,
+    let range = Range { floor, ceiling, show: &fmt_number, fix: DIST_FIX };
+    dist(c, key, v, &range, &|x: &toml::Value| match x {
+        toml::Value::Integer(i) => Scalar::Number(*i as f64),
+        toml::Value::Float(f) if f.is_finite() => Scalar::Number(*f),
+        toml::Value::Float(f) => Scalar::Bad(format!("{f} is not a count")),
+        toml::Value::String(text) => {
+            Scalar::Bad(format!("{text:?} is a string; a count is written as a number, without quotes"))
+        }
+        toml::Value::Boolean(b) => Scalar::Bad(format!("{b} is not a count")),
+        _ => Scalar::Composite,
     })
 }
 
 /// A distribution of durations, in seconds: `"2s"`, or numbers of seconds.
 fn time_dist(c: &Checker, key: &str, v: &toml::Value) -> Result<Dist, ScenarioError> {
-    dist(c, key, v, 0.0, 86_400.0, &|x: &toml::Value| match x {
-        toml::Value::String(s) => humantime::parse_duration(s.trim()).ok().map(|d| d.as_secs_f64()),
-        toml::Value::Integer(i) => Some(*i as f64),
-        toml::Value::Float(f) if f.is_finite() => Some(*f),
-        _ => None,
+    // Whole hours as hours ("24h", not "1day"), as the fix writes them.
+    let show = |x: f64| match Duration::try_from_secs_f64(x) {
+        Ok(d) if d.as_secs() >= 3600 && d.as_secs() % 3600 == 0 && d.subsec_nanos() == 0 => {
+            format!("{}h", d.as_secs() / 3600)
+        }
+        Ok(d) => fmt_duration(d),
+        Err(_) => format!("{} s", fmt_number(x)),
+    };
+    let range = Range { floor: 0.0, ceiling: 86_400.0, show: &show, fix: TIME_FIX };
+    dist(c, key, v, &range, &|x: &toml::Value| match x {
+        toml::Value::String(text) => match humantime::parse_duration(text.trim()) {
+            Ok(d) => Scalar::Number(d.as_secs_f64()),
+            // humantime reads "-1s" as an unknown character; say what is wrong.
+            Err(_) if text.trim().starts_with('-') => Scalar::Bad(format!("{text:?} is negative")),
+            Err(e) => Scalar::Bad(format!("{text:?} is not a duration ({e})")),
+        },
+        toml::Value::Integer(i) => Scalar::Number(*i as f64),
+        toml::Value::Float(f) if f.is_finite() => Scalar::Number(*f),
+        toml::Value::Float(f) => Scalar::Bad(format!("{f} is not a number of seconds")),
+        toml::Value::Boolean(b) => Scalar::Bad(format!("{b} is not a duration")),
+        _ => Scalar::Composite,
     })
+}
+
+/// The range every value of a distribution must lie in, how a value is shown, and the fix.
+struct Range<'a> {
+    floor: f64,
+    ceiling: f64,
+    show: &'a dyn Fn(f64) -> String,
+    fix: &'a str,
 }
 
 fn dist(
     c: &Checker,
     key: &str,
     v: &toml::Value,
-    floor: f64,
-    ceiling: f64,
-    read: &dyn Fn(&toml::Value) -> Option<f64>,
+    r: &Range,
+    read: &dyn Fn(&toml::Value) -> Scalar,
 ) -> Result<Dist, ScenarioError> {
+    let (floor, ceiling, show, fix) = (r.floor, r.ceiling, r.show, r.fix);
     let in_range = |x: f64| (floor..=ceiling).contains(&x);
-    if let Some(x) = read(v) {
-        if !in_range(x) {
-            return Err(c.err(key, format!("{x} is outside {floor}–{ceiling}"), DIST_FIX));
+    let range = format!("{} to {}", show(floor), show(ceiling));
+    // A single number (`None`: a table or a list), or the message saying why it is not one.
+    let number = |at: &str, x: &toml::Value| -> Result<Option<f64>, ScenarioError> {
+        match read(x) {
+            Scalar::Number(x) => Ok(Some(x)),
+            Scalar::Bad(problem) => Err(c.err(at, format!("{problem}; give a value from {range}"), fix)),
+            Scalar::Composite => Ok(None),
         }
-        return Ok(Dist::constant(x));
+    };
+    let ranged = |at: &str, x: f64| -> Result<f64, ScenarioError> {
+        if in_range(x) {
+            Ok(x)
+        } else {
+            Err(c.err(at, format!("{} is outside {range}", show(x)), format!("give a value from {range}")))
+        }
+    };
+    if let Some(x) = number(key, v)? {
+        return Ok(Dist::constant(ranged(key, x)?));
     }
     let toml::Value::Table(t) = v else {
-        return Err(c.err(key, format!("a {} is not a distribution", v.type_str()), DIST_FIX));
+        let what = if v.is_array() { "a list".to_string() } else { format!("a {}", v.type_str()) };
+        return Err(c.err(key, format!("{what} is not a distribution"), fix));
     };
     let pair = |name: &str| -> Result<(f64, f64), ScenarioError> {
+        let at = format!("{key}.{name}");
         match t.get(name).and_then(toml::Value::as_array).map(Vec::as_slice) {
-            Some([a, b]) => match (read(a), read(b)) {
+            Some([a, b]) => match (number(&at, a)?, number(&at, b)?) {
                 (Some(a), Some(b)) => Ok((a, b)),
-                _ => Err(c.err(&format!("{key}.{name}"), "must hold two values", DIST_FIX)),
+                _ => Err(c.err(&at, "must hold two values", fix)),
             },
-            _ => Err(c.err(&format!("{key}.{name}"), "must be a list of two values", DIST_FIX)),
+            _ => Err(c.err(&at, "must be a list of two values", fix)),
         }
     };
     let bound = |name: &str, default: f64| -> Result<f64, ScenarioError> {
+        let at = format!("{key}.{name}");
         match t.get(name) {
             None => Ok(default),
-            Some(x) => read(x).filter(|x| in_range(*x)).ok_or_else(|| {
-                c.err(&format!("{key}.{name}"), format!("must be a value in {floor}–{ceiling}"), DIST_FIX)
-            }),
+            Some(x) => match number(&at, x)? {
+                Some(x) => ranged(&at, x),
+                None => Err(c.err(&at, format!("must be a value from {range}"), fix)),
+            },
         }
     };
     let kinds: Vec<&str> = ["uniform", "normal", "lognormal"].into_iter().filter(|k| t.contains_key(*k)).collect();
     let extra = t.keys().find(|k| !["uniform", "normal", "lognormal", "min", "max"].contains(&k.as_str()));
     if kinds.len() != 1 || extra.is_some() {
-        return Err(c.err(key, "names no single distribution (or an unknown key)", DIST_FIX));
+        return Err(c.err(key, "names no single distribution (or an unknown key)", fix));
     }
     let d = match kinds[0] {
         "uniform" => {
             let (lo, hi) = pair("uniform")?;
             if !(in_range(lo) && in_range(hi) && lo <= hi) || t.contains_key("min") || t.contains_key("max") {
-                return Err(c.err(key, format!("uniform [{lo}, {hi}] is not a range in {floor}–{ceiling}"), DIST_FIX));
+                return Err(c.err(
+                    key,
+                    format!("uniform [{}, {}] is not a range within {range}", show(lo), show(hi)),
+                    fix,
+                ));
             }
             Dist::Uniform { lo, hi }
         }
@@ -124,8 +187,8 @@ fn dist(
             if !(mean > 0.0 && sd > 0.0 && min <= max && in_range(mean)) {
                 return Err(c.err(
                     key,
-                    format!("{kind} needs a positive mean in {floor}–{ceiling}, a positive sd and min ≤ max"),
-                    DIST_FIX,
+                    format!("{kind} needs a positive mean from {range}, a positive sd and min ≤ max"),
+                    fix,
                 ));
             }
             if kind == "normal" { Dist::Normal { mean, sd, min, max } } else { Dist::Lognormal { mean, sd, min, max } }

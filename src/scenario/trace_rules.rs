@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::bounds::{fmt_duration, fmt_number};
 use super::raw::{self, RawLoad};
 use super::validate::Checker;
 use super::{Arrival, Dialect, Load, OutputControl, Pacing, PromptSource, ScenarioError, Workload};
-use crate::trace::{Trace, TraceFormat, TraceOptions};
+use crate::trace::{MAX_TRACE_SPAN, Trace, TraceFormat, TraceOptions};
 
 /// `[workload.trace]`
 #[derive(Debug, Deserialize)]
@@ -86,11 +87,12 @@ pub(super) fn source(
     };
     let time_scale = match t.time_scale {
         None => 1.0,
-        Some(s) if s > 0.0 && s.is_finite() && s <= 1000.0 => s,
+        // A million times faster at most: below that every gap is below a timer's resolution.
+        Some(s) if (1e-6..=1000.0).contains(&s) => s,
         Some(s) => {
             return Err(c.err(
                 "workload.trace.time_scale",
-                format!("{s} is not a usable time scale"),
+                format!("{} is not a usable time scale (0.000001 to 1000)", fmt_number(s)),
                 "give a positive factor: 1 replays in real time, 0.1 ten times faster",
             ));
         }
@@ -103,13 +105,22 @@ pub(super) fn source(
         None => None,
         Some([start, end]) => {
             let parse = |text: &str| {
-                humantime::parse_duration(text.trim()).map_err(|e| {
+                let d = humantime::parse_duration(text.trim()).map_err(|e| {
                     c.err(
                         "workload.trace.window",
                         format!("{text:?} is not a duration ({e})"),
                         "write [\"10m\", \"20m\"]",
                     )
-                })
+                })?;
+                // On the trace's clock, which spans at most MAX_TRACE_SPAN.
+                if d > MAX_TRACE_SPAN {
+                    return Err(c.err(
+                        "workload.trace.window",
+                        format!("{text:?} is beyond the longest trace clock ({})", fmt_duration(MAX_TRACE_SPAN)),
+                        "give offsets from the trace's first row, e.g. [\"10m\", \"20m\"]",
+                    ));
+                }
+                Ok(d)
             };
             let (start, end) = (parse(start)?, parse(end)?);
             if start >= end {
@@ -131,7 +142,7 @@ pub(super) fn source(
         Some(f) => {
             return Err(c.err(
                 "workload.trace.sample",
-                format!("{f} is not a fraction in (0, 1]"),
+                format!("{} is not a fraction in (0, 1]", fmt_number(f)),
                 "e.g. sample = 0.25 replays a quarter of the sessions",
             ));
         }

@@ -12,11 +12,11 @@ use reqwest::header::HeaderValue;
 
 use super::bounds::fmt_duration;
 use super::raw::{self, RawScenario};
-use super::wording;
 use super::{
     Api, ApiKey, ClientSettings, Dialect, Endpoint, Overrides, Phase, ReasoningEffort, RetryPolicy, RunLimits,
     Sampling, Scenario, ServeFlags, Target, ThinkingMode,
 };
+use super::{url_rules, wording};
 use crate::record::ErrorKind;
 
 /// A scenario that cannot be run. Exit code 2; nothing was sent.
@@ -197,6 +197,20 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
         }
     })?;
     serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+        if let Some((key, of_tables)) = wording::table_given_as_list(&table, e.path()) {
+            let (problem, fix) = if of_tables {
+                (
+                    format!("is written as a list of tables ([[{key}]]), but a scenario has one [{key}] table"),
+                    format!("write [{key}] with single brackets, once, with its keys below it"),
+                )
+            } else {
+                (
+                    format!("is a list, but a scenario has one [{key}] table"),
+                    format!("write [{key}] on a line of its own with its keys below it; README.md's scenario reference lists them"),
+                )
+            };
+            return ScenarioError { file: file.to_string(), key, problem, fix };
+        }
         let key = e.path().to_string();
         let inner = e.into_inner();
         let raw_message = inner.message().trim().to_string();
@@ -217,6 +231,8 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
             "remove or rename the key; README.md lists every key the scenario accepts".to_string()
         } else if message.starts_with("missing field") {
             "add the key; README.md's scenario reference shows an example".to_string()
+        } else if message.ends_with("expected a table") {
+            format!("write [{key}] on a line of its own with its keys below it; README.md's scenario reference lists them")
         } else {
             "see README.md's scenario reference for the expected type".to_string()
         };
@@ -368,7 +384,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         }
     };
     let endpoint = match &t.base_url {
-        Some(url) => Endpoint::Remote { base_url: normalize_base_url(c, url)? },
+        Some(url) => Endpoint::Remote { base_url: url_rules::base_url(c, url)? },
         None => {
             let profile = t.simulator.clone().unwrap_or_else(|| "realistic".to_string());
             if !crate::mock::PROFILE_NAMES.contains(&profile.as_str()) {
@@ -452,44 +468,6 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         anthropic_version: t.anthropic_version.clone(),
         metrics: None,
     })
-}
-
-/// `http://host:port` gets `/v1` appended (the OpenAI API root); a trailing slash is dropped.
-fn normalize_base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
-    let url = url.trim().trim_end_matches('/');
-    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).ok_or_else(|| {
-        c.err(
-            "target.base_url",
-            format!("{url:?} is not an http:// or https:// URL"),
-            "write it like \"http://127.0.0.1:8000/v1\"",
-        )
-    })?;
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    if host.is_empty() {
-        return Err(c.err(
-            "target.base_url",
-            format!("{url:?} has no host"),
-            "write it like \"http://127.0.0.1:8000/v1\"",
-        ));
-    }
-    if path.contains("chat/completions") || path.ends_with("completions") {
-        return Err(c.err(
-            "target.base_url",
-            format!("{url:?} includes the endpoint path"),
-            "give the API root only (e.g. \"http://host:8000/v1\"); the endpoint follows from target.api",
-        ));
-    }
-    let normalized = if path.is_empty() { format!("{url}/v1") } else { url.to_string() };
-    // The HTTP client parses the URL once more; anything it would refuse (a port above 65535,
-    // a character a host cannot hold) is refused here, before anything is sent.
-    if let Err(e) = reqwest::Url::parse(&normalized) {
-        return Err(c.err(
-            "target.base_url",
-            format!("{url:?} is not a usable URL ({e})"),
-            "write it like \"http://127.0.0.1:8000/v1\" (a port is 1–65535)",
-        ));
-    }
-    Ok(normalized)
 }
 
 fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, ScenarioError> {

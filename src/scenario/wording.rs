@@ -54,6 +54,59 @@ pub(super) fn choices(table: &toml::Table, key: &str) -> Option<String> {
     Some(expected.replace('`', "\""))
 }
 
+/// A key the scenario reads as one table (`[target]`, `[workload.trace]`) that the file gives as
+/// a list (`[[target]]`, `target = [...]`): the key, and whether the list is of tables. The
+/// parser would otherwise report a type deep inside the list (`target[0]: invalid type: map`).
+pub(super) fn table_given_as_list(table: &toml::Table, path: &serde_path_to_error::Path) -> Option<(String, bool)> {
+    let mut keys = Vec::new();
+    for segment in path.iter() {
+        match segment {
+            serde_path_to_error::Segment::Map { key } => keys.push(key.as_str()),
+            _ => break,
+        }
+    }
+    (1..=keys.len()).find_map(|n| {
+        let key = keys[..n].join(".");
+        let list = value_ref(table, &key)?.as_array()?;
+        expects_table(table, &key).then(|| (key, list.iter().all(toml::Value::is_table)))
+    })
+}
+
+/// Whether the scenario reads `key` as a table, asked of the parser itself: a string put in
+/// its place is refused as "expected struct …" or "expected a map".
+fn expects_table(table: &toml::Table, key: &str) -> bool {
+    let mut probe = table.clone();
+    let segments: Vec<&str> = key.split('.').collect();
+    let Some((last, parents)) = segments.split_last() else { return false };
+    let mut slot: &mut toml::Table = &mut probe;
+    for segment in parents {
+        match slot.get_mut(*segment).and_then(toml::Value::as_table_mut) {
+            Some(t) => slot = t,
+            None => return false,
+        }
+    }
+    slot.insert((*last).to_string(), toml::Value::String("\u{1}".into()));
+    let Err(err) = serde_path_to_error::deserialize::<_, RawScenario>(toml::Value::Table(probe)) else { return false };
+    if err.path().to_string() != key {
+        return false;
+    }
+    let message = err.into_inner().message().to_string();
+    message.contains("expected struct") || message.ends_with("expected a map")
+}
+
+fn value_ref<'a>(table: &'a toml::Table, key: &str) -> Option<&'a toml::Value> {
+    let mut slot = table;
+    let mut value = None;
+    for segment in key.split('.') {
+        let v = slot.get(segment)?;
+        value = Some(v);
+        if let Some(t) = v.as_table() {
+            slot = t;
+        }
+    }
+    value
+}
+
 /// The value at `key`, as TOML writes it, for messages.
 pub(super) fn value_at(table: &toml::Table, key: &str) -> Option<String> {
     let mut value: Option<&toml::Value> = None;
@@ -101,6 +154,24 @@ mod tests {
             humanize("invalid type: integer `99999999999999999999` as i128, expected any valid TOML value")
                 .contains("too large")
         );
+    }
+
+    #[test]
+    fn a_table_written_as_a_list_is_found_by_its_key() {
+        for (text, key, of_tables) in [
+            ("[[target]]\nmodel = \"m\"\n", "target", true),
+            ("target = [1]\n", "target", false),
+            ("[target]\nmodel = \"m\"\n[[workload.trace]]\nfile = \"t\"\n", "workload.trace", true),
+        ] {
+            let table: toml::Table = text.parse().unwrap();
+            let err =
+                serde_path_to_error::deserialize::<_, RawScenario>(toml::Value::Table(table.clone())).unwrap_err();
+            assert_eq!(table_given_as_list(&table, err.path()), Some((key.to_string(), of_tables)), "{text}");
+        }
+        // A list the scenario does read as a list is not mistaken for one.
+        let table: toml::Table = "[target]\nmodel = \"m\"\n[load]\nconcurrency = [1, \"x\"]\n".parse().unwrap();
+        let err = serde_path_to_error::deserialize::<_, RawScenario>(toml::Value::Table(table.clone())).unwrap_err();
+        assert_eq!(table_given_as_list(&table, err.path()), None);
     }
 
     #[test]

@@ -335,16 +335,19 @@ pub fn parse_start_at(text: &str) -> Result<SystemTime, String> {
     })
 }
 
+/// A host name, an IPv4 address or a bracketed IPv6 address, then a port: nothing else (no
+/// control character, space or bidi control, which a message would print as it is).
 fn check_host_port(text: &str) -> Result<(), String> {
+    let host_ok = |h: &str| match h.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+    };
     match text.rsplit_once(':') {
-        Some((host, port))
-            if !host.is_empty()
-                && port.parse::<u16>().is_ok_and(|p| p != 0)
-                && host.chars().all(|c| c.is_ascii_alphanumeric() || "-._[]:".contains(c)) =>
-        {
-            Ok(())
-        }
-        _ => Err(format!("--coordinator {text}: write HOST:PORT, e.g. anvil-0.anvil:7311 or 10.0.0.5:7311")),
+        Some((host, port)) if host_ok(host) && port.parse::<u16>().is_ok_and(|p| p != 0) => Ok(()),
+        _ => Err(format!(
+            "--coordinator \"{}\": write HOST:PORT (a host name or an IP address, then a port), e.g. anvil-0.anvil:7311 or 10.0.0.5:7311",
+            crate::scenario::url_rules::escaped(text)
+        )),
     }
 }
 

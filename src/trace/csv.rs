@@ -1,24 +1,31 @@
 //! CSV traces: Azure LLM inference (`TIMESTAMP`, `ContextTokens`, `GeneratedTokens`) and
 //! BurstGPT (`Timestamp`, `Model`, `Request tokens`, `Response tokens`, `Total tokens`,
 //! `Log Type`). Columns are found by their header names; quoted fields (`"a,b"`, `""`) are read
-//! as RFC 4180 says. The first line is the header; blank lines are skipped.
+//! as RFC 4180 says. The first line is the header; blank lines are skipped. Rows are read one
+//! line at a time.
 
-use super::TraceError;
-use super::select::{RawRow, Selection};
+use super::lines::Lines;
+use super::select::{RawRow, Selection, fmt_span};
+use super::{MAX_TIME_NS, TraceError};
 
 /// Azure: `TIMESTAMP` is a datetime (`2023-11-16 18:15:46.6805900`, up to 9 fractional digits).
-pub(super) fn read_azure(text: &str, out: &mut Selection) -> Result<(), TraceError> {
-    let table = Table::new(text, &["TIMESTAMP", "ContextTokens", "GeneratedTokens"])?;
-    for (row, line, fields) in table.rows() {
+pub(super) fn read_azure(lines: &mut Lines, out: &mut Selection) -> Result<(), TraceError> {
+    let mut table = Table::new(lines, &["TIMESTAMP", "ContextTokens", "GeneratedTokens"])?;
+    while let Some((row, line, fields)) = table.next_row(lines)? {
         let f = Row { fields: &fields, row, line, table: &table };
-        let stamp = f.get(0)?;
-        let time_ns = parse_datetime(stamp).ok_or_else(|| {
-            f.err(format!("TIMESTAMP {stamp:?} is not a datetime"), "write it like 2023-11-16 18:15:46.6805900")
+        let field = f.get(0)?;
+        let stamp = clip(field);
+        let time_ns = parse_datetime(field).ok_or_else(|| {
+            f.err(
+                format!("TIMESTAMP {stamp:?} is not a datetime"),
+                "write it like 2023-11-16 18:15:46.6805900 (years 1 to 9999)",
+            )
         })?;
         out.push(RawRow {
             row,
             line,
             time_ns,
+            time_written: format!("TIMESTAMP {stamp:?}"),
             input_tokens: f.tokens(1, false)?,
             output_tokens: f.tokens(2, true)?,
             hash_ids: Vec::new(),
@@ -31,21 +38,32 @@ pub(super) fn read_azure(text: &str, out: &mut Selection) -> Result<(), TraceErr
 
 /// BurstGPT: `Timestamp` in seconds; rows of failed requests (`Response tokens` = 0) are counted
 /// and skipped.
-pub(super) fn read_burstgpt(text: &str, out: &mut Selection) -> Result<(), TraceError> {
-    let table = Table::new(text, &["Timestamp", "Request tokens", "Response tokens"])?;
-    for (row, line, fields) in table.rows() {
+pub(super) fn read_burstgpt(lines: &mut Lines, out: &mut Selection) -> Result<(), TraceError> {
+    let mut table = Table::new(lines, &["Timestamp", "Request tokens", "Response tokens"])?;
+    while let Some((row, line, fields)) = table.next_row(lines)? {
         let f = Row { fields: &fields, row, line, table: &table };
-        let stamp = f.get(0)?;
-        let seconds: f64 = stamp.parse().ok().filter(|s: &f64| s.is_finite()).ok_or_else(|| {
+        let field = f.get(0)?;
+        let stamp = clip(field);
+        let seconds: f64 = field.parse().ok().filter(|s: &f64| s.is_finite()).ok_or_else(|| {
             f.err(format!("Timestamp {stamp:?} is not a number of seconds"), "seconds, e.g. 5 or 5.25")
         })?;
         if seconds < 0.0 {
-            return Err(f.err(format!("Timestamp {seconds} is negative"), "times count from the trace's start"));
+            return Err(f.err(format!("Timestamp {stamp} is negative"), "times count from the trace's start"));
+        }
+        if seconds * 1e9 >= MAX_TIME_NS {
+            return Err(f.err(
+                format!(
+                    "Timestamp {stamp} (seconds) is {}, beyond any trace's clock (584 years at most)",
+                    fmt_span(seconds * 1e9)
+                ),
+                "Timestamp counts seconds from the trace's start; check the column's unit and the row",
+            ));
         }
         out.push(RawRow {
             row,
             line,
             time_ns: (seconds * 1e9).round() as i128,
+            time_written: format!("Timestamp {stamp} (seconds)"),
             input_tokens: f.tokens(1, false)?,
             output_tokens: f.tokens(2, true)?,
             hash_ids: Vec::new(),
@@ -56,22 +74,32 @@ pub(super) fn read_burstgpt(text: &str, out: &mut Selection) -> Result<(), Trace
     Ok(())
 }
 
+/// A field for a message: as read, or its start when longer than any time a trace writes.
+fn clip(field: &str) -> String {
+    match field.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &field[..at]),
+        None => field.to_string(),
+    }
+}
+
 /// A CSV file with the columns a format needs located in its header.
-struct Table<'a> {
-    text: &'a str,
+struct Table {
     /// Position of each wanted column in a row.
     columns: Vec<usize>,
     names: Vec<&'static str>,
-    header_line: u64,
+    /// Data rows read so far.
+    rows: u64,
 }
 
-impl<'a> Table<'a> {
-    fn new(text: &'a str, wanted: &[&'static str]) -> Result<Self, TraceError> {
-        let (header_line, header) = text
-            .lines()
-            .enumerate()
-            .find(|(_, l)| !l.trim().is_empty())
-            .ok_or_else(|| TraceError::file("is empty", "give a CSV file with a header line"))?;
+impl Table {
+    fn new(lines: &mut Lines, wanted: &[&'static str]) -> Result<Self, TraceError> {
+        let header = loop {
+            match lines.next_line()? {
+                Some((_, l)) if l.trim().is_empty() => continue,
+                Some((_, l)) => break l,
+                None => return Err(TraceError::file("is empty", "give a CSV file with a header line")),
+            }
+        };
         let names: Vec<String> =
             split(header).into_iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_string()).collect();
         let mut columns = Vec::with_capacity(wanted.len());
@@ -84,19 +112,19 @@ impl<'a> Table<'a> {
             })?;
             columns.push(at);
         }
-        Ok(Table { text, columns, names: wanted.to_vec(), header_line: header_line as u64 + 1 })
+        Ok(Table { columns, names: wanted.to_vec(), rows: 0 })
     }
 
-    /// (row, line, fields) of every data row.
-    fn rows(&self) -> impl Iterator<Item = (u64, u64, Vec<String>)> + '_ {
-        let header_line = self.header_line;
-        self.text
-            .lines()
-            .enumerate()
-            .skip(header_line as usize)
-            .filter(|(_, l)| !l.trim().is_empty())
-            .enumerate()
-            .map(|(k, (n, l))| (k as u64 + 1, n as u64 + 1, split(l)))
+    /// (row, line, fields) of the next data row.
+    fn next_row(&mut self, lines: &mut Lines) -> Result<Option<(u64, u64, Vec<String>)>, TraceError> {
+        while let Some((line_no, l)) = lines.next_line()? {
+            if l.trim().is_empty() {
+                continue;
+            }
+            self.rows += 1;
+            return Ok(Some((self.rows, line_no, split(l))));
+        }
+        Ok(None)
     }
 }
 
@@ -104,7 +132,7 @@ struct Row<'a> {
     fields: &'a [String],
     row: u64,
     line: u64,
-    table: &'a Table<'a>,
+    table: &'a Table,
 }
 
 impl Row<'_> {
@@ -127,7 +155,13 @@ impl Row<'_> {
         let n = text
             .parse::<u64>()
             .ok()
-            .or_else(|| text.parse::<f64>().ok().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
+            .or_else(|| {
+                // Whole and within u32, checked before the conversion: nothing saturates.
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f))
+                    .map(|f| f as u64)
+            })
             .and_then(|n| u32::try_from(n).ok())
             .ok_or_else(|| self.err(format!("{name} {text:?} is not a token count"), "a whole number of tokens"))?;
         if n == 0 && !zero_ok {
@@ -166,7 +200,8 @@ pub(super) fn parse_datetime(s: &str) -> Option<i128> {
     let (date, time) = s.split_once([' ', 'T'])?;
     let mut d = date.split('-');
     let (y, m, day): (i64, u32, u32) = (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
-    if d.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+    // Years as RFC 3339 writes them: a larger one is damage, and would overflow the day count.
+    if d.next().is_some() || !(1..=9999).contains(&y) || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
         return None;
     }
     let (hms, frac) = time.split_once('.').unwrap_or((time, ""));

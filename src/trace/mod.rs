@@ -15,11 +15,14 @@
 //!   `hash_ids` (blocks of `block_size`), `session`, `turn`.
 //!
 //! Rows must be in time order; a row out of order, a negative time, a bad value, or hash ids that
-//! cannot cover the row's input length is an error naming the row. Nothing here knows about
+//! cannot cover the row's input length is an error naming the row. Every time is bounded before
+//! it becomes a `Duration` (`MAX_TIME_NS`, `MAX_TRACE_SPAN`, `MAX_REPLAY`), and messages quote it
+//! as the file writes it. The file is read one line at a time (`lines`). Nothing here knows about
 //! prompts or HTTP: `workload` turns rows into requests, `schedule` sends them.
 
 mod csv;
 mod jsonl;
+mod lines;
 mod select;
 mod stats;
 
@@ -28,8 +31,23 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use lines::MAX_LINE_BYTES;
 pub use select::Selection;
 pub use stats::{Quantiles, TraceStats};
+
+/// The longest a trace's own clock may run from its first row to a row: a year and a day. The
+/// published traces span hours to a few months; beyond this a time is in the wrong unit
+/// (nanoseconds read as milliseconds) or damaged, and would become a wait no run ends.
+pub const MAX_TRACE_SPAN: Duration = Duration::from_secs(366 * 86_400);
+
+/// The latest a replayed row may be sent after the replay's start (window, gap cap and
+/// `time_scale` applied): the longest run, as for every other duration a scenario sets.
+pub const MAX_REPLAY: Duration = Duration::from_secs(30 * 86_400);
+
+/// The bound of the times a row may give, in nanoseconds from its clock's zero (2^64, 584
+/// years; a time must be below it): every time read is checked against it before it is
+/// converted, so no value saturates.
+pub const MAX_TIME_NS: f64 = 18_446_744_073_709_551_616.0;
 
 /// The trace file formats this tool reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -88,8 +106,9 @@ pub struct TraceRow {
     /// Prompt tokens the server should count (history included, for session traces).
     pub input_tokens: u32,
     pub output_tokens: u32,
-    /// Leading prompt blocks of `block_size` tokens; equal ids are equal blocks.
-    pub hash_ids: Vec<u64>,
+    /// Leading prompt blocks of `block_size` tokens; equal ids are equal blocks. A boxed slice:
+    /// no spare capacity kept per row of a trace of millions.
+    pub hash_ids: Box<[u64]>,
     /// The conversation this row belongs to (Bailian: the root `chat_id`).
     pub session: Option<String>,
     pub turn: Option<u32>,
@@ -113,11 +132,17 @@ impl TraceError {
         TraceError { row: Some(row), line: Some(line), problem: problem.into(), fix: fix.into() }
     }
 
-    /// `row 12 (line 13): …` or the bare problem.
+    /// A line at fault before it could be read as a row (too long, not text).
+    pub fn line(line: u64, problem: impl Into<String>, fix: impl Into<String>) -> Self {
+        TraceError { row: None, line: Some(line), problem: problem.into(), fix: fix.into() }
+    }
+
+    /// `row 12 (line 13): …`, `line 13: …` or the bare problem.
     pub fn located(&self) -> String {
         match (self.row, self.line) {
             (Some(row), Some(line)) if row == line => format!("row {row}: {}", self.problem),
             (Some(row), Some(line)) => format!("row {row} (line {line}): {}", self.problem),
+            (None, Some(line)) => format!("line {line}: {}", self.problem),
             _ => self.problem.clone(),
         }
     }
@@ -180,21 +205,20 @@ pub struct Trace {
 
 impl Trace {
     /// Read, check and select. Errors name the row at fault.
+    /// The file is read one line at a time: only the rows kept stay in memory.
     pub fn load(path: &Path, options: &TraceOptions) -> Result<Trace, TraceError> {
-        let text = crate::sys::read_input_to_string(path).map_err(|e| {
-            TraceError::file(format!("cannot read it: {e}"), "check the path (relative to the scenario)")
-        })?;
+        let mut lines = lines::Lines::open(path)?;
         let block_size = match options.block_size.or(options.format.default_block_size()) {
             Some(0) => return Err(TraceError::file("block_size is 0", "give the tokens per hash id, e.g. 512")),
             other => other,
         };
         let mut selection = Selection::new(options, block_size.unwrap_or(0));
         match options.format {
-            TraceFormat::Mooncake => jsonl::read_mooncake(&text, &mut selection)?,
-            TraceFormat::Bailian => jsonl::read_bailian(&text, &mut selection)?,
-            TraceFormat::Jsonl => jsonl::read_own(&text, block_size, &mut selection)?,
-            TraceFormat::Azure => csv::read_azure(&text, &mut selection)?,
-            TraceFormat::Burstgpt => csv::read_burstgpt(&text, &mut selection)?,
+            TraceFormat::Mooncake => jsonl::read_mooncake(&mut lines, &mut selection)?,
+            TraceFormat::Bailian => jsonl::read_bailian(&mut lines, &mut selection)?,
+            TraceFormat::Jsonl => jsonl::read_own(&mut lines, block_size, &mut selection)?,
+            TraceFormat::Azure => csv::read_azure(&mut lines, &mut selection)?,
+            TraceFormat::Burstgpt => csv::read_burstgpt(&mut lines, &mut selection)?,
         }
         let selected = selection.finish()?;
         let stats = TraceStats::compute(&selected.rows, block_size.unwrap_or(0), options.time_scale);

@@ -4,14 +4,19 @@
 
 use std::time::Duration;
 
-use super::{Skipped, TraceError, TraceOptions, TraceRow, chain};
+use super::{MAX_REPLAY, MAX_TRACE_SPAN, Skipped, TraceError, TraceOptions, TraceRow, chain};
+use crate::scenario::bounds::{fmt_duration, fmt_number};
 
 /// A row as a parser read it, its time in the format's own clock (nanoseconds).
 #[derive(Debug)]
 pub(super) struct RawRow {
     pub row: u64,
     pub line: u64,
+    /// Never negative and below `MAX_TIME_NS` (the parsers check both).
     pub time_ns: i128,
+    /// The time as the file writes it, with its column and unit (`timestamp 1e300
+    /// (milliseconds)`): messages show what the user can find in the file.
+    pub time_written: String,
     pub input_tokens: u32,
     pub output_tokens: u32,
     pub hash_ids: Vec<u64>,
@@ -24,8 +29,12 @@ pub(super) struct RawRow {
 pub struct Selection {
     options: TraceOptions,
     block_size: u32,
-    first_ns: Option<i128>,
+    /// The first row's time and number: offsets count from it.
+    first: Option<(i128, u64)>,
     previous: Option<(u64, i128)>,
+    /// The original offset and the replay offset (gaps capped, not scaled) of the last row kept.
+    last_kept: Option<(Duration, Duration)>,
+    gaps_capped: u64,
     rows_in_file: u64,
     skipped: Skipped,
     rows: Vec<TraceRow>,
@@ -45,8 +54,10 @@ impl Selection {
         Selection {
             options: options.clone(),
             block_size,
-            first_ns: None,
+            first: None,
             previous: None,
+            last_kept: None,
+            gaps_capped: 0,
             rows_in_file: 0,
             skipped: Skipped::default(),
             rows: Vec::new(),
@@ -70,10 +81,9 @@ impl Selection {
             }
         }
         self.previous = Some((raw.row, raw.time_ns));
-        let first = *self.first_ns.get_or_insert(raw.time_ns);
+        let (first_ns, first_row) = *self.first.get_or_insert((raw.time_ns, raw.row));
         self.check_blocks(&raw)?;
-        let offset_ns = raw.time_ns - first;
-        let offset = Duration::from_nanos(u64::try_from(offset_ns).unwrap_or(u64::MAX));
+        let offset = trace_clock_offset(&raw, raw.time_ns - first_ns, first_row)?;
         if raw.output_tokens == 0 {
             self.skipped.no_output += 1;
             return Ok(());
@@ -94,12 +104,13 @@ impl Selection {
             self.skipped.oversized += 1;
             return Ok(());
         }
+        let replay_offset = self.replay_offset(&raw, offset)?;
         self.rows.push(TraceRow {
             row: raw.row,
-            offset,
+            offset: replay_offset,
             input_tokens: raw.input_tokens,
             output_tokens: raw.output_tokens,
-            hash_ids: raw.hash_ids,
+            hash_ids: raw.hash_ids.into_boxed_slice(),
             session: raw.session,
             turn: raw.turn,
         });
@@ -146,24 +157,81 @@ impl Selection {
             ));
         }
         let mut rows = self.rows;
-        let base = rows[0].offset;
-        let mut gaps_capped = 0;
-        let mut previous_original = base;
-        let mut previous_new = Duration::ZERO;
-        for row in &mut rows {
-            let gap = row.offset - previous_original;
-            let kept = match self.options.max_gap {
-                Some(cap) if gap > cap => {
-                    gaps_capped += 1;
-                    cap
-                }
-                _ => gap,
-            };
-            previous_original = row.offset;
-            previous_new += kept;
-            row.offset = previous_new;
+        rows.shrink_to_fit();
+        Ok(Selected { rows, rows_in_file: self.rows_in_file, skipped: self.skipped, gaps_capped: self.gaps_capped })
+    }
+
+    /// A kept row's offset from the first kept row, with idle gaps above `max_gap` shortened;
+    /// refused when the replay would send it later than the longest run lasts.
+    fn replay_offset(&mut self, raw: &RawRow, offset: Duration) -> Result<Duration, TraceError> {
+        let replay = match self.last_kept {
+            None => Duration::ZERO,
+            Some((previous_original, previous_replay)) => {
+                let gap = offset.saturating_sub(previous_original);
+                let kept = match self.options.max_gap {
+                    Some(cap) if gap > cap => {
+                        self.gaps_capped += 1;
+                        cap
+                    }
+                    _ => gap,
+                };
+                previous_replay + kept
+            }
+        };
+        self.last_kept = Some((offset, replay));
+        // Both factors are bounded (a year of trace clock, a scale of at most 1000): no overflow.
+        let sent = replay.as_secs_f64() * self.options.time_scale;
+        if sent > MAX_REPLAY.as_secs_f64() {
+            return Err(TraceError::at(
+                raw.row,
+                raw.line,
+                format!(
+                    "{} would be sent {} after the replay's first row (time_scale {}{}), later than the longest run lasts ({})",
+                    raw.time_written,
+                    fmt_span(sent * 1e9),
+                    fmt_number(self.options.time_scale),
+                    match self.options.max_gap {
+                        Some(cap) => format!(", idle gaps capped at {}", fmt_duration(cap)),
+                        None => String::new(),
+                    },
+                    fmt_span(MAX_REPLAY.as_secs_f64() * 1e9),
+                ),
+                "replay a part of the trace with workload.trace.window, shorten idle gaps with workload.trace.max_gap, or replay faster with a workload.trace.time_scale below 1",
+            ));
         }
-        Ok(Selected { rows, rows_in_file: self.rows_in_file, skipped: self.skipped, gaps_capped })
+        Ok(replay)
+    }
+}
+
+/// A row's offset from the trace's first row on the trace's own clock, at most `MAX_TRACE_SPAN`.
+fn trace_clock_offset(raw: &RawRow, offset_ns: i128, first_row: u64) -> Result<Duration, TraceError> {
+    match u64::try_from(offset_ns) {
+        Ok(ns) if Duration::from_nanos(ns) <= MAX_TRACE_SPAN => Ok(Duration::from_nanos(ns)),
+        _ => Err(TraceError::at(
+            raw.row,
+            raw.line,
+            format!(
+                "{} is {} after row {first_row}, the trace's first row; a trace spans at most {}",
+                raw.time_written,
+                fmt_span(offset_ns as f64),
+                fmt_span(MAX_TRACE_SPAN.as_secs_f64() * 1e9)
+            ),
+            "check the time column's unit against the format, and that the row is not damaged",
+        )),
+    }
+}
+
+/// A span in nanoseconds for people: `40m 3s`, `31 days`, `27.4 years`, `3.17e289 years`.
+pub(super) fn fmt_span(ns: f64) -> String {
+    let days = ns / 86_400e9;
+    if days < 1.0 {
+        fmt_duration(Duration::from_secs(ns.max(0.0).div_euclid(1e9) as u64))
+    } else if days < 1000.0 {
+        format!("{} days", fmt_number((days * 10.0).round() / 10.0))
+    } else {
+        let years = days / 365.25;
+        let rounded: f64 = format!("{years:.3e}").parse().unwrap_or(years);
+        format!("{} years", fmt_number(rounded))
     }
 }
 

@@ -45,7 +45,7 @@ fn mooncake_rows_keep_milliseconds_hash_ids_and_row_numbers() {
     assert_eq!(t.block_size, 512);
     assert_eq!(ms(&t.rows), vec![0, 3000, 3000]);
     assert_eq!(t.rows.iter().map(|r| r.row).collect::<Vec<_>>(), vec![1, 2, 3], "blank lines are not rows");
-    assert_eq!(t.rows[1].hash_ids, vec![1, 2]);
+    assert_eq!(*t.rows[1].hash_ids, [1, 2]);
     assert_eq!((t.rows[0].input_tokens, t.rows[0].output_tokens), (1100, 10));
     assert_eq!(t.stats.rows, 3);
     assert_eq!(t.stats.simultaneous_rows, 1);
@@ -233,4 +233,58 @@ fn oversized_rows_are_skipped_and_counted() {
     o.max_context_tokens = 10;
     let e = load_with(&o, text).unwrap_err();
     assert!(e.problem.contains("no row is left") && e.problem.contains("3 too large"), "{e:?}");
+}
+
+#[test]
+fn every_time_is_bounded_before_it_becomes_a_duration() {
+    let row = |t: &str| format!("{{\"offset_ms\": {t}, \"input_tokens\": 9, \"output_tokens\": 1}}\n");
+    let two = |t: &str| format!("{}{}", row("0"), row(t));
+    // Beyond any clock, beyond a trace's span, beyond the longest run: each names row 2 and
+    // quotes the time as written.
+    for (t, words) in [
+        ("1e300", "beyond any trace's clock"),
+        ("1.8446744073709552e13", "beyond any trace's clock"),
+        ("18446744073709", "a trace spans at most 366 days"),
+        ("31708800000", "a trace spans at most 366 days"),
+        ("2592000001", "later than the longest run lasts (30 days)"),
+    ] {
+        let e = load(TraceFormat::Jsonl, &two(t)).unwrap_err();
+        assert_eq!(e.row, Some(2), "{t}: {e:?}");
+        assert!(e.problem.contains(&format!("offset_ms {t} (milliseconds)")), "{t}: {e:?}");
+        assert!(e.problem.contains(words), "{t}: {e:?}");
+    }
+    // The longest run is measured after the window, the gap cap and the time scale.
+    let mut o = options(TraceFormat::Jsonl);
+    o.time_scale = 0.5;
+    let t = load_with(&o, &two("3000000000")).unwrap();
+    assert_eq!(t.scaled_offset(1), Some(Duration::from_secs(1_500_000)));
+    let mut o = options(TraceFormat::Jsonl);
+    o.max_gap = Some(Duration::from_secs(60));
+    assert_eq!(ms(&load_with(&o, &two("3000000000")).unwrap().rows), vec![0, 60_000]);
+    let mut o = options(TraceFormat::Jsonl);
+    o.window = Some((Duration::from_secs(2_999_999), Duration::from_secs(3_000_001)));
+    assert_eq!(load_with(&o, &format!("{}{}", two("3000000000"), row("3000000500"))).unwrap().rows.len(), 2);
+    // Years past what a day count holds are not datetimes; BurstGPT's seconds are bounded too.
+    let azure = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,9,1\n99999999999-01-01 00:00:00,9,1\n";
+    assert!(load(TraceFormat::Azure, azure).unwrap_err().problem.contains("not a datetime"));
+    let burst =
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n0,m,9,1,10,x\n1e300,m,9,1,10,x\n";
+    let e = load(TraceFormat::Burstgpt, burst).unwrap_err();
+    assert!(e.problem.contains("Timestamp 1e300 (seconds)") && e.problem.contains("beyond"), "{e:?}");
+    // A token count written as a huge float is not saturated into range.
+    let burst = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n0,m,1e300,1,10,x\n";
+    assert!(load(TraceFormat::Burstgpt, burst).unwrap_err().problem.contains("not a token count"));
+}
+
+#[test]
+fn lines_are_bounded_and_must_be_text() {
+    let mut long = "{\"offset_ms\": 0, \"input_tokens\": 9, \"output_tokens\": 1}\n".to_string();
+    long.push_str(&" ".repeat(MAX_LINE_BYTES as usize + 1));
+    let e = load(TraceFormat::Jsonl, &long).unwrap_err();
+    assert!(e.located().starts_with("line 2: is longer than 16 MiB"), "{}", e.located());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    std::fs::write(&path, b"{\"offset_ms\": 0, \"input_tokens\": 9, \"output_tokens\": 1}\r\n\xff\xfe\n").unwrap();
+    let e = Trace::load(&path, &options(TraceFormat::Jsonl)).unwrap_err();
+    assert!(e.located().starts_with("line 2: is not UTF-8 text"), "{}", e.located());
 }

@@ -93,6 +93,13 @@ pub fn raise_file_limit(needed: u64) -> Option<FileLimit> {
     }
 }
 
+/// The user this process acts as (whose links an output may follow; see `artifact::output`).
+#[cfg(unix)]
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// Never follow a symbolic link at the last component when opening: a link planted at a path the
 /// tool writes (a snapshot file, a temporary file) must not redirect the write elsewhere.
 pub fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {

@@ -85,12 +85,17 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
             Ok(exit::OK)
         }
         Some(Command::Report(args)) => {
-            let (path, notes) =
+            let (written, notes) =
                 crate::present::report(&args.paths, args.out.as_deref(), args.format).map_err(AppError::BadInput)?;
             for note in notes {
                 eprintln!("note: {note}");
             }
-            println!("report: {}", path.display());
+            use artifact::output::Written;
+            match (&written, written.is_stdout()) {
+                (Written::Replaced(p) | Written::InPlace(p), false) => println!("report: {}", p.display()),
+                // Standard output holds the report itself: nothing else goes there.
+                _ => eprintln!("report: written to standard output"),
+            }
             Ok(exit::OK)
         }
         Some(Command::Compare(args)) => {
@@ -191,6 +196,12 @@ struct Session<'a> {
 /// each level's artifact.
 async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
+    if args.records.as_deref().is_some_and(artifact::output::is_stdout) {
+        return Err(AppError::BadInput(
+            "--records -: the records file is read back to write the artifacts, so it cannot be standard output; give a file path"
+                .into(),
+        ));
+    }
     let shard_plan = shard::plan(&args.shard, &scenario).map_err(AppError::BadInput)?;
     for note in &scenario.notes {
         eprintln!("note: {note}");

@@ -106,6 +106,7 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
                 force: args.force,
                 alpha: args.alpha,
                 format: args.format,
+                allow_untested: args.allow_untested,
             };
             crate::compare::run::compare(&request).map_err(AppError::BadInput)
         }

@@ -1,6 +1,8 @@
-//! `--max-regress METRIC=PCT`: the thresholds a comparison gates on, and the regressions that
-//! break them. A breach needs both: the change is significant, and it is worse than the
-//! threshold in the metric's bad direction (latency up, throughput down).
+//! `--max-regress METRIC=PCT`: the thresholds a comparison gates on, the regressions that
+//! break them, and the gates that could not be evaluated. A breach needs both: the change is
+//! significant, and it is worse than the threshold in the metric's bad direction (latency up,
+//! throughput down). A gate whose metric could not be tested at a level is neither passed nor
+//! breached there: it is reported as untested.
 
 use serde::Serialize;
 
@@ -32,6 +34,26 @@ impl Breach {
             threshold_pct.map_or_else(|| "?".into(), |t| t.to_string())
         );
         Breach { level: level.to_string(), metric: metric.to_string(), regression_pct, threshold_pct, message }
+    }
+}
+
+/// A gate that could not be evaluated at a level: its metric was not tested there, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Untested {
+    pub level: String,
+    pub metric: String,
+    pub threshold_pct: f64,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Untested {
+    pub fn new(level: &str, metric: &str, threshold_pct: f64, reason: String) -> Self {
+        let message = format!(
+            "{metric} at {level}: the --max-regress {threshold_pct}% gate could not be tested ({})",
+            reason.trim_start_matches("not tested: ")
+        );
+        Untested { level: level.to_string(), metric: metric.to_string(), threshold_pct, reason, message }
     }
 }
 

@@ -6,6 +6,7 @@
 //! GitHub-flavoured Markdown (`markdown`, the same content without plots).
 
 pub mod doc;
+pub mod escape;
 pub mod facts;
 pub mod html;
 pub mod knee;

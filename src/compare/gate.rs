@@ -41,19 +41,31 @@ impl Breach {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Untested {
     pub level: String,
+    /// The metric's name in the output (`throughput_tok_s`).
     pub metric: String,
+    /// The gate as `--max-regress` names it (`output_tok_s`).
+    pub gate: String,
     pub threshold_pct: f64,
     pub reason: String,
     pub message: String,
 }
 
 impl Untested {
-    pub fn new(level: &str, metric: &str, threshold_pct: f64, reason: String) -> Self {
+    pub fn new(level: &str, threshold: &Threshold, metric: &str, reason: String) -> Self {
         let message = format!(
-            "{metric} at {level}: the --max-regress {threshold_pct}% gate could not be tested ({})",
+            "{metric} at {level}: the gate --max-regress {}={}% could not be tested ({})",
+            threshold.metric,
+            threshold.pct,
             reason.trim_start_matches("not tested: ")
         );
-        Untested { level: level.to_string(), metric: metric.to_string(), threshold_pct, reason, message }
+        Untested {
+            level: level.to_string(),
+            metric: metric.to_string(),
+            gate: threshold.metric.to_string(),
+            threshold_pct: threshold.pct,
+            reason,
+            message,
+        }
     }
 }
 

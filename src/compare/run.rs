@@ -217,7 +217,7 @@ pub fn outcome(req: &Request, base: &Gathered, new: &Gathered, thresholds: &[Thr
         for label in labels {
             for t in thresholds {
                 let reason = format!("only {side} has this level, so nothing was compared there");
-                untested_gates.push(Untested::new(label, spec_of(t).key, t.pct, reason));
+                untested_gates.push(Untested::new(label, t, spec_of(t).key, reason));
             }
         }
     }
@@ -267,7 +267,7 @@ fn untested_gates_of(level: &LevelResult, thresholds: &[Threshold]) -> Vec<Untes
             Some(_) => None,
         };
         if let Some(reason) = reason {
-            out.push(Untested::new(&level.level, spec.key, t.pct, reason));
+            out.push(Untested::new(&level.level, t, spec.key, reason));
         }
     }
     out

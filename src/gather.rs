@@ -224,9 +224,16 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, String> {
     let mut out = Vec::new();
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
-        if !meta.is_dir() {
+        if meta.is_file() {
             out.push((path.clone(), true));
             continue;
+        }
+        if !meta.is_dir() {
+            // A FIFO or a device would block the read or never end.
+            return Err(format!(
+                "{}: neither a regular file nor a directory; give artifacts, sweep summaries, search traces or a directory of them",
+                path.display()
+            ));
         }
         let entries = std::fs::read_dir(path).map_err(|e| format!("{}: cannot list it ({e})", path.display()))?;
         let mut files: Vec<PathBuf> = entries
@@ -296,6 +303,10 @@ fn read_windows(artifact: &Path, notes: &mut Vec<String>) -> Vec<Window> {
     let name = artifact.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let stem = name.strip_suffix(".json").unwrap_or(&name);
     let path = artifact.with_file_name(format!("{stem}{TIMESERIES_SUFFIX}"));
+    // Only a regular file: a FIFO planted at the name would block the read.
+    if !path.is_file() {
+        return Vec::new();
+    }
     let Ok(text) = std::fs::read_to_string(&path) else { return Vec::new() };
     let mut windows = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -361,5 +372,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(gather(&[dir.path().to_path_buf()]).unwrap_err().contains("no anvil-load results"));
         assert!(gather(&[dir.path().join("missing.json")]).unwrap_err().contains("missing.json"));
+        // A device is refused before it is read (a FIFO likewise: its read would block).
+        let e = gather(&[PathBuf::from("/dev/null")]).unwrap_err();
+        assert!(e.contains("/dev/null: neither a regular file nor a directory"), "{e}");
     }
 }

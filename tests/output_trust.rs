@@ -137,7 +137,8 @@ async fn summaries_that_disagree_with_their_records_are_refused() {
     let same = forge("same", &|_| {});
     let (code, out, err) = anvil_with(&["compare", s(&base), s(&same)]).await;
     assert_eq!(code, Some(0), "{out}{err}");
-    let cases: [(&str, &dyn Fn(&mut Value), &str); 3] = [
+    type Edit<'a> = &'a dyn Fn(&mut Value);
+    let cases: [(&str, Edit<'_>, &str); 3] = [
         (
             "faster",
             &|a| {

@@ -301,6 +301,10 @@ fn stdout_fifos_and_links_are_written_in_place_and_stay_what_they_were() {
         assert!(text(&out.stderr).contains("standard output"), "{}", text(&out.stderr));
         assert!(!cwd.join("-").exists() && !cwd.join("results").exists());
     }
+    let out = anvil().current_dir(cwd).args(["merge", "shard.records.ndjson", "--out", "-"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("standard output"), "{}", text(&out.stderr));
+    assert!(!cwd.join("-").exists());
 }
 
 /// Lines of Markdown that open a block: headings, list items, quotes, table rows, HTML.

@@ -117,6 +117,12 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
 /// `anvil-load merge RECORDS…`: one set of artifacts from a sharded run's parts.
 fn merge(args: &crate::cli::MergeArgs) -> Result<u8, AppError> {
     use crate::merge::MergeError;
+    if artifact::output::is_stdout(&args.out) {
+        return Err(AppError::BadInput(
+            "--out -: a merge writes several files (artifacts, records, time series), which standard output cannot hold; give a directory"
+                .into(),
+        ));
+    }
     let merged =
         crate::merge::merge(&args.records, &args.out, args.allow_partial, args.window).map_err(|e| match e {
             MergeError::NotOneRun(m) => AppError::BadInput(m),

@@ -333,7 +333,7 @@ async fn strings_from_the_scenario_start_no_heading_or_list_in_markdown_or_html(
     assert_eq!(md.lines().filter(|l| l.starts_with("# ")).count(), 1, "{md}");
     let title = md.lines().next().unwrap();
     assert!(
-        title.contains("anvil-sim\\\\n# Regression: none, ship it\\\\n- \\[x\\] approved\\\\n\\<script\\>"),
+        title.contains("anvil-sim\\\\n\\# Regression: none, ship it\\\\n- \\[x\\] approved\\\\n\\<script\\>"),
         "{title}"
     );
     for forged in ["# Regression", "## Verdict", "- [x]", "<script", "> quoted"] {

@@ -71,8 +71,9 @@ pub fn html(text: &str) -> String {
 
 /// Characters that are markup anywhere on a line, escaped with a backslash (CommonMark allows it
 /// before any ASCII punctuation, and GitHub shows the character).
+/// `#` too: at the end of a heading it would be read as the heading's closing sequence.
 fn inline_markup(c: char) -> bool {
-    matches!(c, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '$' | '!')
+    matches!(c, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '$' | '!' | '#')
 }
 
 /// Characters that start a block when they open a line (after up to three spaces): headings,
@@ -147,7 +148,8 @@ mod tests {
         );
         assert_eq!(markdown("---"), "\\---");
         // Mid-line, the characters that only start blocks are left alone.
-        assert_eq!(markdown("anvil-sim 0.5 # 3"), "anvil-sim 0.5 # 3");
+        assert_eq!(markdown("anvil-sim 0.5 = 3 - 1 + 1"), "anvil-sim 0.5 = 3 - 1 + 1");
+        assert_eq!(markdown("run #3 #"), "run \\#3 \\#");
         // No link, emoji or mention.
         assert_eq!(markdown("http://x"), "http:\u{2060}//x");
         assert_eq!(markdown("www.x"), "www.\u{2060}x");

@@ -17,7 +17,7 @@
 use std::fmt::Write as _;
 
 /// Word joiner: invisible, and breaks what a renderer would otherwise recognise (`://`, `www.`,
-/// `:emoji:`, `@mention`).
+/// `:emoji:`, `@mention`, an e-mail address; checked against cmark-gfm, GitHub's renderer).
 const JOIN: char = '\u{2060}';
 
 /// Characters that would break a line, hide text or reorder it when shown.
@@ -107,7 +107,12 @@ pub fn markdown(text: &str) -> String {
                 out.push(JOIN)
             }
             '@' if next.is_some_and(|n| n.is_alphanumeric() || n == '_' || n == '-') => out.push(JOIN),
-            '.' if i >= 3 && chars[i - 3..i].iter().collect::<String>().eq_ignore_ascii_case("www") => out.push(JOIN),
+            // Inside `www`: after it, cmark-gfm still takes the joiner as part of the domain.
+            'w' | 'W'
+                if chars.get(i..i + 4).is_some_and(|w| w.iter().collect::<String>().eq_ignore_ascii_case("www.")) =>
+            {
+                out.push(JOIN)
+            }
             _ => {}
         }
     }
@@ -152,7 +157,7 @@ mod tests {
         assert_eq!(markdown("run #3 #"), "run \\#3 \\#");
         // No link, emoji or mention.
         assert_eq!(markdown("http://x"), "http:\u{2060}//x");
-        assert_eq!(markdown("www.x"), "www.\u{2060}x");
+        assert_eq!(markdown("www.x"), "w\u{2060}ww.x");
         assert_eq!(markdown(":white_check_mark:"), "\\:\u{2060}white\\_check\\_mark:");
         assert_eq!(markdown("1.5 ms"), "1.5 ms");
         assert_eq!(markdown("ok :tada: @team"), "ok :\u{2060}tada: @\u{2060}team");

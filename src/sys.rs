@@ -1,5 +1,6 @@
-//! The few system calls the tool makes, in one place: the open-file limit, free disk space, and
-//! two scheduling hints for bookkeeping and timer threads. `unsafe` is denied everywhere else.
+//! The few system calls the tool makes, in one place: the open-file limit, free disk space, the
+//! effective user, and two scheduling hints for bookkeeping and timer threads. `unsafe` is
+//! denied everywhere else.
 
 #![allow(unsafe_code)]
 

@@ -47,7 +47,8 @@ pub enum Command {
     /// searches and soaks.
     Report(ReportArgs),
     /// Compare two sets of results level by level, with significance tests; exit 3 when a
-    /// significant regression exceeds a --max-regress threshold, 2 when they are not comparable.
+    /// significant regression exceeds a --max-regress threshold, 2 when they are not comparable
+    /// or a --max-regress gate could not be tested (unless --allow-untested).
     Compare(CompareArgs),
 }
 
@@ -58,7 +59,7 @@ pub struct ReportArgs {
     #[arg(required = true, num_args = 1..)]
     pub paths: Vec<PathBuf>,
     /// Where the report goes (default: report.html or report.md in the first directory given,
-    /// or beside the first file).
+    /// or beside the first file; - for standard output).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// html: one self-contained page with plots; md: the same tables and text as
@@ -85,6 +86,10 @@ pub struct CompareArgs {
     /// Compare even when the configurations differ (levels are then matched by level alone).
     #[arg(long)]
     pub force: bool,
+    /// Accept --max-regress gates that could not be tested (too few requests or runs for the
+    /// test to decide, no records, a level on one side only): reported, but exit 0 rather than 2.
+    #[arg(long)]
+    pub allow_untested: bool,
     /// Family-wise significance level of one level's tests (Bonferroni-corrected across its
     /// metrics).
     #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]

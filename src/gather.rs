@@ -224,9 +224,16 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, String> {
     let mut out = Vec::new();
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
-        if !meta.is_dir() {
+        if meta.is_file() {
             out.push((path.clone(), true));
             continue;
+        }
+        if !meta.is_dir() {
+            // A FIFO or a device would block the read or never end.
+            return Err(format!(
+                "{}: neither a regular file nor a directory; give artifacts, sweep summaries, search traces or a directory of them",
+                path.display()
+            ));
         }
         let entries = std::fs::read_dir(path).map_err(|e| format!("{}: cannot list it ({e})", path.display()))?;
         let mut files: Vec<PathBuf> = entries
@@ -361,5 +368,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(gather(&[dir.path().to_path_buf()]).unwrap_err().contains("no anvil-load results"));
         assert!(gather(&[dir.path().join("missing.json")]).unwrap_err().contains("missing.json"));
+        // A device is refused before it is read (a FIFO likewise: its read would block).
+        let e = gather(&[PathBuf::from("/dev/null")]).unwrap_err();
+        assert!(e.contains("/dev/null: neither a regular file nor a directory"), "{e}");
     }
 }

@@ -1,6 +1,6 @@
-//! The few system calls the tool makes, in one place: the open-file limit, free disk space, two
-//! scheduling hints for bookkeeping and timer threads, and opening the input files a user names
-//! (regular files only). `unsafe` is denied everywhere else.
+//! The few system calls the tool makes, in one place: the open-file limit, free disk space, the
+//! effective user, two scheduling hints for bookkeeping and timer threads, and opening the input
+//! files a user names (regular files only). `unsafe` is denied everywhere else.
 
 #![allow(unsafe_code)]
 
@@ -93,6 +93,13 @@ pub fn raise_file_limit(needed: u64) -> Option<FileLimit> {
         let _ = needed;
         None
     }
+}
+
+/// The user this process acts as (whose links an output may follow; see `artifact::output`).
+#[cfg(unix)]
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// Never follow a symbolic link at the last component when opening: a link planted at a path the

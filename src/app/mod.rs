@@ -85,12 +85,17 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
             Ok(exit::OK)
         }
         Some(Command::Report(args)) => {
-            let (path, notes) =
+            let (written, notes) =
                 crate::present::report(&args.paths, args.out.as_deref(), args.format).map_err(AppError::BadInput)?;
             for note in notes {
                 eprintln!("note: {note}");
             }
-            println!("report: {}", path.display());
+            use artifact::output::Written;
+            match (&written, written.is_stdout()) {
+                (Written::Replaced(p) | Written::InPlace(p), false) => println!("report: {}", p.display()),
+                // Standard output holds the report itself: nothing else goes there.
+                _ => eprintln!("report: written to standard output"),
+            }
             Ok(exit::OK)
         }
         Some(Command::Compare(args)) => {
@@ -101,6 +106,7 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
                 force: args.force,
                 alpha: args.alpha,
                 format: args.format,
+                allow_untested: args.allow_untested,
             };
             crate::compare::run::compare(&request).map_err(AppError::BadInput)
         }
@@ -111,6 +117,12 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
 /// `anvil-load merge RECORDS…`: one set of artifacts from a sharded run's parts.
 fn merge(args: &crate::cli::MergeArgs) -> Result<u8, AppError> {
     use crate::merge::MergeError;
+    if artifact::output::is_stdout(&args.out) {
+        return Err(AppError::BadInput(
+            "--out -: a merge writes several files (artifacts, records, time series), which standard output cannot hold; give a directory"
+                .into(),
+        ));
+    }
     let merged =
         crate::merge::merge(&args.records, &args.out, args.allow_partial, args.window).map_err(|e| match e {
             MergeError::NotOneRun(m) => AppError::BadInput(m),
@@ -198,6 +210,12 @@ struct Session<'a> {
 /// each level's artifact.
 async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
+    if args.records.as_deref().is_some_and(artifact::output::is_stdout) {
+        return Err(AppError::BadInput(
+            "--records -: the records file is read back to write the artifacts, so it cannot be standard output; give a file path"
+                .into(),
+        ));
+    }
     let shard_plan = shard::plan(&args.shard, &scenario).map_err(AppError::BadInput)?;
     for note in &scenario.notes {
         eprintln!("note: {note}");

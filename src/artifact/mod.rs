@@ -2,12 +2,13 @@
 //!
 //! Every key of the reference artifact is here with the same meaning; extra keys (per-request
 //! `cached_tokens`, `error_counts`, `warnings`, the resolved `scenario`, the simulator's own
-//! counts) add to it. Files are written atomically: a temporary file in the same directory,
-//! flushed, then renamed, so a reader never sees half an artifact.
+//! counts) add to it. Files are written by the one rule of [`output`]: atomically (a temporary
+//! file in the same directory, flushed, then renamed), so a reader never sees half an artifact.
 
 mod build;
 pub mod json;
 mod methodology;
+pub mod output;
 pub mod read;
 mod stream;
 
@@ -160,27 +161,30 @@ impl Artifact {
     }
 }
 
-/// Write `value` as JSON (pretty, one record per line: see [`json`]) to `dir/name` atomically: a temporary file with an unpredictable
-/// name, created exclusively in the same directory (never through a planted link), flushed to
-/// disk, then renamed over `name`. Returns the final path.
+/// Write `value` as JSON (pretty, one record per line: see [`json`]) to `dir/name` by the one
+/// rule every whole output follows (see [`output`]): atomically through a temporary file with an
+/// unpredictable name, created exclusively in the same directory with the process umask,
+/// flushed to disk, then renamed over `name` — which is only ever a regular file or nothing.
+/// Returns the final path.
 pub fn write_json_atomic(dir: &Path, name: &str, value: &impl Serialize) -> std::io::Result<PathBuf> {
     let path = dir.join(name);
-    let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)?;
-    {
-        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-        json::to_writer(&mut w, value)?;
-        w.write_all(b"\n")?;
-        w.flush()?;
-    }
-    tmp.as_file().sync_all()?;
-    // On failure the temporary file is removed when `tmp` drops.
-    tmp.persist(&path).map_err(|e| e.error)?;
+    output::write_whole(&path, |w| {
+        json::to_writer(&mut *w, value)?;
+        w.write_all(b"\n")
+    })?;
     Ok(path)
 }
 
 /// Check before a run that artifacts can be written there (so an hour of load is not lost to a
 /// typo in `--out`). The probe file is created exclusively under a random name and removed.
+/// `-` (standard output) is refused: a run writes several files.
 pub fn ensure_writable_dir(dir: &Path) -> std::io::Result<()> {
+    if output::is_stdout(dir) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "- means standard output, which cannot hold the several files written here; give a directory",
+        ));
+    }
     std::fs::create_dir_all(dir)?;
     let mut probe = tempfile::Builder::new().prefix(".anvil-write-probe-").tempfile_in(dir)?;
     probe.write_all(b"probe")?;

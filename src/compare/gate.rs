@@ -1,6 +1,8 @@
-//! `--max-regress METRIC=PCT`: the thresholds a comparison gates on, and the regressions that
-//! break them. A breach needs both: the change is significant, and it is worse than the
-//! threshold in the metric's bad direction (latency up, throughput down).
+//! `--max-regress METRIC=PCT`: the thresholds a comparison gates on, the regressions that
+//! break them, and the gates that could not be evaluated. A breach needs both: the change is
+//! significant, and it is worse than the threshold in the metric's bad direction (latency up,
+//! throughput down). A gate whose metric could not be tested at a level is neither passed nor
+//! breached there: it is reported as untested.
 
 use serde::Serialize;
 
@@ -32,6 +34,38 @@ impl Breach {
             threshold_pct.map_or_else(|| "?".into(), |t| t.to_string())
         );
         Breach { level: level.to_string(), metric: metric.to_string(), regression_pct, threshold_pct, message }
+    }
+}
+
+/// A gate that could not be evaluated at a level: its metric was not tested there, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Untested {
+    pub level: String,
+    /// The metric's name in the output (`throughput_tok_s`).
+    pub metric: String,
+    /// The gate as `--max-regress` names it (`output_tok_s`).
+    pub gate: String,
+    pub threshold_pct: f64,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Untested {
+    pub fn new(level: &str, threshold: &Threshold, metric: &str, reason: String) -> Self {
+        let message = format!(
+            "{metric} at {level}: the gate --max-regress {}={}% could not be tested ({})",
+            threshold.metric,
+            threshold.pct,
+            reason.trim_start_matches("not tested: ")
+        );
+        Untested {
+            level: level.to_string(),
+            metric: metric.to_string(),
+            gate: threshold.metric.to_string(),
+            threshold_pct: threshold.pct,
+            reason,
+            message,
+        }
     }
 }
 

@@ -1,9 +1,13 @@
 //! `compare BASE NEW`: the statistics that decide whether a metric changed (`stats`),
 //! benchstat-style rows that say so (`format`), which levels are compared with which
-//! (`matching`), the `--max-regress` thresholds (`gate`) and the command itself (`run`).
+//! (`matching`), the `--max-regress` thresholds (`gate`), the check that the values shown are
+//! the artifacts' records' own (`verify`), the result as text or Markdown (`render`) and the
+//! command itself (`run`).
 
 pub mod format;
 pub mod gate;
 pub mod matching;
+mod render;
 pub mod run;
 pub mod stats;
+pub mod verify;

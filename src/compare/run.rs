@@ -1,7 +1,8 @@
 //! `anvil-load compare BASE NEW`: read both sides (see `gather`), match their levels (see
 //! `matching`), test every metric of every matched level (see `stats`), print the result
 //! benchstat-style (see `format`) or as Markdown or JSON, and decide the exit code against the
-//! `--max-regress` thresholds (see `gate`).
+//! `--max-regress` thresholds (see `gate`). Before anything is compared, every value shown is
+//! recomputed from the records the artifacts carry (see `verify`).
 //!
 //! Per level and metric: with one run per side, the raw per-request values of the two
 //! artifacts are tested (Mann–Whitney U for the median, a bootstrap interval of the difference
@@ -9,19 +10,26 @@
 //! between-run variance decides. Throughputs are one number per run, so with one run per side
 //! they are shown but never called significant. The tests of one level share the family-wise
 //! `--alpha` (Bonferroni): each is run at α ÷ (number of metrics).
+//!
+//! A metric whose test cannot decide — a tail with too few requests to pin it down, a rank test
+//! whose most extreme outcome would still not be significant (one or a few runs per side), no
+//! records, no values on one side, a base of zero — is shown as not tested, with why. A
+//! `--max-regress` gate on it is reported as untested in every format and on stderr, and the
+//! comparison exits 2 unless `--allow-untested`: a gate that could not fire never passes.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::format;
-use super::gate::{self, Breach, Threshold};
+use super::gate::{self, Breach, Threshold, Untested};
 use super::matching::{self, Difference, Pair};
 use super::stats::{self, CompareOptions, Comparison, Decision};
 use crate::aggregate::summary::{Metric, Stat};
 use crate::artifact::Total;
 use crate::gather::{Gathered, LevelFile, gather};
+
+use super::{render, verify};
 
 /// How `compare` prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,6 +48,8 @@ pub struct Request {
     pub force: bool,
     pub alpha: f64,
     pub format: CompareFormat,
+    /// Accept gates that could not be tested (exit 0 rather than 2; they are still reported).
+    pub allow_untested: bool,
 }
 
 /// What a compared number is.
@@ -86,7 +96,8 @@ pub struct MetricResult {
     /// The `--max-regress` threshold for this metric, percent.
     pub threshold_pct: Option<f64>,
     pub breached: bool,
-    /// Why the change was not tested (too few requests for a tail percentile).
+    /// Why the change was not tested (too few requests for a tail percentile, too few runs for
+    /// a rank test to reach α, no records, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub untested: Option<String>,
     #[serde(flatten)]
@@ -118,14 +129,21 @@ pub struct Outcome {
     pub ignored_differences: Vec<Difference>,
     /// Settings that differ and were compared anyway (`--force`).
     pub forced_differences: Vec<Difference>,
+    /// The `--max-regress` thresholds given.
+    pub thresholds: Vec<Threshold>,
     pub breaches: Vec<Breach>,
+    /// Gates that could not be evaluated at a level, and why.
+    pub untested_gates: Vec<Untested>,
+    pub allow_untested: bool,
     pub exit_code: u8,
 }
 
 pub const SCHEMA: &str = "anvil-load.compare/v1";
 
-/// Exit codes, as the run's: 0 nothing beyond a threshold, 3 a significant regression beyond one.
+/// Exit codes, as the run's: 0 nothing beyond a threshold, 3 a significant regression beyond one,
+/// 2 a gate that could not be tested (without `--allow-untested`).
 const OK: u8 = 0;
+const UNTESTED: u8 = 2;
 const REGRESSED: u8 = 3;
 
 /// Run the comparison and print it. `Err` is bad input or incomparable sides (exit 2).
@@ -138,8 +156,8 @@ pub fn compare(req: &Request) -> Result<u8, String> {
     }
     let outcome = outcome(req, &base, &new, &thresholds)?;
     let text = match req.format {
-        CompareFormat::Text => text(&outcome),
-        CompareFormat::Md => markdown(&outcome),
+        CompareFormat::Text => render::text(&outcome),
+        CompareFormat::Md => render::markdown(&outcome),
         CompareFormat::Json => {
             serde_json::to_string_pretty(&outcome).map_err(|e| format!("cannot write JSON: {e}"))? + "\n"
         }
@@ -147,6 +165,15 @@ pub fn compare(req: &Request) -> Result<u8, String> {
     print!("{text}");
     for b in &outcome.breaches {
         eprintln!("regression: {}", b.message);
+    }
+    for u in &outcome.untested_gates {
+        eprintln!("untested: {}", crate::present::escape::terminal(&u.message));
+    }
+    if outcome.exit_code == UNTESTED {
+        eprintln!(
+            "error: {} --max-regress gate(s) could not be tested, so this comparison cannot pass them; give each side enough requests (or runs), drop those gates, or pass --allow-untested to accept them untested",
+            outcome.untested_gates.len()
+        );
     }
     Ok(outcome.exit_code)
 }
@@ -162,6 +189,13 @@ pub fn outcome(req: &Request, base: &Gathered, new: &Gathered, thresholds: &[Thr
     if matched.pairs.is_empty() {
         return Err(not_comparable(req, &material, &matched));
     }
+    for pair in &matched.pairs {
+        for (side, levels) in [("BASE", &pair.base), ("NEW", &pair.new)] {
+            for l in levels.iter() {
+                verify::check(l).map_err(|e| format!("{side}: {e}"))?;
+            }
+        }
+    }
     let per_test_alpha = req.alpha / METRICS.len() as f64;
     let opts = CompareOptions {
         alpha: per_test_alpha,
@@ -169,14 +203,31 @@ pub fn outcome(req: &Request, base: &Gathered, new: &Gathered, thresholds: &[Thr
     };
     let mut levels = Vec::new();
     let mut breaches = Vec::new();
+    let mut untested_gates = Vec::new();
     for pair in &matched.pairs {
         let level = compare_level(pair, &opts, thresholds);
         for m in level.metrics.iter().filter(|m| m.breached) {
             breaches.push(Breach::new(&level.level, m.metric, m.regression_pct, m.threshold_pct));
         }
+        untested_gates.extend(untested_gates_of(&level, thresholds));
         levels.push(level);
     }
-    let exit_code = if breaches.is_empty() { OK } else { REGRESSED };
+    // A level only one side has is a level no gate was evaluated at.
+    for (labels, side) in [(&matched.only_base, "BASE"), (&matched.only_new, "NEW")] {
+        for label in labels {
+            for t in thresholds {
+                let reason = format!("only {side} has this level, so nothing was compared there");
+                untested_gates.push(Untested::new(label, t, spec_of(t).key, reason));
+            }
+        }
+    }
+    let exit_code = if !breaches.is_empty() {
+        REGRESSED
+    } else if !untested_gates.is_empty() && !req.allow_untested {
+        UNTESTED
+    } else {
+        OK
+    };
     Ok(Outcome {
         schema: SCHEMA,
         base: req.base.display().to_string(),
@@ -189,9 +240,37 @@ pub fn outcome(req: &Request, base: &Gathered, new: &Gathered, thresholds: &[Thr
         only_new: matched.only_new,
         ignored_differences: ignored,
         forced_differences: if req.force { material } else { Vec::new() },
+        thresholds: thresholds.to_vec(),
         breaches,
+        untested_gates,
+        allow_untested: req.allow_untested,
         exit_code,
     })
+}
+
+fn spec_of(t: &Threshold) -> &'static MetricSpec {
+    METRICS.iter().find(|m| m.name == t.metric).unwrap_or(&METRICS[0])
+}
+
+/// The gates of one level that its comparison could not evaluate: the metric was not tested, it
+/// has no row (no values on a side), or its change in percent is undefined (a base of zero).
+fn untested_gates_of(level: &LevelResult, thresholds: &[Threshold]) -> Vec<Untested> {
+    let mut out = Vec::new();
+    for t in thresholds {
+        let spec = spec_of(t);
+        let reason = match level.metrics.iter().find(|m| m.metric == spec.key) {
+            None => Some("no values for it on at least one side".to_string()),
+            Some(m) if m.untested.is_some() => m.untested.clone(),
+            Some(m) if m.regression_pct.is_none() => {
+                Some("the base value is 0, so a change in percent is undefined".to_string())
+            }
+            Some(_) => None,
+        };
+        if let Some(reason) = reason {
+            out.push(Untested::new(&level.level, t, spec.key, reason));
+        }
+    }
+    out
 }
 
 fn not_comparable(req: &Request, material: &[Difference], matched: &matching::Matching<'_>) -> String {
@@ -225,8 +304,12 @@ fn compare_level(pair: &Pair<'_>, opts: &CompareOptions, thresholds: &[Threshold
     let run_name = |l: &&LevelFile| l.artifact.run_id.clone();
     let mut metrics = Vec::new();
     for spec in METRICS {
-        let Some(mut comparison) = compare_metric(spec.measure, &pair.base, &pair.new, opts) else { continue };
-        let untested = too_few_for_the_tail(&comparison, opts);
+        let Some((mut comparison, not_tested)) = compare_metric(spec.measure, &pair.base, &pair.new, opts) else {
+            continue;
+        };
+        let untested = not_tested
+            .or_else(|| too_few_for_the_tail(&comparison, opts))
+            .or_else(|| rank_test_cannot_decide(&comparison, opts, per_run(spec.measure, pair)));
         if untested.is_some() {
             comparison.significant = false;
         }
@@ -258,13 +341,34 @@ fn too_few_for_the_tail(c: &Comparison, opts: &CompareOptions) -> Option<String>
     })
 }
 
-/// One metric across the two sides' runs at one level.
+/// Whether a metric's test runs over one value per run (throughputs; every metric with several
+/// runs on a side) rather than over requests.
+fn per_run(measure: Measure, pair: &Pair<'_>) -> bool {
+    matches!(measure, Measure::Total(_)) || pair.base.len() > 1 || pair.new.len() > 1
+}
+
+/// A rank test decides only when its most extreme outcome would be significant: with one run
+/// per side (a throughput) the smallest p is 1, with three 0.1 — never below α ÷ 8.
+fn rank_test_cannot_decide(c: &Comparison, opts: &CompareOptions, per_run: bool) -> Option<String> {
+    if c.decision != Decision::RankTest || stats::smallest_p(c.n_base, c.n_new) < opts.alpha {
+        return None;
+    }
+    let unit = if per_run { "runs" } else { "requests" };
+    let needed = (1..=64).find(|&k| stats::smallest_p(k, k) < opts.alpha);
+    let need = needed.map_or_else(String::new, |k| format!("; it needs {k} {unit} per side"));
+    Some(format!("not tested: with n={}+{} {unit} no outcome reaches p<{:.4}{need}", c.n_base, c.n_new, opts.alpha))
+}
+
+/// One metric across the two sides' runs at one level, and why it is not tested when the
+/// values are known without the records behind them.
 fn compare_metric(
     measure: Measure,
     base: &[&LevelFile],
     new: &[&LevelFile],
     opts: &CompareOptions,
-) -> Option<Comparison> {
+) -> Option<(Comparison, Option<String>)> {
+    let without_records = base.iter().chain(new).any(|l| !verify::has_records(&l.artifact));
+    let no_records = || "not tested: an artifact carries no per-request records".to_string();
     match measure {
         Measure::Percentile(metric, stat, p) => {
             let runs =
@@ -287,11 +391,11 @@ fn compare_metric(
                         c.base = sb;
                         c.new = sn;
                     }
-                    (None, Some(sb), Some(sn)) => c = Some(untested(p, sb, sn)),
+                    (None, Some(sb), Some(sn)) => return Some((untested(p, sb, sn), Some(no_records()))),
                     _ => {}
                 }
             }
-            c
+            c.map(|c| (c, without_records.then(no_records)))
         }
         Measure::Total(total) => {
             let runs = |side: &[&LevelFile]| -> Option<Vec<[f64; 1]>> {
@@ -300,7 +404,8 @@ fn compare_metric(
             let (b, n) = (runs(base)?, runs(new)?);
             let (b, n): (Vec<&[f64]>, Vec<&[f64]>) =
                 (b.iter().map(|v| v.as_slice()).collect(), n.iter().map(|v| v.as_slice()).collect());
-            stats::compare_runs(&b, &n, 50, opts)
+            // Without records a stated throughput could not be checked (see `verify`).
+            stats::compare_runs(&b, &n, 50, opts).map(|c| (c, without_records.then(no_records)))
         }
     }
 }
@@ -318,106 +423,6 @@ fn untested(p: u32, base: f64, new: f64) -> Comparison {
         significant: false,
         decision: Decision::RankTest,
     }
-}
-
-fn header(o: &Outcome) -> Vec<String> {
-    let mut lines = vec![
-        format!("base: {}", o.base),
-        format!("new:  {}", o.new),
-        format!(
-            "significance: α={} per level, Bonferroni over {} metrics (each test at α={:.4}); ~ means no significant change",
-            o.alpha,
-            METRICS.len(),
-            o.per_test_alpha
-        ),
-    ];
-    if !o.ignored_differences.is_empty() {
-        let d: Vec<String> =
-            o.ignored_differences.iter().map(|d| format!("{} ({} → {})", d.setting, d.base, d.new)).collect();
-        lines.push(format!("server under test differs: {}", d.join(", ")));
-    }
-    if !o.forced_differences.is_empty() {
-        let d: Vec<String> =
-            o.forced_differences.iter().map(|d| format!("{} ({} → {})", d.setting, d.base, d.new)).collect();
-        lines.push(format!("compared with --force despite: {}", d.join(", ")));
-    }
-    if !o.only_base.is_empty() {
-        lines.push(format!("only in base (not compared): {}", o.only_base.join(", ")));
-    }
-    if !o.only_new.is_empty() {
-        lines.push(format!("only in new (not compared): {}", o.only_new.join(", ")));
-    }
-    lines
-}
-
-fn level_heading(l: &LevelResult) -> String {
-    let runs = |r: &[String]| if r.len() == 1 { r[0].clone() } else { format!("{} runs", r.len()) };
-    format!("{}: {} vs {}", l.level, runs(&l.base_runs), runs(&l.new_runs))
-}
-
-fn rows(l: &LevelResult) -> Vec<format::Row> {
-    l.metrics
-        .iter()
-        .map(|m| {
-            let mut row = format::row(m.metric, &m.comparison);
-            if let Some(why) = &m.untested {
-                row.delta = format!("~ ({why})");
-            }
-            row
-        })
-        .collect()
-}
-
-fn verdict(o: &Outcome) -> String {
-    if o.breaches.is_empty() {
-        "no significant regression beyond a --max-regress threshold".to_string()
-    } else {
-        format!("{} significant regression(s) beyond a --max-regress threshold", o.breaches.len())
-    }
-}
-
-fn text(o: &Outcome) -> String {
-    let mut out = header(o).join("\n") + "\n";
-    for l in &o.levels {
-        let _ = write!(out, "\n{}\n{}", level_heading(l), format::table(&rows(l)));
-    }
-    let _ = writeln!(out, "\n{}", verdict(o));
-    for b in &o.breaches {
-        let _ = writeln!(out, "  {}", b.message);
-    }
-    out
-}
-
-fn markdown(o: &Outcome) -> String {
-    let mut out = String::from("## anvil-load compare\n\n");
-    for line in header(o) {
-        let _ = writeln!(out, "- {}", md(&line));
-    }
-    for l in &o.levels {
-        let _ =
-            write!(out, "\n### {}\n\n| metric | base | new | delta |\n|---|---:|---:|---|\n", md(&level_heading(l)));
-        for r in rows(l) {
-            let _ = writeln!(out, "| {} | {} | {} | {} |", md(&r.metric), r.base, r.new, md(&r.delta));
-        }
-    }
-    let mark = if o.breaches.is_empty() { "✅" } else { "❌" };
-    let _ = writeln!(out, "\n{mark} **{}**", verdict(o));
-    for b in &o.breaches {
-        let _ = writeln!(out, "- {}", md(&b.message));
-    }
-    out
-}
-
-/// Markdown-safe text (table pipes and emphasis characters escaped).
-fn md(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '|' | '*' | '_' | '`' | '[' | ']' | '\\' | '<' | '>') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -448,6 +453,7 @@ mod tests {
             force: false,
             alpha: 0.05,
             format: CompareFormat::Json,
+            allow_untested: false,
         }
     }
 
@@ -470,8 +476,18 @@ mod tests {
                 assert_eq!(m.comparison.change_pct, Some(0.0), "{}", m.metric);
             }
         }
-        assert_eq!(o.exit_code, 0);
-        assert!(text(&o).contains("c=2: 3 runs vs 2 runs"), "{}", text(&o));
+        // Three runs against two can never reach p < α ÷ 8: the gate was not tested, and says so.
+        assert_eq!(o.exit_code, 2);
+        let gates: Vec<(&str, &str)> = o.untested_gates.iter().map(|u| (u.level.as_str(), u.metric.as_str())).collect();
+        assert_eq!(gates, [("c=2", "ttft_p50_ms"), ("c=6", "ttft_p50_ms")]);
+        assert!(
+            o.untested_gates[0].reason.contains("n=3+2 runs") && o.untested_gates[0].reason.contains("6 runs per side")
+        );
+        let text = render::text(&o);
+        assert!(text.contains("c=2: 3 runs vs 2 runs") && text.contains("no verdict"), "{text}");
+        let allowed = outcome(&Request { allow_untested: true, ..req.clone() }, &b, &n, &thresholds).unwrap();
+        assert_eq!((allowed.exit_code, allowed.untested_gates.len()), (0, 2));
+        assert!(!render::markdown(&allowed).contains('✅'), "{}", render::markdown(&allowed));
     }
 
     #[test]
@@ -504,6 +520,6 @@ mod tests {
         let tpot = o.levels[0].metrics.iter().find(|m| m.metric == "tpot_p99_ms").unwrap();
         assert_eq!(Some(tpot.comparison.base), level.stat(Metric::Tpot, Stat::P99));
         assert_eq!(tpot.comparison.n_base as u64, level.samples(Metric::Tpot));
-        assert!(markdown(&o).contains("| tpot\\_p99\\_ms |"), "{}", markdown(&o));
+        assert!(render::markdown(&o).contains("| tpot\\_p99\\_ms |"), "{}", render::markdown(&o));
     }
 }

@@ -134,6 +134,15 @@ fn exact_upper_tail(n1: usize, n2: usize, u: f64) -> Option<f64> {
     Some(tail as f64 / total as f64)
 }
 
+/// The smallest two-sided p-value [`mann_whitney_u`] can give with samples of `n_x` and `n_y`
+/// values: that of two completely separated samples. When it is not below α, no outcome of the
+/// test is significant, whatever the data (one run per side gives 1; three give 0.1).
+pub fn smallest_p(n_x: usize, n_y: usize) -> f64 {
+    let x: Vec<f64> = (0..n_x).map(|i| i as f64).collect();
+    let y: Vec<f64> = (n_x..n_x + n_y).map(|i| i as f64).collect();
+    mann_whitney_u(&x, &y, UMethod::Auto).map_or(1.0, |m| m.p_value)
+}
+
 /// The standard normal survival function, P(Z > z), to about 1e-13 relative even deep in the
 /// tails (where p-values of large samples live).
 pub fn normal_sf(z: f64) -> f64 {

@@ -221,3 +221,14 @@ fn between_runs_the_run_to_run_spread_decides() {
     assert!(!c.significant && close(c.mann_whitney.expect("test").p_value, 0.1, 1e-12));
     assert!(compare_runs(&[], &refs(&slower), 50, &opts).is_none());
 }
+
+#[test]
+fn the_smallest_p_of_few_values_is_the_exact_one() {
+    // SciPy: two completely separated samples, exact: 2 / C(n_x + n_y, n_x).
+    assert_close(smallest_p(1, 1), 1.0, 1e-12);
+    assert_close(smallest_p(3, 3), 0.1, 1e-12);
+    assert_close(smallest_p(5, 5), 0.007_936_507_936_507_936, 1e-12);
+    assert_close(smallest_p(6, 6), 2.0 / 924.0, 1e-12);
+    assert!(smallest_p(200, 200) < 1e-50);
+    assert_eq!(smallest_p(0, 3), 1.0);
+}

@@ -8,21 +8,7 @@ use std::fmt::Write as _;
 
 use super::doc::{Block, Cell, Doc, Figure, Swatch, Table, Tone};
 
-/// Text for HTML content and attributes: markup escaped, URLs defanged.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out.replace("://", ":/\u{2060}/")
-}
+pub use super::escape::html as escape;
 
 const CSS: &str = r#"
 :root { --ink: #1d2125; --muted: #5f6b76; --line: #dde2e6; --soft: #f5f7f9; --good: #0b7a3e; --bad: #b00020; --mark: #fff4d6; }

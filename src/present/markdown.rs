@@ -1,9 +1,12 @@
 //! The report as GitHub-flavoured Markdown for a pull request or a CI summary: the same
-//! sections, text and tables as the HTML page, without the plots.
+//! sections, text and tables as the HTML page, without the plots. Every string goes through
+//! [`super::escape::markdown`] (code through `markdown_code`): nothing a file holds can start a
+//! line of its own.
 
 use std::fmt::Write as _;
 
 use super::doc::{Block, Doc, Table, Tone};
+use super::escape::{markdown as inline, markdown_code};
 
 pub fn render(doc: &Doc) -> String {
     let mut out = String::new();
@@ -37,7 +40,7 @@ fn block(out: &mut String, b: &Block) {
         }
         Block::Warnings(items) => {
             for (code, message) in items {
-                let _ = writeln!(out, "- ⚠️ `{}` {}", code.replace('`', "'"), inline(message));
+                let _ = writeln!(out, "- ⚠️ `{}` {}", markdown_code(code), inline(message));
             }
             out.push('\n');
         }
@@ -50,7 +53,7 @@ fn block(out: &mut String, b: &Block) {
         Block::Facts(pairs) => {
             out.push_str("| | |\n|---|---|\n");
             for (k, v) in pairs {
-                let _ = writeln!(out, "| {} | {} |", cell(k), cell(v));
+                let _ = writeln!(out, "| {} | {} |", inline(k), inline(v));
             }
             out.push('\n');
         }
@@ -60,7 +63,7 @@ fn block(out: &mut String, b: &Block) {
 }
 
 fn table(out: &mut String, t: &Table) {
-    let head: Vec<String> = t.head.iter().map(|h| cell(h)).collect();
+    let head: Vec<String> = t.head.iter().map(|h| inline(h)).collect();
     let _ = writeln!(out, "| {} |", head.join(" | "));
     let align: Vec<&str> = (0..t.head.len()).map(|i| if i >= t.numeric_from { "---:" } else { "---" }).collect();
     let _ = writeln!(out, "|{}|", align.join("|"));
@@ -68,35 +71,13 @@ fn table(out: &mut String, t: &Table) {
         let cells: Vec<String> = row
             .iter()
             .map(|c| match c.tone {
-                Tone::Bad | Tone::Marked => format!("**{}**", cell(&c.text)),
-                Tone::Plain | Tone::Good => cell(&c.text),
+                Tone::Bad | Tone::Marked => format!("**{}**", inline(&c.text)),
+                Tone::Plain | Tone::Good => inline(&c.text),
             })
             .collect();
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     out.push('\n');
-}
-
-/// Text in a table cell: pipes and newlines would break the row.
-fn cell(text: &str) -> String {
-    inline(text).replace('|', "\\|").replace('\n', " ")
-}
-
-/// Text outside code: the characters GitHub would read as markup or HTML are escaped.
-fn inline(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '*' | '_' | '`' | '[' | ']' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -113,7 +94,7 @@ mod tests {
         s.push(Block::Verdict { ok: true, text: "valid <run>".into() });
         let md = render(&Doc { title: "T".into(), subtitle: "s_1".into(), sections: vec![s] });
         assert!(md.contains("| metric | p50 |\n|---|---:|\n| TTFT \\| first | **1.5** |"), "{md}");
-        assert!(md.contains("> ✅ **valid &lt;run&gt;**"), "{md}");
+        assert!(md.contains("> ✅ **valid \\<run\\>**"), "{md}");
         assert!(md.contains("s\\_1"), "{md}");
     }
 }

@@ -6,6 +6,7 @@
 //! GitHub-flavoured Markdown (`markdown`, the same content without plots).
 
 pub mod doc;
+pub mod escape;
 pub mod facts;
 pub mod html;
 pub mod knee;
@@ -15,9 +16,9 @@ mod soak;
 pub mod svg;
 mod sweep;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::artifact::output::{self, Written};
 use crate::gather::{Gathered, RunKind, gather};
 use doc::Doc;
 
@@ -39,8 +40,10 @@ impl Format {
     }
 }
 
-/// Read the paths, write the report, return where it went. Errors name the file and the fix.
-pub fn report(paths: &[PathBuf], out: Option<&Path>, format: Format) -> Result<(PathBuf, Vec<String>), String> {
+/// Read the paths, write the report, return where it went (see
+/// [`crate::artifact::output`]: `-` is standard output, a FIFO, device or link is written in
+/// place, a regular file replaced atomically). Errors name the file and the fix.
+pub fn report(paths: &[PathBuf], out: Option<&Path>, format: Format) -> Result<(Written, Vec<String>), String> {
     let gathered = gather(paths)?;
     let doc = document(&gathered);
     let text = match format {
@@ -51,9 +54,9 @@ pub fn report(paths: &[PathBuf], out: Option<&Path>, format: Format) -> Result<(
         Some(p) => p.to_path_buf(),
         None => default_path(&paths[0], format),
     };
-    write_atomic(&path, text.as_bytes())
+    let written = write(&path, text.as_bytes())
         .map_err(|e| format!("--out {}: cannot write the report ({e})", path.display()))?;
-    Ok((path, gathered.notes))
+    Ok((written, gathered.notes))
 }
 
 /// Beside the results: `DIR/report.html` for a directory, `report.html` beside a file.
@@ -66,24 +69,13 @@ fn default_path(first: &Path, format: Format) -> PathBuf {
     }
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir)?;
-    let mut tmp = tempfile::Builder::new().prefix(".report.").suffix(".tmp").tempfile_in(&dir)?;
-    tmp.write_all(bytes)?;
-    // A report is for reading and sharing, not a secret: rw-r--r-- rather than the temporary
-    // file's rw-------.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+fn write(path: &Path, bytes: &[u8]) -> std::io::Result<Written> {
+    if !output::is_stdout(path) {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
     }
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    output::write_whole(path, |w| w.write_all(bytes))
 }
 
 /// The document of everything gathered.

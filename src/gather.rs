@@ -231,8 +231,9 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, String> {
         if !meta.is_dir() {
             // A FIFO or a device would block the read or never end.
             return Err(format!(
-                "{}: neither a regular file nor a directory; give artifacts, sweep summaries, search traces or a directory of them",
-                path.display()
+                "{}: it is {}, not a regular file or a directory; give artifacts, sweep summaries, search traces or a directory of them",
+                path.display(),
+                crate::sys::kind_in_words(&meta.file_type())
             ));
         }
         let entries = std::fs::read_dir(path).map_err(|e| format!("{}: cannot list it ({e})", path.display()))?;
@@ -370,6 +371,6 @@ mod tests {
         assert!(gather(&[dir.path().join("missing.json")]).unwrap_err().contains("missing.json"));
         // A device is refused before it is read (a FIFO likewise: its read would block).
         let e = gather(&[PathBuf::from("/dev/null")]).unwrap_err();
-        assert!(e.contains("/dev/null: neither a regular file nor a directory"), "{e}");
+        assert!(e.contains("/dev/null: it is a device, not a regular file or a directory"), "{e}");
     }
 }

@@ -205,8 +205,9 @@ pub fn is_not_regular(e: &std::io::Error) -> bool {
 
 const NOT_REGULAR: &str = "not a regular file";
 
-fn not_regular(kind: &std::fs::FileType) -> std::io::Error {
-    let what = if kind.is_dir() {
+/// What a path that is not a regular file is, in words ("a FIFO (named pipe)", "a device", …).
+pub fn kind_in_words(kind: &std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
         "a directory"
     } else {
         #[cfg(unix)]
@@ -226,7 +227,11 @@ fn not_regular(kind: &std::fs::FileType) -> std::io::Error {
         {
             "something other than a file"
         }
-    };
+    }
+}
+
+fn not_regular(kind: &std::fs::FileType) -> std::io::Error {
+    let what = kind_in_words(kind);
     std::io::Error::new(
         std::io::ErrorKind::InvalidInput,
         format!("it is {what}, {NOT_REGULAR}: give the path of a regular file"),

@@ -127,17 +127,18 @@ impl ShardArgs {
 
     fn sync(&self, part: Part, env: &dyn Env) -> Result<Sync, String> {
         if let Some(text) = &self.start_at {
+            let shown = crate::scenario::url_rules::escaped(text);
             let at = parse_start_at(text)?;
             let now = SystemTime::now();
             if at <= now {
                 return Err(format!(
-                    "--start-at {text}: that instant has passed; give a time far enough ahead for every shard to start (e.g. now + 30 s)"
+                    "--start-at {shown}: that instant has passed; give a time far enough ahead for every shard to start (e.g. now + 30 s)"
                 ));
             }
             if at.duration_since(now).unwrap_or_default() > MAX_START_AT_AHEAD {
                 let ahead = at.duration_since(now).unwrap_or_default();
                 return Err(format!(
-                    "--start-at {text}: that is {} ahead, more than {} (the shards would wait idle for it); give a time a few seconds to minutes ahead, in Unix seconds (date +%s) or RFC 3339",
+                    "--start-at {shown}: that is {} ahead, more than {} (the shards would wait idle for it); give a time a few seconds to minutes ahead, in Unix seconds (date +%s) or RFC 3339",
                     humantime::format_duration(Duration::from_secs(ahead.as_secs())),
                     humantime::format_duration(MAX_START_AT_AHEAD)
                 ));
@@ -221,12 +222,14 @@ fn parse_listen(text: &str, default_port: Option<u16>) -> Result<SocketAddr, Str
     match t.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
         Ok(ip) => match default_port {
             Some(port) => Ok(SocketAddr::new(ip, port)),
-            None => {
-                Err(format!("--coordinator-listen {text}: give the port too (IP:PORT), or --coordinator HOST:PORT"))
-            }
+            None => Err(format!(
+                "--coordinator-listen \"{}\": give the port too (IP:PORT), or --coordinator HOST:PORT",
+                crate::scenario::url_rules::escaped(text)
+            )),
         },
         Err(e) => Err(format!(
-            "--coordinator-listen {text}: not an address ({e}); write an IP or IP:PORT, e.g. 10.0.0.5, 0.0.0.0:7311 or 127.0.0.1:7311"
+            "--coordinator-listen \"{}\": not an address ({e}); write an IP or IP:PORT, e.g. 10.0.0.5, 0.0.0.0:7311 or 127.0.0.1:7311",
+            crate::scenario::url_rules::escaped(text)
         )),
     }
 }
@@ -241,10 +244,11 @@ fn is_loopback_host(host: &str) -> bool {
 /// `I/N`, `auto` or `auto/N`.
 fn parse_part(text: &str, env: &dyn Env) -> Result<Part, String> {
     let text = text.trim();
+    let shown = crate::scenario::url_rules::escaped(text);
     let (what, count) = match text.split_once('/') {
         Some((what, n)) => {
             let n: u32 = n.trim().parse().map_err(|_| {
-                format!("--shard {text}: {n:?} is not a shard count; write I/N with 0 <= I < N, e.g. 0/4")
+                format!("--shard {shown}: {n:?} is not a shard count; write I/N with 0 <= I < N, e.g. 0/4")
             })?;
             (what.trim(), Some(n))
         }
@@ -254,19 +258,19 @@ fn parse_part(text: &str, env: &dyn Env) -> Result<Part, String> {
         auto_part(count, env)?
     } else {
         let Some(count) = count else {
-            return Err(format!("--shard {text}: write I/N (e.g. 0/4), auto or auto/N"));
+            return Err(format!("--shard {shown}: write I/N (e.g. 0/4), auto or auto/N"));
         };
         let index: u32 = what.parse().map_err(|_| {
-            format!("--shard {text}: {what:?} is not a shard index; write I/N with 0 <= I < N, e.g. 0/4")
+            format!("--shard {shown}: {what:?} is not a shard index; write I/N with 0 <= I < N, e.g. 0/4")
         })?;
         Part { index, count }
     };
     if part.count == 0 {
-        return Err(format!("--shard {text}: the shard count must be at least 1"));
+        return Err(format!("--shard {shown}: the shard count must be at least 1"));
     }
     if part.index >= part.count {
         return Err(format!(
-            "--shard {text}: shard index {} is out of range for {} shards (indices start at 0: 0..{})",
+            "--shard {shown}: shard index {} is out of range for {} shards (indices start at 0: 0..{})",
             part.index,
             part.count,
             part.count - 1
@@ -316,6 +320,7 @@ fn auto_part(count: Option<u32>, env: &dyn Env) -> Result<Part, String> {
 /// fractions allowed).
 pub fn parse_start_at(text: &str) -> Result<SystemTime, String> {
     let t = text.trim();
+    let shown = crate::scenario::url_rules::escaped(text);
     if let Ok(secs) = t.parse::<f64>() {
         // Far-off values (1e300) are no `Duration`: refused as too far ahead, never a panic.
         if let Some(at) =
@@ -324,13 +329,13 @@ pub fn parse_start_at(text: &str) -> Result<SystemTime, String> {
             return Ok(at);
         }
         return Err(format!(
-            "--start-at {text}: not a time within reach; write Unix seconds (date +%s) or RFC 3339 in UTC (2026-05-01T12:00:00Z), at most {} ahead",
+            "--start-at {shown}: not a time within reach; write Unix seconds (date +%s) or RFC 3339 in UTC (2026-05-01T12:00:00Z), at most {} ahead",
             humantime::format_duration(MAX_START_AT_AHEAD)
         ));
     }
     humantime::parse_rfc3339_weak(t).map_err(|_| {
         format!(
-            "--start-at {text}: not a time; write RFC 3339 in UTC (2026-05-01T12:00:00Z) or Unix seconds (date +%s)"
+            "--start-at {shown}: not a time; write RFC 3339 in UTC (2026-05-01T12:00:00Z) or Unix seconds (date +%s)"
         )
     })
 }

@@ -568,7 +568,7 @@ async fn zero_and_huge_usage_are_recorded_with_both_counts() {
     }
     assert_eq!(set_aside, 2);
     let codes: Vec<&str> = a["warnings"].as_array().unwrap().iter().filter_map(|w| w["code"].as_str()).collect();
-    assert!(codes.contains(&"usage_implausible") && codes.contains(&"usage_rejected"), "{codes:?}");
+    assert!(codes.contains(&"usage_undercounted") && codes.contains(&"usage_rejected"), "{codes:?}");
     assert!(!codes.contains(&"no_usage_reported"), "usage was reported, only not believed: {codes:?}");
     assert_sound(&run, &server, &[]);
 }

@@ -415,7 +415,7 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         w.push(Warning::NoUsageReported { responses: chunk_counted });
     }
     if set_aside > 0 {
-        w.push(Warning::UsageImplausible { responses: set_aside });
+        w.push(Warning::UsageUndercounted { responses: set_aside });
     }
     let rejected = samples.iter().filter(|r| r.usage_implausible()).count();
     if rejected > 0 {

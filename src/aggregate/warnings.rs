@@ -45,7 +45,7 @@ pub enum Warning {
         responses: usize,
     },
     /// Responses whose `usage.completion_tokens` was far below what they streamed.
-    UsageImplausible {
+    UsageUndercounted {
         responses: usize,
     },
     SizingFallback {
@@ -158,7 +158,7 @@ impl Warning {
             Warning::RequestsFailed { .. } => "requests_failed",
             Warning::NoUsageReported { .. } => "no_usage_reported",
             Warning::SizingFallback { .. } => "sizing_fallback",
-            Warning::UsageImplausible { .. } => "usage_implausible",
+            Warning::UsageUndercounted { .. } => "usage_undercounted",
             Warning::PromptSizingOff { .. } => "prompt_sizing_off",
             Warning::CacheWarmInUniqueMode { .. } => "cache_warm_in_unique_mode",
             Warning::P99Descriptive { .. } => "p99_descriptive",
@@ -213,7 +213,7 @@ impl Warning {
             Warning::NoUsageReported { responses } => format!(
                 "{responses} responses reported no usage: their output tokens are counted from chunks, which undercounts when a chunk carries several tokens (TPOT and decode rates use that count)"
             ),
-            Warning::UsageImplausible { responses } => format!(
+            Warning::UsageUndercounted { responses } => format!(
                 "{responses} responses reported usage.completion_tokens below half the chunks they streamed (0 included): their output tokens are counted from the chunks instead, and the server's figure is kept as usage_completion_tokens; check the server's usage accounting"
             ),
             Warning::SizingFallback { reason } => {

@@ -275,6 +275,55 @@ async fn base_urls_the_client_would_rewrite_are_refused() {
     check_artifact(&artifacts(&dir.path().join("out"))[0]);
 }
 
+/// A base URL with a query (Azure's `?api-version=…`): every request goes to the endpoint's path
+/// with the query after it, not to the base URL's path with the endpoint glued onto the query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_url_query_follows_the_endpoint_path() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let server = {
+        let seen = seen.clone();
+        Hostile::start(move |r| {
+            seen.lock().unwrap().push(format!("{} {}", r.method, r.target));
+            if r.is_generation() {
+                Reply::close(vec![Step::Send(sse_head()), Step::Send(stream_body(4))])
+            } else {
+                Reply::close(vec![Step::Send(models_answer(&["m"], false))])
+            }
+        })
+        .await
+    };
+    for base in [
+        format!("http://{}/v1?api-version=2024-06-01", server.addr()),
+        format!("http://{}?api-version=2024-06-01", server.addr()),
+    ] {
+        seen.lock().unwrap().clear();
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(dir.path(), "s.toml", &format!("[target]\nmodel = \"m\"\n{URL_SCENARIO}"));
+        let mut cmd = anvil();
+        cmd.arg(&file).arg("--out").arg(dir.path().join("out")).arg("--base-url").arg(&base);
+        let out = run(cmd).await;
+        assert!(out.status.success(), "{base}: {}", text(&out.stderr));
+        let seen = seen.lock().unwrap().clone();
+        assert!(!seen.is_empty());
+        for line in &seen {
+            let (method, target) = line.split_once(' ').unwrap();
+            let expected = if method == "GET" {
+                "/v1/models?api-version=2024-06-01"
+            } else {
+                "/v1/chat/completions?api-version=2024-06-01"
+            };
+            assert_eq!(target, expected, "{base}: every request goes to the endpoint's path, then the query: {seen:?}");
+        }
+        let a = check_artifact(&artifacts(&dir.path().join("out"))[0]);
+        assert_eq!(
+            a["base_url"].as_str().map(|u| u.split_once('?').map(|(root, _)| root.to_string())),
+            Some(Some(format!("http://{}/v1", server.addr()))),
+            "{}",
+            a["base_url"]
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coordinator_addresses_with_hidden_characters_are_refused() {
     for &(hidden, escaped) in HIDDEN {

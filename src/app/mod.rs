@@ -245,7 +245,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         }
         None => None,
     };
-    let endpoint = format!("{}{}", target.base_url, scenario.target.api.path());
+    let endpoint = crate::scenario::url_rules::endpoint(&target.base_url, scenario.target.api.path());
     let client = Client::new(&endpoint, scenario.target.api_key.clone(), scenario.client.clone(), pool_size(&scenario))
         .and_then(|c| c.for_api(scenario.target.api, scenario.target.anthropic_version.as_deref()))
         .map(|c| c.with_limits(crate::worker::RequestLimits::from_scenario(&scenario)))
@@ -577,7 +577,12 @@ impl Session<'_> {
             LevelPacing::Closed { concurrency, .. } => concurrency as usize,
             LevelPacing::Open { max_in_flight, .. } => max_in_flight.map_or(64, |m| m as usize).min(256),
         };
-        self.client.warm_connections(&format!("{}/models", self.target.base_url), self.shard.share(warm)).await;
+        self.client
+            .warm_connections(
+                &crate::scenario::url_rules::endpoint(&self.target.base_url, "/models"),
+                self.shard.share(warm),
+            )
+            .await;
         let scrape = match &self.scraper {
             Some(scraper) => Some(
                 scraper

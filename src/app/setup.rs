@@ -85,7 +85,7 @@ const PREFLIGHT_ANSWER: Duration = Duration::from_secs(5);
 /// scenario's model is returned, so the artifact's warnings keep it too.
 pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Option<ModelNotListed>, AppError> {
     let (model, settings) = (&scenario.target.model, &scenario.client);
-    let url = format!("{base_url}/models");
+    let url = crate::scenario::url_rules::endpoint(base_url, "/models");
     let shown = redact_url(base_url);
     let shown_url = redact_url(&url);
     let secrets = Secrets::for_scenario(scenario).and_url(base_url);

@@ -116,10 +116,21 @@ pub fn check(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The URL of `path` (`/chat/completions`, `/models`) under a base URL: the path goes before the
+/// base URL's query, if it has one (`http://h/v1?api-version=1` → `http://h/v1/models?api-version=1`),
+/// so that what is requested is the path the artifact names.
+pub fn endpoint(base_url: &str, path: &str) -> String {
+    match base_url.split_once('?') {
+        Some((root, query)) => format!("{root}{path}?{query}"),
+        None => format!("{base_url}{path}"),
+    }
+}
+
 /// The fix that goes with `check`'s problems.
 pub const FIX: &str = "write the URL on one line, with no spaces, invisible characters, backslashes or dot segments, e.g. \"http://127.0.0.1:8000/v1\"";
 
-/// `http://host:port` gets `/v1` appended (the OpenAI API root); a trailing slash is dropped.
+/// `http://host:port` gets `/v1` appended (the OpenAI API root); a trailing slash is dropped; a
+/// query is kept at the end (see `endpoint`).
 /// The URL must be the one the client requests: no character the client drops or rewrites
 /// (`url_rules`), no fragment (the endpoint's path is appended to it).
 pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
@@ -127,6 +138,11 @@ pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> 
     // Spaces around a pasted URL are harmless; every other hidden character is refused.
     let url = url.trim_matches(' ');
     check(url).map_err(|problem| c.err(KEY, problem, FIX))?;
+    // A query (Azure's `?api-version=…`) stays at the end: endpoint paths go before it.
+    let (url, query) = match url.split_once('?') {
+        Some((root, query)) => (root, Some(query)),
+        None => (url, None),
+    };
     let url = url.trim_end_matches('/');
     let shown = shown(url);
     let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).ok_or_else(|| {
@@ -141,7 +157,7 @@ pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> 
         return Err(c.err(KEY, format!("\"{shown}\" has no host"), "write it like \"http://127.0.0.1:8000/v1\""));
     }
     // A fragment is never sent, and the endpoint's path appended after it would be dropped too.
-    if rest.contains('#') {
+    if rest.contains('#') || query.is_some_and(|q| q.contains('#')) {
         return Err(c.err(
             KEY,
             format!(
@@ -157,7 +173,11 @@ pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> 
             "give the API root only (e.g. \"http://host:8000/v1\"); the endpoint follows from target.api",
         ));
     }
-    let normalized = if path.is_empty() { format!("{url}/v1") } else { url.to_string() };
+    let root = if path.is_empty() { format!("{url}/v1") } else { url.to_string() };
+    let normalized = match query {
+        Some(query) => format!("{root}?{query}"),
+        None => root,
+    };
     // The HTTP client parses the URL once more; anything it would refuse (a port above 65535,
     // a character a host cannot hold) is refused here, before anything is sent.
     if let Err(e) = reqwest::Url::parse(&normalized) {
@@ -173,6 +193,15 @@ pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_path_goes_before_the_base_urls_query() {
+        assert_eq!(endpoint("http://h:8000/v1", "/models"), "http://h:8000/v1/models");
+        assert_eq!(
+            endpoint("https://h/openai/deployments/d?api-version=2024-06-01", "/chat/completions"),
+            "https://h/openai/deployments/d/chat/completions?api-version=2024-06-01"
+        );
+    }
 
     #[test]
     fn every_kind_of_hidden_character_is_refused_and_shown_escaped() {

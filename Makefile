@@ -14,9 +14,11 @@ demo: build
 	./target/release/anvil-load scenarios/capacity-v4.toml --out results/demo
 	./target/release/anvil-load report "$$(ls -t results/demo/anvil-*.json | head -n 1)" --out results/demo/report.html
 
+# Formatting, clippy, and the API docs with broken or private intra-doc links denied.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --locked
 
 test: lint
 	$(CARGO) test --locked

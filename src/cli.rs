@@ -187,7 +187,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
     /// Exit with code 3 when a level's validity check fails (client saturated, arrivals dropped
-    /// or queued) or a level misses an [slo] objective (named with its threshold and the observed
+    /// or queued) or a level misses an `[slo]` objective (named with its threshold and the observed
     /// value; capacity-search probes are exempt from the objectives).
     #[arg(long)]
     pub strict: bool,

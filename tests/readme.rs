@@ -1,4 +1,4 @@
-//! The README's scenario reference documents every key the scenario parser accepts, and every
+//! The scenario reference (docs/scenario.md) documents every key the scenario parser accepts, and every
 //! example scenario in `scenarios/` validates.
 
 mod common;
@@ -23,14 +23,15 @@ fn accepted_keys(section: Option<&str>) -> Option<Vec<String>> {
 
 #[test]
 fn readme_documents_every_scenario_key() {
-    let readme = std::fs::read_to_string(common::manifest_dir().join("README.md")).expect("README.md exists");
+    let readme =
+        std::fs::read_to_string(common::manifest_dir().join("docs/scenario.md")).expect("docs/scenario.md exists");
     let sections = accepted_keys(None).expect("the top level has fixed sections");
     assert!(sections.contains(&"target".to_string()) && sections.contains(&"workload".to_string()), "{sections:?}");
     let mut missing = Vec::new();
     for section in &sections {
         let Some(keys) = accepted_keys(Some(section)) else {
             // A free-form table: its keys are documented as a pattern.
-            assert!(readme.contains(&format!("`[{section}]`")), "README.md does not document [{section}]");
+            assert!(readme.contains(&format!("`[{section}]`")), "docs/scenario.md does not document [{section}]");
             continue;
         };
         assert!(!keys.is_empty(), "no keys found for [{section}]");
@@ -41,7 +42,7 @@ fn readme_documents_every_scenario_key() {
             }
         }
     }
-    assert!(missing.is_empty(), "README.md's scenario reference lacks {missing:?}");
+    assert!(missing.is_empty(), "docs/scenario.md (the scenario reference) lacks {missing:?}");
 }
 
 #[test]

@@ -8,9 +8,16 @@ use super::stats::nearest_rank;
 use crate::record::timing::ms;
 use crate::record::{ClientLoad, Issued, LevelPacing, RunInfo};
 
-/// Below this many probes (half a second of level) the p99 is the one or two worst wake-ups,
-/// often the level's first burst: reported, but not judged.
+/// Below this many probes' worth of level (half a second) the p99 is the one or two worst
+/// wake-ups, often the level's first burst: reported, but not judged. What counts is the time the
+/// level gave the probe, not the wake-ups it got: a runtime late by more than the interval wakes
+/// the probe fewer times, and that is the overload the judgement is for.
 pub const MIN_LATENESS_PROBES: u64 = 100;
+
+/// Whether a level's probe figures are judged against `load.max_client_lateness`.
+fn lateness_judged(c: &ClientLoad) -> bool {
+    c.probes >= MIN_LATENESS_PROBES || c.wall_ms >= MIN_LATENESS_PROBES as f64 * c.probe_interval_ms
+}
 
 /// Pacing fields written at the artifact's top level.
 #[derive(Debug, Clone, Serialize)]
@@ -108,7 +115,7 @@ pub fn load_record(
     }
     let lateness_threshold_ms = info.max_client_lateness_ms;
     if let (Some(c), Some(threshold)) = (client, lateness_threshold_ms)
-        && c.probes >= MIN_LATENESS_PROBES
+        && lateness_judged(&c)
         && c.lateness_p99_ms > threshold
     {
         reasons.push(format!(

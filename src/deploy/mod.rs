@@ -54,7 +54,7 @@ pub struct KubernetesArgs {
     #[arg(long, default_value = "10m")]
     pub join_timeout: String,
     /// An existing PersistentVolumeClaim for the results (ReadWriteMany when the pods may land
-    /// on several nodes); without it a ReadWriteMany claim named <name>-results is created.
+    /// on several nodes); without it a ReadWriteMany claim named `<name>-results` is created.
     #[arg(long, value_name = "CLAIM")]
     pub results_claim: Option<String>,
     /// Size of the created results claim.

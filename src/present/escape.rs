@@ -28,7 +28,7 @@ fn hidden(c: char) -> bool {
         || ('\u{2066}'..='\u{2069}').contains(&c)
 }
 
-/// The text with every [`hidden`] character written as an escape (`\n`, `\r`, `\t`, `\u{…}`).
+/// The text with every hidden character (see `hidden`) written as an escape (`\n`, `\r`, `\t`, `\u{…}`).
 pub fn visible(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {

@@ -206,7 +206,7 @@ impl Secrets {
 
 impl Secrets {
     /// Every string of a configuration document (keys included) with its URLs redacted and each
-    /// secret of at least [`SCRUB_MIN_CHARS`] replaced by `[redacted]`: the scenario block of the
+    /// secret of at least `SCRUB_MIN_CHARS` characters replaced by `[redacted]`: the scenario block of the
     /// artifact and the records file repeats the configuration, and a secret may have been
     /// written into any of its strings. A shorter secret (a test key such as `x`) is left: it
     /// would rewrite field names and values by coincidence, and with them the configuration's

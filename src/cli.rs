@@ -136,7 +136,7 @@ pub struct SummarizeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Scenario file (TOML); see README.md for every key.
+    /// Scenario file (TOML); see docs/scenario.md for every key.
     #[arg(required = true)]
     pub scenario: Option<PathBuf>,
     /// Server API root, e.g. http://127.0.0.1:8000/v1 (overrides target.base_url; the environment
@@ -247,7 +247,7 @@ anvil-load: a load generator for OpenAI-compatible LLM inference servers. Give i
 Example scenarios are in the scenarios/ directory of the source (scenarios/smoke.toml is the smallest).
 ";
 
-/// Exit codes (also in `--help` and the README).
+/// Exit codes (also in `--help` and docs/command-line.md).
 pub mod exit {
     pub const OK: u8 = 0;
     pub const ABORTED: u8 = 1;

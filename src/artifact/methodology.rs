@@ -1,5 +1,5 @@
 //! `timing_methodology`: what each number means, stated the way the code computes it. Keep it in
-//! step with `worker` and `aggregate`; the README quotes the same definitions.
+//! step with `worker` and `aggregate`; docs/artifact.md quotes the same definitions.
 
 use serde::Serialize;
 

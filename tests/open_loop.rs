@@ -58,8 +58,15 @@ async fn two_hundred_per_second_for_ten_seconds_keeps_its_schedule() {
         (a["load_mode"].as_str(), a["arrival"].as_str(), a["rate"].as_f64()),
         (Some("open"), Some("poisson"), Some(200.0))
     );
+    // On time, the plan's rate; late (a busy machine), the level says the client set the pace.
+    // Never a valid level whose rate is not the plan's.
     let achieved = a["achieved_rate"].as_f64().unwrap();
-    assert!((achieved - 200.0).abs() / 200.0 <= 0.03, "achieved {achieved} req/s");
+    if a["validity"]["valid"] == true {
+        assert!((achieved - 200.0).abs() / 200.0 <= 0.03, "a valid level achieved {achieved} req/s: {}", a["validity"]);
+    } else {
+        let reasons = a["validity"]["reasons"].to_string();
+        assert!(reasons.contains("client saturated") || reasons.contains("client overloaded"), "{reasons}");
+    }
     // Every arrival is accounted for.
     let planned = a["planned_arrivals"].as_u64().unwrap();
     assert_eq!(planned, 2000);

@@ -315,7 +315,21 @@ async fn the_faults_scenario_finishes_quickly_and_accounts_for_everything() {
     assert!(result.status.success(), "{}", text(&result.stderr));
     let a = check_artifact(&artifacts(dir.path())[0]);
     assert_eq!(a["requests"], 2000);
-    assert_eq!(a["simulator"]["requests_received"], 2000, "the level's own count on the simulator");
+    // The restart makes "each request reached the server exactly once" unknowable to any client:
+    // a request written on a connection the kernel accepted for the closing listener is lost
+    // without the server seeing it (the client records it as a broken stream), and one the
+    // server read on a connection the restart then cut may be sent again on a fresh one (the
+    // server counts it as cut). Everything else must match exactly.
+    let sim = &a["simulator"];
+    let received = sim["requests_received"].as_u64().unwrap();
+    let cut = sim["faults_injected"]["restart_cut"].as_u64().unwrap();
+    let resets = sim["faults_injected"]["reset_mid_stream"].as_u64().unwrap();
+    let lost_at_most = count(&a, "stream_broken").saturating_sub(resets);
+    assert!(
+        received <= 2000 + cut && received + lost_at_most >= 2000,
+        "the simulator received {received} of 2000 (restart cut {cut}, broken streams beyond resets {lost_at_most})"
+    );
+    assert_eq!(sim["faults_injected"]["restart"], 1);
     assert!(a["failed"].as_u64().unwrap() > 50);
     let summary = read_json(&artifacts(dir.path())[0]);
     assert!(summary["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "requests_failed"));

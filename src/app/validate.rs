@@ -44,6 +44,17 @@ pub fn describe(s: &Scenario) -> String {
     for note in &s.notes {
         let _ = writeln!(out, "note: {note}");
     }
+    target(&mut out, s);
+    load(&mut out, s);
+    limits(&mut out, s);
+    workload(&mut out, s);
+    client(&mut out, s);
+    first_request(&mut out, s);
+    out
+}
+
+/// Where requests go, in which API and dialect, with which key and extra fields.
+fn target(out: &mut String, s: &Scenario) {
     let t = &s.target;
     match &t.endpoint {
         Endpoint::Remote { base_url } => {
@@ -84,7 +95,10 @@ pub fn describe(s: &Scenario) -> String {
     if t.continuous_usage_stats {
         let _ = writeln!(out, "usage on every chunk: stream_options.continuous_usage_stats = true");
     }
+}
 
+/// How levels are paced, searched and judged.
+fn load(out: &mut String, s: &Scenario) {
     let levels: Vec<String> = s.load.pacing.levels().iter().map(|l| fmt_number(l.level())).collect();
     let load = match &s.load.pacing {
         Pacing::Closed { max_rate, .. } => format!(
@@ -155,7 +169,10 @@ pub fn describe(s: &Scenario) -> String {
             .collect();
         let _ = writeln!(out, "objectives: {}", criteria.join(", "));
     }
+}
 
+/// When a level ends, what is kept out of its distributions, and what is recorded.
+fn limits(out: &mut String, s: &Scenario) {
     let r = &s.run;
     let limit = match (r.requests, r.duration) {
         (Some(n), Some(d)) => format!("{n} requests or {}, whichever comes first", fmt_duration(d)),
@@ -191,7 +208,10 @@ pub fn describe(s: &Scenario) -> String {
         label(&r.tier),
         label(&r.clock_domain_id)
     );
+}
 
+/// What each request asks for: prompts, their sizing and caching, output, sampling, serve flags.
+fn workload(out: &mut String, s: &Scenario) {
     let w = &s.workload;
     let _ = writeln!(
         out,
@@ -215,7 +235,7 @@ pub fn describe(s: &Scenario) -> String {
     };
     let _ = writeln!(out, "prompt sizing: {sizing}");
     if let Some(n) = s.workload.batch_size {
-        let what = if t.api == Api::Rerank { "documents" } else { "inputs" };
+        let what = if s.target.api == Api::Rerank { "documents" } else { "inputs" };
         let _ = writeln!(out, "batch: {n} {what} per request, each a prompt of the planned context");
     }
     if s.workload.prompt_encoding == PromptEncoding::TokenIds {
@@ -262,6 +282,10 @@ pub fn describe(s: &Scenario) -> String {
         s.serve.enable_thinking().map_or_else(|| "not sent".to_string(), |b| b.to_string()),
         s.serve.reasoning_effort.map_or_else(|| "not sent".to_string(), |e| format!("{e:?}").to_lowercase())
     );
+}
+
+/// The client's protocol, timeouts and retries.
+fn client(out: &mut String, s: &Scenario) {
     let c = &s.client;
     let _ = writeln!(
         out,
@@ -286,12 +310,17 @@ pub fn describe(s: &Scenario) -> String {
             fmt_duration(retry.backoff)
         )
     };
+}
+
+/// Request 0 as the workload builds it.
+fn first_request(out: &mut String, s: &Scenario) {
     // Before calibration the plan can only show the built-in estimate.
-    let sizer = match &w.sizing {
+    let api = s.target.api;
+    let sizer = match &s.workload.sizing {
         SizingMode::Tokenizer { tokenizer, .. } => {
-            Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead: default_overhead(t.api) }
+            Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead: default_overhead(api) }
         }
-        _ => Sizer::Estimate { overhead: default_overhead(t.api) },
+        _ => Sizer::Estimate { overhead: default_overhead(api) },
     };
     let first = Workload::new(s, 0, sizer).prepare(0);
     let _ = writeln!(
@@ -302,7 +331,6 @@ pub fn describe(s: &Scenario) -> String {
         first.body.len(),
         first.canary.map(|m| format!(", canary {m}")).unwrap_or_default()
     );
-    out
 }
 
 /// A trace's statistics and what was left out of it.

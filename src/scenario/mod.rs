@@ -25,19 +25,20 @@ mod validate;
 mod wording;
 mod workload_rules;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use bounds::{humantime_serde, humantime_serde_opt};
+
 pub use checker::ScenarioError;
 pub use load_rules::SLO_STATS;
 pub use overrides::Overrides;
 pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy};
-pub use raw::{RawScenario, RawSessions, RawTrace};
+pub use raw::RawScenario;
 pub use target::{Api, ApiKey, Dialect, Endpoint, MetricsEndpoint, ServerMetricsSettings, Target};
-pub use workload_rules::MIN_CONTEXT_TOKENS;
 
 /// A fully validated scenario.
 #[derive(Debug, Clone, Serialize)]
@@ -471,44 +472,4 @@ pub struct RetryPolicy {
     /// Wait before the first retry, doubled for each further one; a `Retry-After` header wins.
     #[serde(with = "humantime_serde")]
     pub backoff: Duration,
-}
-
-impl Scenario {
-    /// Read, override and validate a scenario file.
-    pub fn load(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
-        let text = crate::sys::read_input_to_string(path).map_err(|e| ScenarioError::unreadable(path, &e))?;
-        Self::from_toml(path, &text, overrides)
-    }
-
-    /// Validate scenario text; `path` is only used in messages.
-    pub fn from_toml(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
-        validate::validate(path, text, overrides)
-    }
-}
-
-/// Durations are written the way they are read (`"1m 30s"`), for the resolved plan.
-mod humantime_serde {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&humantime::format_duration(*d))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
-    }
-}
-
-mod humantime_serde_opt {
-    use serde::Serializer;
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.collect_str(&humantime::format_duration(*d)),
-            None => s.serialize_none(),
-        }
-    }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{humantime_serde, humantime_serde_opt};
+use super::bounds::{humantime_serde, humantime_serde_opt};
 
 /// How requests are paced, level by level.
 #[derive(Debug, Clone, Serialize)]

@@ -10,7 +10,9 @@
 
 use serde::Deserialize;
 
-use super::{Api, ControlledOutputPolicy, Dialect, Overload, PromptEncoding, ReasoningEffort, SearchBy, ThinkingMode};
+use super::pacing::{Overload, SearchBy};
+use super::target::{Api, Dialect};
+use super::{ControlledOutputPolicy, PromptEncoding, ReasoningEffort, ThinkingMode};
 
 /// The whole scenario file.
 #[derive(Debug, Deserialize)]

@@ -19,7 +19,20 @@ use super::{
 use super::{load_rules, overrides, session_rules, trace_rules, url_rules, wording};
 use crate::record::ErrorKind;
 
-pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+impl Scenario {
+    /// Read, override and validate a scenario file.
+    pub fn load(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+        let text = crate::sys::read_input_to_string(path).map_err(|e| ScenarioError::unreadable(path, &e))?;
+        Self::from_toml(path, &text, overrides)
+    }
+
+    /// Validate scenario text; `path` is only used in messages.
+    pub fn from_toml(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+        validate(path, text, overrides)
+    }
+}
+
+fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
     let mut c = Checker::new(path);
     let mut raw = parse(c.file(), text)?;
     let notes = overrides::apply(&mut raw, overrides, &mut c)?;

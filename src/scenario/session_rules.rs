@@ -9,8 +9,11 @@ use std::time::Duration;
 use super::bounds::{fmt_duration, fmt_number};
 use super::checker::{CONTEXT_SANITY_LIMIT, Checker};
 use super::raw::{self, Levels, RawLoad, RawLoadMode, RawSessions};
-use super::{Dialect, Load, OutputControl, Overload, Pacing, PromptSource, ScenarioError, SearchBy};
+use super::{Load, Overload, Pacing, PromptSource, ScenarioError, SearchBy};
 use crate::session::{Dist, History, ReasoningHistory, SessionSpec};
+
+/// Why `output.min_tokens` and `output.response_words` do not apply to conversations.
+pub(super) const SETS_OUTPUT: &str = "conversations: workload.sessions.output_tokens sets each turn's output";
 
 const TIME_FIX: &str = "write a duration from 0s to 24h such as \"2s\" (or seconds, 2), { uniform = [\"1s\", \"3s\"] }, { normal = [mean, sd], min = lo, max = hi } or { lognormal = [mean, sd], min = lo, max = hi }";
 
@@ -428,21 +431,4 @@ pub(super) fn reject_load_keys(c: &Checker, l: &RawLoad) -> Result<(), ScenarioE
         }
     }
     Ok(())
-}
-
-/// `[output]` of conversations: each turn's planned output is sent as `max_tokens`, with
-/// `ignore_eos` where the dialect has it.
-pub(super) fn output(c: &Checker, o: &OutputControl, dialect: Dialect) -> Result<OutputControl, ScenarioError> {
-    for (key, set) in
-        [("output.min_tokens", o.min_tokens.is_some()), ("output.response_words", o.response_words.is_some())]
-    {
-        if set {
-            return Err(c.err(
-                key,
-                "does not apply to conversations: workload.sessions.output_tokens sets each turn's output",
-                "remove it",
-            ));
-        }
-    }
-    Ok(OutputControl { ignore_eos: dialect != Dialect::Openai, ..*o })
 }

@@ -8,8 +8,11 @@ use std::time::Duration;
 use super::bounds::{fmt_duration, fmt_number};
 use super::checker::Checker;
 use super::raw::{self, RawLoad, RawTrace};
-use super::{Arrival, Dialect, Load, OutputControl, Pacing, PromptSource, ScenarioError};
+use super::{Arrival, Load, Pacing, PromptSource, ScenarioError};
 use crate::trace::{MAX_TRACE_SPAN, Trace, TraceFormat, TraceOptions};
+
+/// Why `output.min_tokens` and `output.response_words` do not apply to a trace replay.
+pub(super) const SETS_OUTPUT: &str = "a trace replay: the trace sets every request's output length";
 
 /// Read and check the trace; the prompt source it becomes.
 pub(super) fn source(
@@ -181,21 +184,4 @@ pub(super) fn load(c: &Checker, l: &RawLoad, trace: &Trace) -> Result<Load, Scen
         *arrival = Arrival::Trace { time_scale: trace.time_scale };
     }
     Ok(load)
-}
-
-/// `[output]` of a trace replay: each row's output length is sent as `max_tokens`, with
-/// `ignore_eos` where the dialect has it.
-pub(super) fn output(c: &Checker, o: &OutputControl, dialect: Dialect) -> Result<OutputControl, ScenarioError> {
-    for (key, set) in
-        [("output.min_tokens", o.min_tokens.is_some()), ("output.response_words", o.response_words.is_some())]
-    {
-        if set {
-            return Err(c.err(
-                key,
-                "does not apply to a trace replay: the trace sets every request's output length",
-                "remove it",
-            ));
-        }
-    }
-    Ok(OutputControl { ignore_eos: dialect != Dialect::Openai, ..*o })
 }

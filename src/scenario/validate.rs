@@ -16,7 +16,7 @@ use super::{
     Api, ApiKey, ClientSettings, Dialect, Endpoint, Load, OutputControl, Overrides, Phase, PromptSource, RetryPolicy,
     RunLimits, Sampling, Scenario, ScenarioError, ServeFlags, Target, ThinkingMode, Workload,
 };
-use super::{load_rules, overrides, session_rules, trace_rules, url_rules, wording};
+use super::{load_rules, overrides, session_rules, trace_rules, url_rules, wording, workload_rules};
 use crate::record::ErrorKind;
 
 impl Scenario {
@@ -92,11 +92,11 @@ fn pacing(
     }
     Ok(match &mut workload.prompts {
         PromptSource::Trace(trace) => {
-            let output = trace_rules::output(c, &output, dialect)?;
+            let output = workload_rules::output_set_by_workload(c, &output, dialect, trace_rules::SETS_OUTPUT)?;
             (trace_rules::load(c, l, trace)?, output)
         }
         PromptSource::Sessions(spec) => {
-            let output = session_rules::output(c, &output, dialect)?;
+            let output = workload_rules::output_set_by_workload(c, &output, dialect, session_rules::SETS_OUTPUT)?;
             (session_rules::load(c, l, Arc::make_mut(spec))?, output)
         }
         PromptSource::Synthetic { .. } | PromptSource::Dataset(_) => (load_rules::load(c, l)?, output),

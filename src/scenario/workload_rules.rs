@@ -365,6 +365,25 @@ pub(super) fn output(
     Ok(OutputControl { ignore_eos: o.ignore_eos, min_tokens, response_words, policy })
 }
 
+/// `[output]` where the workload sets every request's output length (a trace's rows, the
+/// turns of conversations): it is sent as `max_tokens`, with `ignore_eos` where the dialect has
+/// it, and `min_tokens` or `response_words` would contradict it (`why` says what sets it).
+pub(super) fn output_set_by_workload(
+    c: &Checker,
+    o: &OutputControl,
+    dialect: Dialect,
+    why: &str,
+) -> Result<OutputControl, ScenarioError> {
+    for (key, set) in
+        [("output.min_tokens", o.min_tokens.is_some()), ("output.response_words", o.response_words.is_some())]
+    {
+        if set {
+            return Err(c.err(key, format!("does not apply to {why}"), "remove it"));
+        }
+    }
+    Ok(OutputControl { ignore_eos: dialect != Dialect::Openai, ..*o })
+}
+
 /// Fields the tool sets itself; `extra_body` may not replace them.
 const RESERVED_FIELDS: &[&str] = &[
     "model",

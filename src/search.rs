@@ -7,7 +7,6 @@
 
 use serde::Serialize;
 
-use crate::record::Level;
 use crate::scenario::{Search, SearchBy};
 
 /// Relative resolution of a rate search.
@@ -68,16 +67,9 @@ impl CapacitySearch {
     }
 
     /// The next level to probe, or `None` when the search is over (then `finished` says why).
-    pub fn next_level(&mut self) -> Option<Level> {
-        let level = self.next_value()?;
-        Some(match self.by {
-            // `round` made it a whole number within the search's bounds.
-            SearchBy::Concurrency => Level::Concurrency(level as u32),
-            SearchBy::Rate => Level::Rate(level),
-        })
-    }
-
-    fn next_value(&mut self) -> Option<f64> {
+    /// A concurrency is a whole number within the search's bounds (`round`); `Pacing::at` makes
+    /// it the level's pacing.
+    pub fn next_level(&mut self) -> Option<f64> {
         if self.finished.is_some() {
             return None;
         }
@@ -125,7 +117,6 @@ mod tests {
     fn run(by: SearchBy, min: f64, max: f64, steps: u32, knee: f64) -> CapacitySearch {
         let mut s = CapacitySearch::new(Search { by, min, max, max_steps: steps });
         while let Some(level) = s.next_level() {
-            let level = level.value();
             s.record(Probe { level, passed: level <= knee, goodput_rps: None, artifact: None });
         }
         s

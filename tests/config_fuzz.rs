@@ -239,7 +239,7 @@ proptest! {
             Ok(s) => {
                 assert_bounded(&s);
                 // The plan can be described (it builds request 0).
-                let plan = anvil_load::scenario::describe(&s);
+                let plan = anvil_load::app::validate::describe(&s);
                 prop_assert!(plan.contains("request 0"));
             }
             Err(e) => assert_well_worded(&e.to_string(), &e.key),

@@ -2,6 +2,7 @@
 
 mod setup;
 mod summarize;
+pub mod validate;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,10 +20,9 @@ use crate::cli::{Cli, Command, MockArgs, RunArgs, exit};
 use crate::mock;
 use crate::record::file::{self as records, RecordLine};
 use crate::record::writer::{self, RecordSink};
-use crate::record::{Level, LevelPacing};
 use crate::record::{RunInfo, Stamp};
 use crate::report::{self, Progress, SweepRow};
-use crate::scenario::{Pacing, Scenario, ScenarioError};
+use crate::scenario::{LevelPacing, Pacing, Scenario, ScenarioError};
 use crate::schedule::lateness::LatenessProbe;
 use crate::schedule::{self, LevelPlan, RunControl};
 use crate::search::{CapacitySearch, Probe};
@@ -76,7 +76,7 @@ impl From<ScenarioError> for AppError {
 
 pub async fn run(cli: Cli) -> Result<u8, AppError> {
     match cli.command {
-        Some(Command::Validate(args)) => validate(&args),
+        Some(Command::Validate(args)) => validate::run(&args),
         Some(Command::Mock(args)) => serve_mock(&args).await,
         Some(Command::Summarize(args)) => summarize::summarize(&args),
         Some(Command::Merge(args)) => merge(&args),
@@ -147,16 +147,6 @@ fn scenario_path(args: &RunArgs) -> Result<&Path, AppError> {
     args.scenario
         .as_deref()
         .ok_or_else(|| AppError::BadInput("no scenario file given; try scenarios/smoke.toml".into()))
-}
-
-/// `anvil-load validate FILE`: the resolved plan, nothing sent.
-fn validate(args: &RunArgs) -> Result<u8, AppError> {
-    let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
-    // Every URL the plan names (a trace or dataset path given as one included) through the one
-    // redaction.
-    print!("{}", crate::record::redact::redact_urls_in(&crate::scenario::describe(&scenario)));
-    println!("valid; nothing was sent");
-    Ok(exit::OK)
 }
 
 /// `anvil-load mock`: the simulator in the foreground until Ctrl-C.
@@ -482,8 +472,8 @@ impl Session<'_> {
         match self.scenario.load.search {
             None => {
                 let levels = self.scenario.load.pacing.levels();
-                for &level in &levels {
-                    let (a, path) = self.level(level, levels.len() > 1).await?;
+                for &pacing in &levels {
+                    let (a, path) = self.level(pacing, levels.len() > 1).await?;
                     artifacts.push((a, path));
                     if self.control.stop_issuing.is_cancelled() {
                         break;
@@ -493,15 +483,10 @@ impl Session<'_> {
             Some(search) => {
                 let mut search = CapacitySearch::new(search);
                 while let Some(level) = search.next_level() {
-                    let (a, path) = self.level(level, true).await?;
+                    let (a, path) = self.level(self.scenario.load.pacing.at(level), true).await?;
                     let passed = a.slo.as_ref().is_some_and(|r| r.passed) && a.load.validity.valid;
                     let goodput_rps = a.rates.goodput.and_then(|g| g.rps);
-                    search.record(Probe {
-                        level: level.value(),
-                        passed,
-                        goodput_rps,
-                        artifact: Some(path.display().to_string()),
-                    });
+                    search.record(Probe { level, passed, goodput_rps, artifact: Some(path.display().to_string()) });
                     artifacts.push((a, path));
                     if self.control.stop_issuing.is_cancelled() {
                         break;
@@ -527,34 +512,10 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// The pacing of one level.
-    fn pacing(&self, level: Level) -> LevelPacing {
-        match (&self.scenario.load.pacing, level) {
-            (Pacing::Closed { max_rate, .. }, Level::Concurrency(concurrency)) => {
-                LevelPacing::Closed { concurrency, max_rate: *max_rate }
-            }
-            (Pacing::Closed { max_rate, .. }, Level::Rate(_)) => {
-                unreachable!("validation pairs a closed loop with concurrencies (max_rate {max_rate:?})")
-            }
-            (Pacing::Open { arrival, ramp, max_in_flight, overload, .. }, level) => LevelPacing::Open {
-                rate: level.value(),
-                arrival: *arrival,
-                ramp: *ramp,
-                max_in_flight: *max_in_flight,
-                overload: *overload,
-            },
-        }
-    }
-
     /// Run one level, write its artifact, print its summary.
-    async fn level(&self, level: Level, several: bool) -> Result<(LevelSummary, PathBuf), AppError> {
+    async fn level(&self, pacing: LevelPacing, several: bool) -> Result<(LevelSummary, PathBuf), AppError> {
         let s = self.scenario;
-        let pacing = self.pacing(level);
-        let level_id = match (several, pacing) {
-            (false, _) => self.run_id.clone(),
-            (true, LevelPacing::Closed { concurrency, .. }) => format!("{}-c{concurrency}", self.run_id),
-            (true, LevelPacing::Open { rate, .. }) => format!("{}-r{rate}", self.run_id),
-        };
+        let level_id = if several { format!("{}-{}", self.run_id, pacing.id_suffix()) } else { self.run_id.clone() };
         let plan = LevelPlan {
             pacing,
             requests: s.run.requests,
@@ -563,24 +524,16 @@ impl Session<'_> {
             seed: s.run.seed,
             warm_up_first: s.workload.prompt_cache.burst(),
         };
-        let label = match pacing {
-            LevelPacing::Closed { concurrency, .. } => format!("c={concurrency}"),
-            LevelPacing::Open { rate, .. } => format!("{rate} req/s"),
-        };
         let progress =
-            Progress::new(!self.args.no_progress && !self.args.quiet, s.run.requests, s.run.duration, &label);
+            Progress::new(!self.args.no_progress && !self.args.quiet, s.run.requests, s.run.duration, &pacing.label());
         let before = self.target.level_start_counts();
         // The level's prompts (its salt, its shared prefix) are ready before its clock starts.
-        let workload = Arc::new(self.workload.for_level(level.value()));
+        let workload = Arc::new(self.workload.for_level(pacing.level()));
         // Connections are opened before the clock starts (see `Client::warm_connections`).
-        let warm = match pacing {
-            LevelPacing::Closed { concurrency, .. } => concurrency as usize,
-            LevelPacing::Open { max_in_flight, .. } => max_in_flight.map_or(64, |m| m as usize).min(256),
-        };
         self.client
             .warm_connections(
                 &crate::scenario::url_rules::endpoint(&self.target.base_url, "/models"),
-                self.shard.share(warm),
+                self.shard.share(pacing.warm_connections()),
             )
             .await;
         let scrape = match &self.scraper {

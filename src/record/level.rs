@@ -1,12 +1,12 @@
-//! What a load level was and what its pacing knew: the level's pacing as recorded, what the
-//! scheduler issued beyond the outcomes, and each request's dispatch (intended time, queue wait).
+//! What a load level's pacing knew: what the scheduler issued beyond the outcomes, and each
+//! request's dispatch (intended time, queue wait). The level's pacing itself is the scenario's
+//! `LevelPacing`, re-exported here because the records file keeps it on each level's line.
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::scenario::{Arrival, Overload};
+pub use crate::scenario::LevelPacing;
 
 /// When a request was meant to go and how long it waited for a slot; the worker adds when it
 /// actually went.
@@ -22,51 +22,6 @@ pub struct Dispatch {
 impl Dispatch {
     pub fn closed(level_start: Instant) -> Self {
         Dispatch { level_start, intended: None, queue_wait: Duration::ZERO }
-    }
-}
-
-/// One load level as the scenario sets it: a concurrency stays an integer from the command line
-/// to the scheduler; a rate is requests per second.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Level {
-    Concurrency(u32),
-    Rate(f64),
-}
-
-impl Level {
-    /// The level as a number (for the capacity search's arithmetic and its trace).
-    pub fn value(self) -> f64 {
-        match self {
-            Level::Concurrency(c) => f64::from(c),
-            Level::Rate(r) => r,
-        }
-    }
-}
-
-impl std::fmt::Display for Level {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Level::Concurrency(c) => write!(f, "{c}"),
-            Level::Rate(r) => write!(f, "{r}"),
-        }
-    }
-}
-
-/// How one level was paced.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "snake_case")]
-pub enum LevelPacing {
-    Closed { concurrency: u32, max_rate: Option<f64> },
-    Open { rate: f64, arrival: Arrival, ramp: Option<Duration>, max_in_flight: Option<u32>, overload: Overload },
-}
-
-impl LevelPacing {
-    /// The level's number: its concurrency or its rate.
-    pub fn level(&self) -> f64 {
-        match self {
-            LevelPacing::Closed { concurrency, .. } => f64::from(*concurrency),
-            LevelPacing::Open { rate, .. } => *rate,
-        }
     }
 }
 

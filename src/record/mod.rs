@@ -26,7 +26,7 @@ pub mod writer;
 pub use checks::{CanaryCheck, CanaryFailure, ControlledOutput, UsageSetAside, canary_failure_counts, usage_plausible};
 pub use client::ClientLoad;
 pub use gaps::GapSketch;
-pub use level::{Dispatch, Issued, Level, LevelPacing};
+pub use level::{Dispatch, Issued, LevelPacing};
 pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
 pub use replay::ReplayFacts;
 pub use run_info::{

@@ -2,8 +2,8 @@
 //! combinations an API cannot honour (canaries on embeddings, token ids without a tokenizer,
 //! calibration probes on APIs they do not speak). Runs once the other sections are typed.
 
-use super::raw::{self, RawScenario};
-use super::validate::Checker;
+use super::checker::Checker;
+use super::raw::RawScenario;
 use super::{
     Api, OutputControl, PromptEncoding, PromptSource, ScenarioError, ServeFlags, SizingMode, Target, Workload,
 };
@@ -116,7 +116,7 @@ fn batch_size(c: &Checker, raw: &RawScenario, api: Api, workload: &mut Workload)
 /// `workload.prompt_encoding = "token_ids"`: completions with a local tokenizer and drawn prompts.
 fn prompt_encoding(c: &Checker, raw: &RawScenario, api: Api, workload: &mut Workload) -> Result<(), ScenarioError> {
     const KEY: &str = "workload.prompt_encoding";
-    if raw.workload.prompt_encoding != Some(raw::RawPromptEncoding::TokenIds) {
+    if raw.workload.prompt_encoding != Some(PromptEncoding::TokenIds) {
         return Ok(());
     }
     if api != Api::Completions {

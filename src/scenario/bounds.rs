@@ -1,5 +1,5 @@
-//! The allowed range of every duration and rate a scenario sets, and how numbers are written in
-//! messages.
+//! The allowed range of every duration and rate a scenario sets, how numbers are written in
+//! messages, and how durations are written into the resolved plan.
 //!
 //! Bounds exist so that a value validation accepts cannot overflow the arithmetic of a run (an
 //! instant plus a timeout, a rate's mean gap, a doubled retry back-off) and so that a typo such
@@ -55,6 +55,34 @@ pub fn fmt_number(v: f64) -> String {
     } else {
         // Display gives the shortest form that reads back to the same value (`0.1`, `4`).
         v.to_string()
+    }
+}
+
+/// Durations are written the way they are read (`"1m 30s"`), for the resolved plan.
+pub(super) mod humantime_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&humantime::format_duration(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `humantime_serde` for a duration that may be absent.
+pub(super) mod humantime_serde_opt {
+    use serde::Serializer;
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.collect_str(&humantime::format_duration(*d)),
+            None => s.serialize_none(),
+        }
     }
 }
 

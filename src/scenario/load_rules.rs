@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::bounds::{BURSTINESS, MAX_RATE, MIN_RATE, fmt_number};
+use super::checker::Checker;
 use super::raw::{self, RawLoadMode};
-use super::validate::Checker;
 use super::{Arrival, Bound, Load, Overload, Pacing, ScenarioError, Search, SearchBy, Slo, SloCriterion};
 
 /// One client process can hold about this many streams; above it a level is a typo.
@@ -31,7 +31,7 @@ pub const DEFAULT_MAX_CLIENT_LATENESS: Duration = Duration::from_millis(10);
 
 pub(super) fn load(c: &Checker, l: &raw::RawLoad) -> Result<Load, ScenarioError> {
     let open = match (l.mode, l.search) {
-        (Some(RawLoadMode::Open), _) | (None, Some(raw::RawSearch::Rate)) => true,
+        (Some(RawLoadMode::Open), _) | (None, Some(SearchBy::Rate)) => true,
         (Some(RawLoadMode::Closed), _) | (None, _) => false,
     };
     // Keys that only make sense in the other mode are errors, not silently ignored.
@@ -176,8 +176,7 @@ fn open_pacing(c: &Checker, l: &raw::RawLoad, searching: bool) -> Result<Pacing,
                 "set max_in_flight = N, or remove it",
             ));
         }
-        (Some(raw::RawOverload::Drop), _) => Overload::Drop,
-        _ => Overload::Queue,
+        (overload, _) => overload.unwrap_or(Overload::Queue),
     };
     Ok(Pacing::Open { rates, arrival, ramp, max_in_flight, overload })
 }
@@ -199,16 +198,15 @@ fn search(c: &Checker, l: &raw::RawLoad, open: bool) -> Result<Option<Search>, S
         return Ok(None);
     };
     let by = match (by, open) {
-        (raw::RawSearch::Concurrency, false) => SearchBy::Concurrency,
-        (raw::RawSearch::Rate, true) => SearchBy::Rate,
-        (raw::RawSearch::Concurrency, true) => {
+        (SearchBy::Concurrency, false) | (SearchBy::Rate, true) => by,
+        (SearchBy::Concurrency, true) => {
             return Err(c.err(
                 "load.search",
                 "\"concurrency\" searches a closed loop, but mode = \"open\"",
                 "use search = \"rate\" for an open loop",
             ));
         }
-        (raw::RawSearch::Rate, false) => {
+        (SearchBy::Rate, false) => {
             return Err(c.err(
                 "load.search",
                 "\"rate\" searches an open loop, but mode = \"closed\"",

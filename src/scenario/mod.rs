@@ -3,52 +3,42 @@
 //! `Scenario::load` reads a TOML file, applies command-line overrides, and validates once
 //! (`validate`). Errors name the file, the key path, what is wrong and how to fix it; the
 //! program exits with code 2 and sends nothing. No other module sees TOML shapes.
+//!
+//! The files, from the ground up: this one, `target` and `pacing` hold the typed plan; `raw`
+//! the TOML's shapes; `checker` the toolbox every rule reports through; the `*_rules` files
+//! one section each; `overrides` the command line's values; `validate` reads the file once,
+//! section by section, calling the rules.
 
 mod api_rules;
 pub mod bounds;
-mod describe;
+mod checker;
 mod load_rules;
 mod metrics_rules;
+mod overrides;
+mod pacing;
 mod raw;
 mod session_rules;
+mod target;
 mod trace_rules;
 pub mod url_rules;
 mod validate;
 mod wording;
 mod workload_rules;
 
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use describe::describe;
-pub use load_rules::SLO_STATS;
-pub use raw::RawScenario;
-pub use session_rules::RawSessions;
-pub use trace_rules::RawTrace;
-pub use validate::ScenarioError;
-pub use workload_rules::MIN_CONTEXT_TOKENS;
+use bounds::{humantime_serde, humantime_serde_opt};
 
-/// Values given on the command line (or in the environment) that replace the file's.
-#[derive(Debug, Default, Clone)]
-pub struct Overrides {
-    pub base_url: Option<String>,
-    /// Where `base_url` came from, for error messages (`--base-url` or `ANVIL_BASE_URL`).
-    pub base_url_origin: Option<&'static str>,
-    pub model: Option<String>,
-    pub concurrency: Option<Vec<u32>>,
-    /// `--rate`: open-loop rates.
-    pub rate: Option<Vec<f64>>,
-    pub requests: Option<u64>,
-    pub max_tokens: Option<u32>,
-    pub seed: Option<u64>,
-    pub simulator: Option<String>,
-    /// `--tokenizer`: `estimate`, `calibrate` or a path.
-    pub tokenizer: Option<String>,
-}
+pub use checker::ScenarioError;
+pub use load_rules::SLO_STATS;
+pub use overrides::Overrides;
+pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy};
+pub use raw::RawScenario;
+pub use target::{Api, ApiKey, Dialect, Endpoint, MetricsEndpoint, ServerMetricsSettings, Target};
 
 /// A fully validated scenario.
 #[derive(Debug, Clone, Serialize)]
@@ -69,180 +59,6 @@ pub struct Scenario {
     /// closed-loop file drops `load.concurrency`), for `validate` and the console.
     #[serde(skip)]
     pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Target {
-    pub endpoint: Endpoint,
-    pub model: String,
-    pub api: Api,
-    /// The name of the variable the key came from; the key itself is in `api_key`.
-    pub api_key_env: Option<String>,
-    #[serde(skip)]
-    pub api_key: Option<ApiKey>,
-    pub engine: Option<String>,
-    pub gpu: Option<String>,
-    pub redact_base_url: bool,
-    pub dialect: Dialect,
-    /// Extra fields merged into every request body.
-    pub extra_body: serde_json::Map<String, serde_json::Value>,
-    /// Messages API: the `anthropic-version` header, when the scenario sets one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub anthropic_version: Option<String>,
-    /// Scrape the server's own metrics beside the run. Absent from the serialized scenario when
-    /// off, so configurations written before the key existed keep their fingerprint.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metrics: Option<ServerMetricsSettings>,
-    /// Ask for usage on every chunk (`stream_options.continuous_usage_stats`). Absent when off,
-    /// so earlier configurations keep their fingerprint.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub continuous_usage_stats: bool,
-}
-
-/// Where and how often the server's Prometheus metrics are scraped.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ServerMetricsSettings {
-    pub endpoint: MetricsEndpoint,
-    #[serde(with = "humantime_serde")]
-    pub interval: Duration,
-}
-
-/// The metrics URL: given, or `/metrics` beside the base URL (known only at run time for the
-/// embedded simulator).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum MetricsEndpoint {
-    /// Written without any `user:password@` part, which is kept for the requests only.
-    Url {
-        #[serde(serialize_with = "serialize_url_without_credentials")]
-        url: String,
-    },
-    BesideBaseUrl,
-}
-
-fn serialize_url_without_credentials<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::server_metrics::display_url(url))
-}
-
-/// Request spellings for fields outside the OpenAI API.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Dialect {
-    /// vLLM and SGLang (and most OpenAI-compatible engines): `ignore_eos`, `min_tokens`.
-    Generic,
-    Vllm,
-    Sglang,
-    /// llama.cpp: `ignore_eos`; `min_tokens` does not exist.
-    Llamacpp,
-    /// Hosted OpenAI-style APIs: no fields beyond the OpenAI API.
-    Openai,
-}
-
-/// Where requests go.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Endpoint {
-    /// A real server. `base_url` ends in the API root, e.g. `http://host:8000/v1`.
-    Remote { base_url: String },
-    /// The embedded simulator, started on 127.0.0.1:0 for the run.
-    Simulator {
-        profile: String,
-        /// The profile's time per output token replaced (`target.simulator_time_per_output_token_ms`).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        time_per_output_token_ms: Option<f64>,
-    },
-}
-
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Api {
-    #[default]
-    Chat,
-    Completions,
-    /// The OpenAI Responses API (`/responses`), streamed.
-    Responses,
-    /// Anthropic's Messages API (`/messages`), streamed.
-    Messages,
-    /// `/embeddings`, one JSON answer per request.
-    Embeddings,
-    /// `/rerank` (query and documents), one JSON answer per request.
-    Rerank,
-}
-
-impl Api {
-    /// Path below the base URL.
-    pub fn path(self) -> &'static str {
-        match self {
-            Api::Chat => "/chat/completions",
-            Api::Completions => "/completions",
-            Api::Responses => "/responses",
-            Api::Messages => "/messages",
-            Api::Embeddings => "/embeddings",
-            Api::Rerank => "/rerank",
-        }
-    }
-
-    /// The name written in scenarios and artifacts.
-    pub fn name(self) -> &'static str {
-        match self {
-            Api::Chat => "chat",
-            Api::Completions => "completions",
-            Api::Responses => "responses",
-            Api::Messages => "messages",
-            Api::Embeddings => "embeddings",
-            Api::Rerank => "rerank",
-        }
-    }
-
-    /// Whether prompt sizing can calibrate against it: the probes speak chat and completions.
-    pub fn can_calibrate(self) -> bool {
-        matches!(self, Api::Chat | Api::Completions)
-    }
-
-    /// Whether the answer streams generated text (every API but embeddings and rerank).
-    pub fn streams_text(self) -> bool {
-        !matches!(self, Api::Embeddings | Api::Rerank)
-    }
-
-    /// Whether calibration probes (short chat or completions requests) speak this API.
-    pub fn has_probes(self) -> bool {
-        matches!(self, Api::Chat | Api::Completions)
-    }
-}
-
-/// How a completions prompt is sent: as text, or as the token ids of a local tokenizer.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum PromptEncoding {
-    #[default]
-    Text,
-    /// `prompt` as an array of integers of exactly the planned length.
-    TokenIds,
-}
-
-impl PromptEncoding {
-    pub fn is_text(&self) -> bool {
-        *self == PromptEncoding::Text
-    }
-}
-
-/// An API key. Its `Debug` never shows the value, so it cannot leak through logs.
-#[derive(Clone)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub fn new(key: String) -> Self {
-        ApiKey(key)
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey([hidden])")
-    }
 }
 
 /// When a load level ends.
@@ -267,108 +83,6 @@ pub struct RunLimits {
     pub snapshot_interval: Option<Duration>,
     /// Keep the records file.
     pub keep_records: bool,
-}
-
-/// How requests are paced, level by level.
-#[derive(Debug, Clone, Serialize)]
-pub struct Load {
-    pub pacing: Pacing,
-    /// Capacity search instead of a fixed list of levels.
-    pub search: Option<Search>,
-    /// Dispatch lag p99 above this marks a run invalid.
-    #[serde(with = "humantime_serde")]
-    pub max_dispatch_lag: Duration,
-    /// Client lateness p99 above this marks a level invalid.
-    #[serde(with = "humantime_serde")]
-    pub max_client_lateness: Duration,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "mode", rename_all = "snake_case")]
-pub enum Pacing {
-    /// Fixed concurrency: each worker sends its next request when its last one ends.
-    Closed {
-        levels: Vec<u32>,
-        /// A ceiling on request starts per second across workers.
-        max_rate: Option<f64>,
-    },
-    /// Arrivals on a schedule, independent of the server.
-    Open {
-        rates: Vec<f64>,
-        arrival: Arrival,
-        #[serde(with = "humantime_serde_opt")]
-        ramp: Option<Duration>,
-        max_in_flight: Option<u32>,
-        overload: Overload,
-    },
-}
-
-impl Pacing {
-    pub fn mode(&self) -> &'static str {
-        match self {
-            Pacing::Closed { .. } => "closed",
-            Pacing::Open { .. } => "open",
-        }
-    }
-
-    /// The configured levels: concurrencies or rates.
-    pub fn levels(&self) -> Vec<crate::record::Level> {
-        use crate::record::Level;
-        match self {
-            Pacing::Closed { levels, .. } => levels.iter().map(|&c| Level::Concurrency(c)).collect(),
-            Pacing::Open { rates, .. } => rates.iter().map(|&r| Level::Rate(r)).collect(),
-        }
-    }
-}
-
-/// The arrival process of an open loop.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Arrival {
-    /// Evenly spaced.
-    Constant,
-    /// Exponential gaps.
-    Poisson,
-    /// Gamma gaps of shape `burstiness` (coefficient of variation 1/√burstiness).
-    Gamma { burstiness: f64 },
-    /// A trace's own times, multiplied by `time_scale` (`[workload.trace]`).
-    Trace { time_scale: f64 },
-}
-
-impl Arrival {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Arrival::Constant => "constant",
-            Arrival::Poisson => "poisson",
-            Arrival::Gamma { .. } => "gamma",
-            Arrival::Trace { .. } => "trace",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Overload {
-    /// Arrivals beyond `max_in_flight` wait for a slot; the wait is measured.
-    Queue,
-    /// Arrivals beyond `max_in_flight` are not sent; they are counted and listed.
-    Drop,
-}
-
-/// Find the highest level meeting every SLO.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Search {
-    pub by: SearchBy,
-    pub min: f64,
-    pub max: f64,
-    pub max_steps: u32,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SearchBy {
-    Concurrency,
-    Rate,
 }
 
 /// Service-level objectives: every criterion must hold for a level to pass.
@@ -430,6 +144,21 @@ pub struct Workload {
     pub prompt_encoding: PromptEncoding,
 }
 
+/// How a completions prompt is sent: as text, or as the token ids of a local tokenizer.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptEncoding {
+    #[default]
+    Text,
+    /// `prompt` as an array of integers of exactly the planned length.
+    TokenIds,
+}
+
+impl PromptEncoding {
+    pub fn is_text(&self) -> bool {
+        *self == PromptEncoding::Text
+    }
+}
 /// Where prompt text comes from.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -659,9 +388,10 @@ pub struct Sampling {
     pub top_p: Option<f64>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThinkingMode {
+    #[default]
     Default,
     Enabled,
     Disabled,
@@ -742,44 +472,4 @@ pub struct RetryPolicy {
     /// Wait before the first retry, doubled for each further one; a `Retry-After` header wins.
     #[serde(with = "humantime_serde")]
     pub backoff: Duration,
-}
-
-impl Scenario {
-    /// Read, override and validate a scenario file.
-    pub fn load(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
-        let text = crate::sys::read_input_to_string(path).map_err(|e| ScenarioError::unreadable(path, &e))?;
-        Self::from_toml(path, &text, overrides)
-    }
-
-    /// Validate scenario text; `path` is only used in messages.
-    pub fn from_toml(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
-        validate::validate(path, text, overrides)
-    }
-}
-
-/// Durations are written the way they are read (`"1m 30s"`), for the resolved plan.
-mod humantime_serde {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&humantime::format_duration(*d))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
-    }
-}
-
-mod humantime_serde_opt {
-    use serde::Serializer;
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.collect_str(&humantime::format_duration(*d)),
-            None => s.serialize_none(),
-        }
-    }
 }

@@ -2,10 +2,17 @@
 //!
 //! Every struct denies unknown keys so a typo is an error rather than a silently ignored
 //! setting. Nothing outside `scenario` sees these types: `validate` turns them into the typed
-//! plan once. Each field's doc comment is the scenario reference; a test checks that the README
-//! documents every key these structs accept.
+//! plan once. A key whose value is one of a few names the plan keeps as they are (`api`,
+//! `overload`, `thinking_mode`, …) reads straight into the plan's own enum, so the names are
+//! spelled once and the parser lists them when a value is not one of them. Each field's doc
+//! comment is the scenario reference; a test checks that the README documents every key these
+//! structs accept.
 
 use serde::Deserialize;
+
+use super::pacing::{Overload, SearchBy};
+use super::target::{Api, Dialect};
+use super::{ControlledOutputPolicy, PromptEncoding, ReasoningEffort, ThinkingMode};
 
 /// The whole scenario file.
 #[derive(Debug, Deserialize)]
@@ -52,7 +59,7 @@ pub struct RawTarget {
     /// `"responses"` (`/responses`), `"messages"` (Anthropic-style `/messages`),
     /// `"embeddings"` (`/embeddings`) or `"rerank"` (`/rerank`).
     #[serde(default)]
-    pub api: RawApi,
+    pub api: Api,
     /// Name of the environment variable holding the API key (sent as a bearer token). The key
     /// itself never appears in the scenario, the artifact or the logs.
     pub api_key_env: Option<String>,
@@ -71,7 +78,7 @@ pub struct RawTarget {
     pub simulator_time_per_output_token_ms: Option<f64>,
     /// Which engine's request spellings to use for non-standard fields: `"generic"` (default;
     /// vLLM, SGLang), `"llamacpp"`, or `"openai"` (hosted OpenAI-style APIs: no extra fields).
-    pub dialect: Option<RawDialect>,
+    pub dialect: Option<Dialect>,
     /// Extra JSON fields merged into every request body, e.g. `{ top_k = 20 }`. They may not
     /// replace fields the tool sets itself.
     pub extra_body: Option<toml::Table>,
@@ -86,28 +93,6 @@ pub struct RawTarget {
     /// which gives the tokens each chunk delivered.
     #[serde(default)]
     pub continuous_usage_stats: bool,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RawDialect {
-    Generic,
-    Vllm,
-    Sglang,
-    Llamacpp,
-    Openai,
-}
-
-#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RawApi {
-    #[default]
-    Chat,
-    Completions,
-    Responses,
-    Messages,
-    Embeddings,
-    Rerank,
 }
 
 /// `[run]`
@@ -176,7 +161,7 @@ pub struct RawLoad {
     pub max_in_flight: Option<i64>,
     /// Open loop, with `max_in_flight`: `"queue"` (default: late arrivals wait for a slot and the
     /// wait is measured) or `"drop"` (they are counted and listed, not sent).
-    pub overload: Option<RawOverload>,
+    pub overload: Option<Overload>,
     /// A run whose dispatch lag p99 exceeds this is marked invalid (default `"5ms"`).
     pub max_dispatch_lag: Option<String>,
     /// A level whose client lateness p99 (how late the client's runtime woke a probe task)
@@ -189,7 +174,7 @@ pub struct RawLoad {
     pub in_flight: Option<i64>,
     /// Capacity search: `"concurrency"` (closed loop) or `"rate"` (open loop): find the highest
     /// level that meets every `[slo]`.
-    pub search: Option<RawSearch>,
+    pub search: Option<SearchBy>,
     /// Search: the first level tried (default 1).
     pub search_min: Option<f64>,
     /// Search: the highest level tried (default 1024).
@@ -219,20 +204,6 @@ pub enum RawArrival {
     Constant,
     Poisson,
     Gamma,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RawOverload {
-    Queue,
-    Drop,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RawSearch {
-    Concurrency,
-    Rate,
 }
 
 /// `[workload]`
@@ -269,22 +240,77 @@ pub struct RawWorkload {
     pub canaries: Option<bool>,
     /// `[workload.trace]`: replay a production trace (prompt sizes, shared blocks, output
     /// lengths and times) instead of drawn prompts.
-    pub trace: Option<super::RawTrace>,
+    pub trace: Option<RawTrace>,
     /// `[workload.sessions]`: multi-turn conversations instead of single prompts.
-    pub sessions: Option<super::RawSessions>,
+    pub sessions: Option<RawSessions>,
     /// `api = "embeddings"`: inputs per request; `api = "rerank"`: documents per request
     /// (default 1). Each is a prompt of the planned context.
     pub batch_size: Option<i64>,
     /// `api = "completions"`: `"text"` (default) or `"token_ids"`, which sends `prompt` as the
     /// token ids of the local tokenizer (`workload.tokenizer`), exactly the planned length.
-    pub prompt_encoding: Option<RawPromptEncoding>,
+    pub prompt_encoding: Option<PromptEncoding>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum RawPromptEncoding {
-    Text,
-    TokenIds,
+/// `[workload.trace]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrace {
+    /// The trace file, relative to the scenario file.
+    pub file: String,
+    /// `"mooncake"`, `"azure"`, `"burstgpt"`, `"bailian"` or `"jsonl"`.
+    pub format: String,
+    /// Tokens per hash id (default: 512 for Mooncake, 16 for Bailian; required for `jsonl`
+    /// rows with hash ids).
+    pub block_size: Option<i64>,
+    /// Intended send time = start + `time_scale` × the row's offset (default 1; 0.1 replays ten
+    /// times faster).
+    pub time_scale: Option<f64>,
+    /// Idle gaps longer than this on the trace's clock are shortened to it (e.g. `"5s"`).
+    pub max_gap: Option<String>,
+    /// Only rows whose offset from the trace's first row lies in `[start, end)`, e.g.
+    /// `["10m", "20m"]`.
+    pub window: Option<Vec<String>>,
+    /// Replay this fraction of sessions (whole sessions; rows without one count as sessions of
+    /// their own), chosen by `run.seed`.
+    pub sample: Option<f64>,
+    /// Session traces: `"open"` (each row at its own time; the only mode so far).
+    pub replay: Option<String>,
+}
+
+/// `[workload.sessions]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSessions {
+    /// Conversations started per level.
+    pub conversations: Option<i64>,
+    /// Turns per conversation: `4`, `{ uniform = [2, 6] }`, `{ normal = [4, 1], min = 1 }`.
+    pub turns: Option<toml::Value>,
+    /// Tokens of the whole first prompt (system prompt and first user message).
+    pub first_tokens: Option<toml::Value>,
+    /// New user tokens in each later turn.
+    pub user_tokens: Option<toml::Value>,
+    /// Output tokens per turn (default: `workload.max_tokens`).
+    pub output_tokens: Option<toml::Value>,
+    /// The wait between a response's end and the next turn: `"2s"`, `{ uniform = ["1s", "3s"] }`.
+    pub think_time: Option<toml::Value>,
+    /// Tokens of a system prompt shared by the conversations of a group (default 0: none).
+    pub system_prompt_tokens: Option<i64>,
+    /// Distinct system prompts (default 1).
+    pub system_prompt_groups: Option<i64>,
+    /// Choose groups with Zipf weights of this exponent (default: uniformly).
+    pub system_prompt_zipf: Option<f64>,
+    /// `"live"` (default: the model's answers) or `"recorded"` (the dataset's answers).
+    pub history: Option<String>,
+    /// `"drop"` (default) or `"keep"`: reasoning text in the history.
+    pub history_reasoning: Option<String>,
+    /// Request headers carrying the conversation's id (default `["X-Session-ID"]`).
+    pub affinity_headers: Option<Vec<String>>,
+    /// A response header sent back on the conversation's later turns (e.g. `x-session-token`).
+    pub echo_header: Option<String>,
+    /// A response header naming the backend that served a request, recorded per request.
+    pub backend_header: Option<String>,
+    /// Conversations from a file: a ShareGPT JSON array (every turn) or OpenAI `messages` JSONL.
+    pub dataset: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -308,14 +334,7 @@ pub struct RawOutput {
     pub response_words: Option<i64>,
     /// `"observe"` (default: record adherence) or `"strict"` (exclude responses that are not
     /// exactly `response_words` long or were truncated).
-    pub controlled_output_policy: Option<RawControlledOutputPolicy>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RawControlledOutputPolicy {
-    Observe,
-    Strict,
+    pub controlled_output_policy: Option<ControlledOutputPolicy>,
 }
 
 /// `[sampling]`
@@ -335,29 +354,12 @@ pub struct RawServe {
     /// `"default"` (send nothing), `"enabled"` or `"disabled"`: sent as
     /// `chat_template_kwargs.enable_thinking` (Qwen3-style templates in vLLM, SGLang, llama.cpp).
     #[serde(default)]
-    pub thinking_mode: RawThinkingMode,
+    pub thinking_mode: ThinkingMode,
     /// Sent as the request's `reasoning_effort` (`"low"`, `"medium"`, `"high"`).
-    pub reasoning_effort: Option<RawReasoningEffort>,
+    pub reasoning_effort: Option<ReasoningEffort>,
     /// Shorthand for `thinking_mode = "disabled"`; contradicts `thinking_mode = "enabled"`.
     #[serde(default)]
     pub no_thinking: bool,
-}
-
-#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RawThinkingMode {
-    #[default]
-    Default,
-    Enabled,
-    Disabled,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RawReasoningEffort {
-    Low,
-    Medium,
-    High,
 }
 
 /// `[client]`

@@ -3,53 +3,17 @@
 //! list), `load.in_flight = M` requests across them, or open-loop conversation arrivals
 //! (`mode = "open"`, `rate` in conversations per second).
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::bounds::{fmt_duration, fmt_number};
-use super::raw::{self, Levels, RawLoad, RawLoadMode};
-use super::validate::{CONTEXT_SANITY_LIMIT, Checker};
-use super::{Dialect, Load, OutputControl, Pacing, PromptSource, ScenarioError, Workload};
+use super::checker::{CONTEXT_SANITY_LIMIT, Checker};
+use super::raw::{self, Levels, RawLoad, RawLoadMode, RawSessions};
+use super::{Load, Overload, Pacing, PromptSource, ScenarioError, SearchBy};
 use crate::session::{Dist, History, ReasoningHistory, SessionSpec};
 
-/// `[workload.sessions]`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawSessions {
-    /// Conversations started per level.
-    pub conversations: Option<i64>,
-    /// Turns per conversation: `4`, `{ uniform = [2, 6] }`, `{ normal = [4, 1], min = 1 }`.
-    pub turns: Option<toml::Value>,
-    /// Tokens of the whole first prompt (system prompt and first user message).
-    pub first_tokens: Option<toml::Value>,
-    /// New user tokens in each later turn.
-    pub user_tokens: Option<toml::Value>,
-    /// Output tokens per turn (default: `workload.max_tokens`).
-    pub output_tokens: Option<toml::Value>,
-    /// The wait between a response's end and the next turn: `"2s"`, `{ uniform = ["1s", "3s"] }`.
-    pub think_time: Option<toml::Value>,
-    /// Tokens of a system prompt shared by the conversations of a group (default 0: none).
-    pub system_prompt_tokens: Option<i64>,
-    /// Distinct system prompts (default 1).
-    pub system_prompt_groups: Option<i64>,
-    /// Choose groups with Zipf weights of this exponent (default: uniformly).
-    pub system_prompt_zipf: Option<f64>,
-    /// `"live"` (default: the model's answers) or `"recorded"` (the dataset's answers).
-    pub history: Option<String>,
-    /// `"drop"` (default) or `"keep"`: reasoning text in the history.
-    pub history_reasoning: Option<String>,
-    /// Request headers carrying the conversation's id (default `["X-Session-ID"]`).
-    pub affinity_headers: Option<Vec<String>>,
-    /// A response header sent back on the conversation's later turns (e.g. `x-session-token`).
-    pub echo_header: Option<String>,
-    /// A response header naming the backend that served a request, recorded per request.
-    pub backend_header: Option<String>,
-    /// Conversations from a file: a ShareGPT JSON array (every turn) or OpenAI `messages` JSONL.
-    pub dataset: Option<String>,
-}
+/// Why `output.min_tokens` and `output.response_words` do not apply to conversations.
+pub(super) const SETS_OUTPUT: &str = "conversations: workload.sessions.output_tokens sets each turn's output";
 
 const TIME_FIX: &str = "write a duration from 0s to 24h such as \"2s\" (or seconds, 2), { uniform = [\"1s\", \"3s\"] }, { normal = [mean, sd], min = lo, max = hi } or { lognormal = [mean, sd], min = lo, max = hi }";
 
@@ -203,7 +167,6 @@ pub(super) fn source(
     s: &RawSessions,
     w: &raw::RawWorkload,
     (max_context, max_tokens): (u32, u32),
-    scenario_path: &Path,
 ) -> Result<PromptSource, ScenarioError> {
     for (key, set) in [
         ("workload.context_tokens", w.context_tokens.is_some()),
@@ -243,7 +206,7 @@ pub(super) fn source(
                     ));
                 }
             }
-            let path = super::workload_rules::resolve(scenario_path, file);
+            let path = c.path(&k("dataset"), file);
             let set = crate::workload::conversations::load(&path).map_err(|e| {
                 c.err(
                     &k("dataset"),
@@ -375,7 +338,7 @@ pub(super) fn source(
 
 /// `[load]` of a conversation workload.
 pub(super) fn load(c: &Checker, l: &RawLoad, spec: &mut SessionSpec) -> Result<Load, ScenarioError> {
-    let open = l.mode == Some(RawLoadMode::Open) || l.search == Some(raw::RawSearch::Rate);
+    let open = l.mode == Some(RawLoadMode::Open) || l.search == Some(SearchBy::Rate);
     let misplaced: &[(&str, bool, &str)] = if open {
         &[
             ("load.sessions", l.sessions.is_some(), "with mode = \"open\", rate is conversations per second"),
@@ -397,7 +360,7 @@ pub(super) fn load(c: &Checker, l: &RawLoad, spec: &mut SessionSpec) -> Result<L
     if let Some((key, _, fix)) = misplaced.iter().find(|(_, set, _)| *set) {
         return Err(c.err(key, "does not apply to conversations here", *fix));
     }
-    if open && l.overload == Some(raw::RawOverload::Drop) {
+    if open && l.overload == Some(Overload::Drop) {
         return Err(c.err(
             "load.overload",
             "\"drop\" would cut conversations mid-way",
@@ -468,29 +431,4 @@ pub(super) fn reject_load_keys(c: &Checker, l: &RawLoad) -> Result<(), ScenarioE
         }
     }
     Ok(())
-}
-
-/// `[output]` of conversations: each turn's planned output is sent as `max_tokens`, with
-/// `ignore_eos` where the dialect has it.
-pub(super) fn output(c: &Checker, o: &OutputControl, dialect: Dialect) -> Result<OutputControl, ScenarioError> {
-    for (key, set) in
-        [("output.min_tokens", o.min_tokens.is_some()), ("output.response_words", o.response_words.is_some())]
-    {
-        if set {
-            return Err(c.err(
-                key,
-                "does not apply to conversations: workload.sessions.output_tokens sets each turn's output",
-                "remove it",
-            ));
-        }
-    }
-    Ok(OutputControl { ignore_eos: dialect != Dialect::Openai, ..*o })
-}
-
-/// The conversations of a workload, if it has them.
-pub(super) fn spec_of(w: &mut Workload) -> Option<&mut SessionSpec> {
-    match &mut w.prompts {
-        PromptSource::Sessions(s) => Some(Arc::make_mut(s)),
-        _ => None,
-    }
 }

@@ -2,43 +2,17 @@
 //! read and checked here, once, so a bad row stops the run before anything is sent; the trace
 //! then decides the prompts (sizes and shared blocks), the output lengths and the arrivals.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::bounds::{fmt_duration, fmt_number};
-use super::raw::{self, RawLoad};
-use super::validate::Checker;
-use super::{Arrival, Dialect, Load, OutputControl, Pacing, PromptSource, ScenarioError, Workload};
+use super::checker::Checker;
+use super::raw::{self, RawLoad, RawTrace};
+use super::{Arrival, Load, Pacing, PromptSource, ScenarioError};
 use crate::trace::{MAX_TRACE_SPAN, Trace, TraceFormat, TraceOptions};
 
-/// `[workload.trace]`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawTrace {
-    /// The trace file, relative to the scenario file.
-    pub file: String,
-    /// `"mooncake"`, `"azure"`, `"burstgpt"`, `"bailian"` or `"jsonl"`.
-    pub format: String,
-    /// Tokens per hash id (default: 512 for Mooncake, 16 for Bailian; required for `jsonl`
-    /// rows with hash ids).
-    pub block_size: Option<i64>,
-    /// Intended send time = start + `time_scale` × the row's offset (default 1; 0.1 replays ten
-    /// times faster).
-    pub time_scale: Option<f64>,
-    /// Idle gaps longer than this on the trace's clock are shortened to it (e.g. `"5s"`).
-    pub max_gap: Option<String>,
-    /// Only rows whose offset from the trace's first row lies in `[start, end)`, e.g.
-    /// `["10m", "20m"]`.
-    pub window: Option<Vec<String>>,
-    /// Replay this fraction of sessions (whole sessions; rows without one count as sessions of
-    /// their own), chosen by `run.seed`.
-    pub sample: Option<f64>,
-    /// Session traces: `"open"` (each row at its own time; the only mode so far).
-    pub replay: Option<String>,
-}
+/// Why `output.min_tokens` and `output.response_words` do not apply to a trace replay.
+pub(super) const SETS_OUTPUT: &str = "a trace replay: the trace sets every request's output length";
 
 /// Read and check the trace; the prompt source it becomes.
 pub(super) fn source(
@@ -47,7 +21,6 @@ pub(super) fn source(
     w: &raw::RawWorkload,
     limits: (u32, u32),
     seed: u64,
-    scenario_path: &Path,
 ) -> Result<PromptSource, ScenarioError> {
     for (key, set) in
         [("workload.context_tokens", w.context_tokens.is_some()), ("workload.prompts", w.prompts.is_some())]
@@ -169,15 +142,10 @@ pub(super) fn source(
         max_context_tokens,
         max_output_tokens,
     };
-    let path = resolve(scenario_path, &t.file);
+    let path = c.path("workload.trace.file", &t.file);
     let trace = Trace::load(&path, &options)
         .map_err(|e| c.err("workload.trace.file", format!("{}: {}", path.display(), e.located()), e.fix.clone()))?;
     Ok(PromptSource::Trace(Arc::new(trace)))
-}
-
-fn resolve(scenario_path: &Path, file: &str) -> PathBuf {
-    let p = PathBuf::from(file);
-    if p.is_absolute() { p } else { scenario_path.parent().unwrap_or(Path::new(".")).join(p) }
 }
 
 /// `[load]` of a trace replay: the trace sets the arrivals; an in-flight cap, its overload
@@ -216,29 +184,4 @@ pub(super) fn load(c: &Checker, l: &RawLoad, trace: &Trace) -> Result<Load, Scen
         *arrival = Arrival::Trace { time_scale: trace.time_scale };
     }
     Ok(load)
-}
-
-/// `[output]` of a trace replay: each row's output length is sent as `max_tokens`, with
-/// `ignore_eos` where the dialect has it.
-pub(super) fn output(c: &Checker, o: &OutputControl, dialect: Dialect) -> Result<OutputControl, ScenarioError> {
-    for (key, set) in
-        [("output.min_tokens", o.min_tokens.is_some()), ("output.response_words", o.response_words.is_some())]
-    {
-        if set {
-            return Err(c.err(
-                key,
-                "does not apply to a trace replay: the trace sets every request's output length",
-                "remove it",
-            ));
-        }
-    }
-    Ok(OutputControl { ignore_eos: dialect != Dialect::Openai, ..*o })
-}
-
-/// Whether the workload replays a trace.
-pub(super) fn is_trace(w: &Workload) -> Option<&Trace> {
-    match &w.prompts {
-        PromptSource::Trace(t) => Some(t),
-        _ => None,
-    }
 }

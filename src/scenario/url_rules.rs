@@ -9,7 +9,7 @@
 //! `target.base_url` is also normalised here (`/v1` appended to a bare host).
 
 use super::ScenarioError;
-use super::validate::Checker;
+use super::checker::Checker;
 
 /// Why `c` may not appear in a URL, or `None` when it may.
 fn refused(c: char) -> Option<&'static str> {

@@ -4,120 +4,38 @@
 //! it. Command-line overrides are applied before validation, so a bad `--concurrency` is caught
 //! by the same rules and the message says which option set the value.
 
-use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::HeaderValue;
 
-use super::bounds::fmt_duration;
+use super::checker::Checker;
 use super::raw::{self, RawScenario};
 use super::{
-    Api, ApiKey, ClientSettings, Dialect, Endpoint, Overrides, Phase, ReasoningEffort, RetryPolicy, RunLimits,
-    Sampling, Scenario, ServeFlags, Target, ThinkingMode,
+    Api, ApiKey, ClientSettings, Dialect, Endpoint, Load, OutputControl, Overrides, Phase, PromptSource, RetryPolicy,
+    RunLimits, Sampling, Scenario, ScenarioError, ServeFlags, Target, ThinkingMode, Workload,
 };
-use super::{url_rules, wording};
+use super::{load_rules, overrides, session_rules, trace_rules, url_rules, wording, workload_rules};
 use crate::record::ErrorKind;
 
-/// A scenario that cannot be run. Exit code 2; nothing was sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScenarioError {
-    pub file: String,
-    /// Key path such as `load.concurrency`; empty when the whole file is at fault.
-    pub key: String,
-    pub problem: String,
-    pub fix: String,
-}
+impl Scenario {
+    /// Read, override and validate a scenario file.
+    pub fn load(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+        let text = crate::sys::read_input_to_string(path).map_err(|e| ScenarioError::unreadable(path, &e))?;
+        Self::from_toml(path, &text, overrides)
+    }
 
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "{}: {}", self.file, self.problem)?;
-        } else {
-            write!(f, "{}: `{}`: {}", self.file, self.key, self.problem)?;
-        }
-        if !self.fix.is_empty() {
-            write!(f, "\n  fix: {}", self.fix)?;
-        }
-        Ok(())
+    /// Validate scenario text; `path` is only used in messages.
+    pub fn from_toml(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+        validate(path, text, overrides)
     }
 }
 
-impl std::error::Error for ScenarioError {}
-
-impl ScenarioError {
-    pub(super) fn unreadable(path: &Path, e: &std::io::Error) -> Self {
-        // A file that exists but is not text needs a different fix than a wrong path.
-        let (problem, fix) = if e.kind() == std::io::ErrorKind::InvalidData {
-            (
-                "the scenario file is not UTF-8 text".to_string(),
-                "save it as UTF-8 (TOML files are UTF-8); check that it is the scenario and not another file",
-            )
-        } else {
-            (format!("cannot read the scenario file: {e}"), "check the path; example scenarios live in scenarios/")
-        };
-        ScenarioError { file: path.display().to_string(), key: String::new(), problem, fix: fix.into() }
-    }
-}
-
-/// Largest context anyone serves today is ~10M tokens; above this a value is a typo.
-pub(super) const CONTEXT_SANITY_LIMIT: i64 = 16 * 1024 * 1024;
-
-pub(super) struct Checker<'a> {
-    pub(super) file: String,
-    /// Keys whose values came from the command line, with the option that set them.
-    overridden: Vec<(&'static str, &'a str)>,
-}
-
-impl Checker<'_> {
-    pub(super) fn err(&self, key: &str, problem: impl Into<String>, fix: impl Into<String>) -> ScenarioError {
-        let mut problem = problem.into();
-        if let Some((_, origin)) = self.overridden.iter().find(|(k, _)| *k == key) {
-            problem.push_str(&format!(" (value set by {origin})"));
-        }
-        ScenarioError { file: self.file.clone(), key: key.to_string(), problem, fix: fix.into() }
-    }
-
-    /// ` (set by --option)` when the key's value came from the command line.
-    pub(super) fn origin(&self, key: &str) -> String {
-        self.overridden.iter().find(|(k, _)| *k == key).map(|(_, o)| format!(" (set by {o})")).unwrap_or_default()
-    }
-
-    pub(super) fn duration(
-        &self,
-        key: &str,
-        value: Option<&str>,
-        default: Duration,
-    ) -> Result<Duration, ScenarioError> {
-        let Some(text) = value else { return Ok(default) };
-        let (min, max) = super::bounds::duration_range(key);
-        let range = format!("{} to {}", fmt_duration(min), fmt_duration(max));
-        let d = humantime::parse_duration(text.trim()).map_err(|e| {
-            self.err(
-                key,
-                format!("{text:?} is not a duration ({e})"),
-                format!("write it like \"90s\", \"10m\" or \"1h 30m\", from {range}"),
-            )
-        })?;
-        if d.is_zero() {
-            return Err(self.err(key, "must be longer than zero", format!("give a duration from {range}")));
-        }
-        if d < min || d > max {
-            return Err(self.err(
-                key,
-                format!("{text:?} is outside the allowed range ({range})"),
-                format!("give a duration from {range}"),
-            ));
-        }
-        Ok(d)
-    }
-}
-
-pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
-    let file = path.display().to_string();
-    let mut raw = parse(&file, text)?;
-    let mut c = Checker { file, overridden: Vec::new() };
-    let notes = apply_overrides(&mut raw, overrides, &mut c)?;
+fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+    let mut c = Checker::new(path);
+    let mut raw = parse(c.file(), text)?;
+    let notes = overrides::apply(&mut raw, overrides, &mut c)?;
 
     let mut target = target(&c, &raw.target)?;
     super::api_rules::check_sources(&c, &raw, &target)?;
@@ -126,32 +44,9 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     let conversations = raw.workload.sessions.as_ref().is_some_and(|s| s.conversations.is_some());
     let run = run(&c, &raw.run, raw.workload.trace.is_some() || conversations)?;
     target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run)?;
-    // Traces and conversations pace themselves: their `[load]` is read once they are known.
-    let load = if raw.workload.trace.is_some() || raw.workload.sessions.is_some() {
-        None
-    } else {
-        super::session_rules::reject_load_keys(&c, &raw.load)?;
-        Some(super::load_rules::load(&c, &raw.load)?)
-    };
-    let mut workload = super::workload_rules::workload(&c, &raw.workload, path, run.seed)?;
-    let mut output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
-    let load = match load {
-        Some(load) => load,
-        None => match super::trace_rules::is_trace(&workload) {
-            Some(trace) => {
-                super::session_rules::reject_load_keys(&c, &raw.load)?;
-                output = super::trace_rules::output(&c, &output, target.dialect)?;
-                super::trace_rules::load(&c, &raw.load, trace)?
-            }
-            None => match super::session_rules::spec_of(&mut workload) {
-                Some(spec) => {
-                    output = super::session_rules::output(&c, &output, target.dialect)?;
-                    super::session_rules::load(&c, &raw.load, spec)?
-                }
-                None => super::load_rules::load(&c, &raw.load)?,
-            },
-        },
-    };
+    let mut workload = super::workload_rules::workload(&c, &raw.workload, run.seed)?;
+    let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
+    let (load, output) = pacing(&c, &raw.load, &mut workload, output, target.dialect)?;
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;
     check_thinking_api(&c, &target, &raw.serve)?;
@@ -181,6 +76,33 @@ pub(super) fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result
     Ok(Scenario { path: path.to_path_buf(), target, run, load, workload, sampling, serve, output, slo, client, notes })
 }
 
+/// `[load]` as the workload reads it, with the output control it implies. A trace sets every
+/// send time and conversations pace themselves through their think time, so their `[load]`
+/// is read once they are known; both also set each request's output length. Any other workload
+/// is paced by `[load]` alone.
+fn pacing(
+    c: &Checker,
+    l: &raw::RawLoad,
+    workload: &mut Workload,
+    output: OutputControl,
+    dialect: Dialect,
+) -> Result<(Load, OutputControl), ScenarioError> {
+    if !matches!(workload.prompts, PromptSource::Sessions(_)) {
+        session_rules::reject_load_keys(c, l)?;
+    }
+    Ok(match &mut workload.prompts {
+        PromptSource::Trace(trace) => {
+            let output = workload_rules::output_set_by_workload(c, &output, dialect, trace_rules::SETS_OUTPUT)?;
+            (trace_rules::load(c, l, trace)?, output)
+        }
+        PromptSource::Sessions(spec) => {
+            let output = workload_rules::output_set_by_workload(c, &output, dialect, session_rules::SETS_OUTPUT)?;
+            (session_rules::load(c, l, Arc::make_mut(spec))?, output)
+        }
+        PromptSource::Synthetic { .. } | PromptSource::Dataset(_) => (load_rules::load(c, l)?, output),
+    })
+}
+
 /// TOML syntax first (with line and column), then shape (with the key path).
 fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
@@ -189,12 +111,11 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
             .map(|s| line_col(text, s.start))
             .map(|(l, c)| format!(" at line {l}, column {c}"))
             .unwrap_or_default();
-        ScenarioError {
-            file: file.to_string(),
-            key: String::new(),
-            problem: format!("not valid TOML{at}: {}", wording::humanize(e.message())),
-            fix: "fix the syntax; see the scenario reference in README.md".into(),
-        }
+        ScenarioError::of_file(
+            file,
+            format!("not valid TOML{at}: {}", wording::humanize(e.message())),
+            "fix the syntax; see the scenario reference in README.md",
+        )
     })?;
     serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
         if let Some((key, of_tables)) = wording::table_given_as_list(&table, e.path()) {
@@ -250,116 +171,6 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, col)
-}
-
-/// Command-line values replace the file's. `--rate` and `--concurrency` also choose the mode
-/// (the README says they set it): the file's settings of the other mode are dropped, and the
-/// returned notes say which, for `validate` and the console.
-fn apply_overrides<'a>(
-    raw: &mut RawScenario,
-    o: &'a Overrides,
-    c: &mut Checker<'a>,
-) -> Result<Vec<String>, ScenarioError> {
-    let mut notes = Vec::new();
-    let overridden = &mut c.overridden;
-    if let Some(url) = &o.base_url {
-        raw.target.base_url = Some(url.clone());
-        overridden.push(("target.base_url", o.base_url_origin.unwrap_or("--base-url")));
-    }
-    if let Some(model) = &o.model {
-        raw.target.model = model.clone();
-        overridden.push(("target.model", "--model"));
-    }
-    if o.rate.is_some() && o.concurrency.is_some() {
-        return Err(c.err(
-            "load.mode",
-            "--rate and --concurrency contradict each other: --rate runs an open loop, --concurrency a closed one",
-            "give only one of them",
-        ));
-    }
-    if let Some(levels) = &o.concurrency {
-        let replaced = switch_mode(&mut raw.load, raw::RawLoadMode::Closed);
-        let levels = Some(raw::Levels::Many(levels.iter().map(|&l| f64::from(l)).collect()));
-        // For conversations, the closed-loop concurrency is the conversations held at once.
-        if raw.workload.sessions.is_some() {
-            raw.load.sessions = levels;
-            overridden.push(("load.sessions", "--concurrency"));
-        } else {
-            raw.load.concurrency = levels;
-            overridden.push(("load.concurrency", "--concurrency"));
-        }
-        overridden.push(("load.mode", "--concurrency"));
-        if !replaced.is_empty() {
-            notes.push(format!("--concurrency runs a closed loop; it replaces the scenario's {}", replaced.join(", ")));
-        }
-    }
-    if let Some(rates) = &o.rate {
-        let replaced = switch_mode(&mut raw.load, raw::RawLoadMode::Open);
-        raw.load.rate = Some(raw::Levels::Many(rates.clone()));
-        overridden.push(("load.rate", "--rate"));
-        overridden.push(("load.mode", "--rate"));
-        if !replaced.is_empty() {
-            notes.push(format!("--rate runs an open loop; it replaces the scenario's {}", replaced.join(", ")));
-        }
-    }
-    if let Some(n) = o.requests {
-        raw.run.requests = Some(n);
-        overridden.push(("run.requests", "--requests"));
-    }
-    if let Some(n) = o.max_tokens {
-        raw.workload.max_tokens = i64::from(n);
-        overridden.push(("workload.max_tokens", "--max-tokens"));
-    }
-    if let Some(seed) = o.seed {
-        raw.run.seed = Some(seed);
-        overridden.push(("run.seed", "--seed"));
-    }
-    if let Some(profile) = &o.simulator {
-        raw.target.simulator = Some(profile.clone());
-        overridden.push(("target.simulator", "--simulator"));
-    }
-    if let Some(tokenizer) = &o.tokenizer {
-        raw.workload.tokenizer = Some(tokenizer.clone());
-        overridden.push(("workload.tokenizer", "--tokenizer"));
-    }
-    Ok(notes)
-}
-
-/// Set `mode`, dropping the scenario's settings that belong to the other mode and any capacity
-/// search (fixed levels from the command line replace it). Returns the keys dropped.
-fn switch_mode(l: &mut raw::RawLoad, mode: raw::RawLoadMode) -> Vec<&'static str> {
-    let mut dropped = Vec::new();
-    let mut take = |key: &'static str, set: bool| {
-        if set {
-            dropped.push(key);
-        }
-    };
-    let was_open =
-        l.mode == Some(raw::RawLoadMode::Open) || (l.mode.is_none() && l.search == Some(raw::RawSearch::Rate));
-    match mode {
-        raw::RawLoadMode::Open => {
-            take("load.mode = \"closed\"", l.mode == Some(raw::RawLoadMode::Closed));
-            take("load.concurrency", l.concurrency.take().is_some());
-            take("load.max_rate", l.max_rate.take().is_some());
-            take("load.sessions", l.sessions.take().is_some());
-            take("load.in_flight", l.in_flight.take().is_some());
-        }
-        raw::RawLoadMode::Closed => {
-            take("load.mode = \"open\"", was_open && l.mode.is_some());
-            take("load.rate", l.rate.take().is_some());
-            take("load.arrival", l.arrival.take().is_some());
-            take("load.burstiness", l.burstiness.take().is_some());
-            take("load.ramp", l.ramp.take().is_some());
-            take("load.max_in_flight", l.max_in_flight.take().is_some());
-            take("load.overload", l.overload.take().is_some());
-        }
-    }
-    take("load.search", l.search.take().is_some());
-    take("load.search_min", l.search_min.take().is_some());
-    take("load.search_max", l.search_max.take().is_some());
-    take("load.search_steps", l.search_steps.take().is_some());
-    l.mode = Some(mode);
-    dropped
 }
 
 fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
@@ -431,27 +242,14 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
     Ok(Target {
         endpoint,
         model: t.model.clone(),
-        api: match t.api {
-            raw::RawApi::Chat => Api::Chat,
-            raw::RawApi::Completions => Api::Completions,
-            raw::RawApi::Responses => Api::Responses,
-            raw::RawApi::Messages => Api::Messages,
-            raw::RawApi::Embeddings => Api::Embeddings,
-            raw::RawApi::Rerank => Api::Rerank,
-        },
+        api: t.api,
         api_key_env: t.api_key_env.clone(),
         api_key,
         engine: t.engine.clone(),
         gpu: t.gpu.clone(),
         redact_base_url: t.redact_base_url,
         continuous_usage_stats: t.continuous_usage_stats,
-        dialect: match t.dialect {
-            None | Some(raw::RawDialect::Generic) => Dialect::Generic,
-            Some(raw::RawDialect::Vllm) => Dialect::Vllm,
-            Some(raw::RawDialect::Sglang) => Dialect::Sglang,
-            Some(raw::RawDialect::Llamacpp) => Dialect::Llamacpp,
-            Some(raw::RawDialect::Openai) => Dialect::Openai,
-        },
+        dialect: t.dialect.unwrap_or(Dialect::Generic),
         extra_body: match &t.extra_body {
             None => serde_json::Map::new(),
             Some(table) => match serde_json::to_value(table) {
@@ -581,7 +379,7 @@ fn check_thinking_api(c: &Checker, target: &Target, s: &raw::RawServe) -> Result
     }
     let key = if s.no_thinking {
         "serve.no_thinking"
-    } else if s.thinking_mode != raw::RawThinkingMode::Default {
+    } else if s.thinking_mode != ThinkingMode::Default {
         "serve.thinking_mode"
     } else {
         return Ok(());
@@ -601,21 +399,8 @@ fn check_thinking_api(c: &Checker, target: &Target, s: &raw::RawServe) -> Result
 }
 
 fn serve(c: &Checker, s: &raw::RawServe) -> Result<ServeFlags, ScenarioError> {
-    let thinking_mode = match s.thinking_mode {
-        raw::RawThinkingMode::Default => ThinkingMode::Default,
-        raw::RawThinkingMode::Enabled => ThinkingMode::Enabled,
-        raw::RawThinkingMode::Disabled => ThinkingMode::Disabled,
-    };
-    if s.no_thinking && thinking_mode == ThinkingMode::Enabled {
+    if s.no_thinking && s.thinking_mode == ThinkingMode::Enabled {
         return Err(c.err("serve.no_thinking", "contradicts serve.thinking_mode = \"enabled\"", "keep one of the two"));
     }
-    Ok(ServeFlags {
-        thinking_mode,
-        reasoning_effort: s.reasoning_effort.map(|e| match e {
-            raw::RawReasoningEffort::Low => ReasoningEffort::Low,
-            raw::RawReasoningEffort::Medium => ReasoningEffort::Medium,
-            raw::RawReasoningEffort::High => ReasoningEffort::High,
-        }),
-        no_thinking: s.no_thinking,
-    })
+    Ok(ServeFlags { thinking_mode: s.thinking_mode, reasoning_effort: s.reasoning_effort, no_thinking: s.no_thinking })
 }

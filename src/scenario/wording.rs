@@ -51,7 +51,9 @@ pub(super) fn choices(table: &toml::Table, key: &str) -> Option<String> {
     }
     let message = err.into_inner().message().to_string();
     let expected = message.strip_prefix("unknown variant `\u{1}`, expected ")?;
-    Some(expected.replace('`', "\""))
+    // The parser says "`a` or `b`" for two names and "one of `a`, `b`, `c`" for more; the
+    // messages say "one of" themselves.
+    Some(expected.trim_start_matches("one of ").replace('`', "\""))
 }
 
 /// A key the scenario reads as one table (`[target]`, `[workload.trace]`) that the file gives as
@@ -180,5 +182,8 @@ mod tests {
         assert_eq!(choices(&table, "load.mode").as_deref(), Some("\"closed\" or \"open\""));
         assert_eq!(value_at(&table, "load.mode").as_deref(), Some("5"));
         assert_eq!(choices(&table, "load.concurrency"), None);
+        // More than two names: listed once, without the parser's own "one of".
+        let table: toml::Table = "[target]\nmodel = \"m\"\n[serve]\nthinking_mode = 5\n".parse().unwrap();
+        assert_eq!(choices(&table, "serve.thinking_mode").as_deref(), Some("\"default\", \"enabled\", \"disabled\""));
     }
 }

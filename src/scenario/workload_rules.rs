@@ -1,26 +1,20 @@
 //! Validation of `[workload]` and `[output]`: context distributions, prompt sizing, prefix-cache
 //! modes, dataset prompts, output control, and extra request fields.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::bounds::fmt_number;
+use super::checker::{CONTEXT_SANITY_LIMIT, Checker};
 use super::raw;
-use super::validate::{CONTEXT_SANITY_LIMIT, Checker};
 use super::{
-    ContextDistribution, ControlledOutputPolicy, Dialect, OutputControl, PromptCache, PromptSource, ScenarioError,
-    ServeFlags, SizingMode, Target, ThinkingMode, Workload,
+    ContextDistribution, ControlledOutputPolicy, Dialect, OutputControl, PromptCache, PromptEncoding, PromptSource,
+    ScenarioError, ServeFlags, SizingMode, Target, ThinkingMode, Workload,
 };
 
 /// Smallest context a synthetic prompt can be sized to (instructions and markers need room).
 pub const MIN_CONTEXT_TOKENS: u32 = 64;
 
-pub(super) fn workload(
-    c: &Checker,
-    w: &raw::RawWorkload,
-    scenario_path: &Path,
-    seed: u64,
-) -> Result<Workload, ScenarioError> {
+pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, seed: u64) -> Result<Workload, ScenarioError> {
     let max_context = w.max_context_tokens;
     if !(1..=CONTEXT_SANITY_LIMIT).contains(&max_context) {
         return Err(c.err(
@@ -39,49 +33,45 @@ pub(super) fn workload(
     // Both fit in u32: checked against the sanity limit above.
     let (max_context, max_tokens) = (max_context as u32, w.max_tokens as u32);
     let prompt_cache = prompt_cache(c, w)?;
-    let shared = prompt_cache.shared_prefix_tokens();
+    let prompts = if let Some(sessions) = &w.sessions {
+        super::session_rules::source(c, sessions, w, (max_context, max_tokens))?
+    } else if let Some(trace) = &w.trace {
+        super::trace_rules::source(c, trace, w, (max_context, max_tokens), seed)?
+    } else {
+        prompts(c, w, prompt_cache.shared_prefix_tokens(), (max_context, max_tokens))?
+    };
+    Ok(Workload {
+        prompts,
+        max_context_tokens: max_context,
+        max_tokens,
+        sizing: sizing(c, w.tokenizer.as_deref())?,
+        prompt_cache,
+        canaries: w.canaries.unwrap_or(true),
+        batch_size: None,
+        prompt_encoding: PromptEncoding::Text,
+    })
+}
 
-    if let Some(sessions) = &w.sessions {
-        return Ok(Workload {
-            prompts: super::session_rules::source(c, sessions, w, (max_context, max_tokens), scenario_path)?,
-            max_context_tokens: max_context,
-            max_tokens,
-            sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
-            prompt_cache,
-            canaries: w.canaries.unwrap_or(true),
-            batch_size: None,
-            prompt_encoding: super::PromptEncoding::Text,
-        });
-    }
-    if let Some(trace) = &w.trace {
-        return Ok(Workload {
-            prompts: super::trace_rules::source(c, trace, w, (max_context, max_tokens), seed, scenario_path)?,
-            max_context_tokens: max_context,
-            max_tokens,
-            sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
-            prompt_cache,
-            canaries: w.canaries.unwrap_or(true),
-            batch_size: None,
-            prompt_encoding: super::PromptEncoding::Text,
-        });
-    }
-    let prompts = match (&w.prompts, &w.context_tokens) {
-        (Some(_), Some(_)) => {
-            return Err(c.err(
-                "workload.context_tokens",
-                "does not apply to dataset prompts (workload.prompts): they are sent at their own length",
-                "remove one of workload.context_tokens and workload.prompts",
-            ));
-        }
-        (None, None) => {
-            return Err(c.err(
-                "workload.context_tokens",
-                "is missing: give a planned context, or workload.prompts for prompts from a file",
-                "add e.g. context_tokens = 4096",
-            ));
-        }
+/// Single prompts: drawn from a context distribution, or read from a dataset file.
+fn prompts(
+    c: &Checker,
+    w: &raw::RawWorkload,
+    shared: u32,
+    (max_context, max_tokens): (u32, u32),
+) -> Result<PromptSource, ScenarioError> {
+    match (&w.prompts, &w.context_tokens) {
+        (Some(_), Some(_)) => Err(c.err(
+            "workload.context_tokens",
+            "does not apply to dataset prompts (workload.prompts): they are sent at their own length",
+            "remove one of workload.context_tokens and workload.prompts",
+        )),
+        (None, None) => Err(c.err(
+            "workload.context_tokens",
+            "is missing: give a planned context, or workload.prompts for prompts from a file",
+            "add e.g. context_tokens = 4096",
+        )),
         (Some(file), None) => {
-            let path = resolve(scenario_path, file);
+            let path = c.path("workload.prompts", file);
             let dataset = crate::workload::dataset::load(&path).map_err(|e| {
                 c.err(
                     "workload.prompts",
@@ -90,41 +80,24 @@ pub(super) fn workload(
                 )
             })?;
             check_shared_prefix_fits(c, shared, max_context, max_tokens)?;
-            PromptSource::Dataset(Arc::new(dataset))
+            Ok(PromptSource::Dataset(Arc::new(dataset)))
         }
         (None, Some(value)) => {
             let context = context_distribution(c, value, max_context - max_tokens)?;
             check_contexts_fit(c, &context, max_context, max_tokens, shared)?;
-            PromptSource::Synthetic { context }
+            Ok(PromptSource::Synthetic { context })
         }
-    };
-    Ok(Workload {
-        prompts,
-        max_context_tokens: max_context,
-        max_tokens,
-        sizing: sizing(c, w.tokenizer.as_deref(), scenario_path)?,
-        prompt_cache,
-        canaries: w.canaries.unwrap_or(true),
-        batch_size: None,
-        prompt_encoding: super::PromptEncoding::Text,
-    })
+    }
 }
 
-/// Paths in a scenario are relative to the scenario file.
-pub(super) fn resolve(scenario_path: &Path, file: &str) -> PathBuf {
-    let p = PathBuf::from(file);
-    if p.is_absolute() { p } else { scenario_path.parent().unwrap_or(Path::new(".")).join(p) }
-}
-
-fn sizing(c: &Checker, value: Option<&str>, scenario_path: &Path) -> Result<SizingMode, ScenarioError> {
+fn sizing(c: &Checker, value: Option<&str>) -> Result<SizingMode, ScenarioError> {
     const KEY: &str = "workload.tokenizer";
     match value.map(str::trim) {
         None | Some("calibrate") => Ok(SizingMode::Calibrate),
         Some("estimate") => Ok(SizingMode::Estimate),
         Some("") => Err(c.err(KEY, "is empty", "use \"calibrate\", \"estimate\" or a path to a tokenizer.json")),
         Some(file) => {
-            // A path given with --tokenizer is relative to the working directory.
-            let path = if c.origin(KEY).is_empty() { resolve(scenario_path, file) } else { PathBuf::from(file) };
+            let path = c.path(KEY, file);
             let read = crate::sys::read_input(&path).map_err(tokenizers::Error::from);
             let tokenizer = read.and_then(tokenizers::Tokenizer::from_bytes).map_err(|e| {
                 c.err(
@@ -381,18 +354,34 @@ pub(super) fn output(
         }
         Some(n) => Some(n as u32),
     };
-    let policy = match o.controlled_output_policy {
-        None | Some(raw::RawControlledOutputPolicy::Observe) => ControlledOutputPolicy::Observe,
-        Some(raw::RawControlledOutputPolicy::Strict) if response_words.is_none() => {
-            return Err(c.err(
-                "output.controlled_output_policy",
-                "\"strict\" needs output.response_words to check against",
-                "add response_words = N, or remove the policy",
-            ));
-        }
-        Some(raw::RawControlledOutputPolicy::Strict) => ControlledOutputPolicy::Strict,
-    };
+    let policy = o.controlled_output_policy.unwrap_or(ControlledOutputPolicy::Observe);
+    if policy == ControlledOutputPolicy::Strict && response_words.is_none() {
+        return Err(c.err(
+            "output.controlled_output_policy",
+            "\"strict\" needs output.response_words to check against",
+            "add response_words = N, or remove the policy",
+        ));
+    }
     Ok(OutputControl { ignore_eos: o.ignore_eos, min_tokens, response_words, policy })
+}
+
+/// `[output]` where the workload sets every request's output length (a trace's rows, the
+/// turns of conversations): it is sent as `max_tokens`, with `ignore_eos` where the dialect has
+/// it, and `min_tokens` or `response_words` would contradict it (`why` says what sets it).
+pub(super) fn output_set_by_workload(
+    c: &Checker,
+    o: &OutputControl,
+    dialect: Dialect,
+    why: &str,
+) -> Result<OutputControl, ScenarioError> {
+    for (key, set) in
+        [("output.min_tokens", o.min_tokens.is_some()), ("output.response_words", o.response_words.is_some())]
+    {
+        if set {
+            return Err(c.err(key, format!("does not apply to {why}"), "remove it"));
+        }
+    }
+    Ok(OutputControl { ignore_eos: dialect != Dialect::Openai, ..*o })
 }
 
 /// Fields the tool sets itself; `extra_body` may not replace them.

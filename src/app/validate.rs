@@ -1,12 +1,29 @@
-//! The resolved plan in words, for `anvil-load validate`: every setting that changes what is
-//! sent, how it is paced, or what is recorded, section by section as in the scenario reference.
+//! `anvil-load validate FILE`: the resolved plan in words, nothing sent. Every setting that
+//! changes what is sent, how it is paced, or what is recorded, section by section as in the
+//! scenario reference, and request 0 as the workload builds it.
 
 use std::fmt::Write as _;
 
-use super::bounds::{fmt_duration, fmt_number};
-use super::{Bound, Endpoint, Pacing, Phase, PromptCache, Scenario, SizingMode};
+use super::{AppError, scenario_path};
+use crate::cli::{RunArgs, exit};
+use crate::record::redact::{redact_url, redact_urls_in};
+use crate::scenario::bounds::{fmt_duration, fmt_number};
+use crate::scenario::{
+    Api, Arrival, Bound, Endpoint, MetricsEndpoint, Pacing, Phase, PromptCache, PromptEncoding, PromptSource, Scenario,
+    SizingMode,
+};
 use crate::workload::sizing::default_overhead;
 use crate::workload::{Sizer, Workload};
+
+/// Validate the scenario (with the command line's overrides) and print its plan.
+pub(super) fn run(args: &RunArgs) -> Result<u8, AppError> {
+    let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
+    // Every URL the plan names (a trace or dataset path given as one included) through the one
+    // redaction.
+    print!("{}", redact_urls_in(&describe(&scenario)));
+    println!("valid; nothing was sent");
+    Ok(exit::OK)
+}
 
 fn phase(p: Option<Phase>) -> String {
     match p {
@@ -20,19 +37,31 @@ fn label(v: &Option<String>) -> &str {
     v.as_deref().unwrap_or("none")
 }
 
+/// The plan of a validated scenario, for people.
 pub fn describe(s: &Scenario) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "scenario: {}", s.path.display());
     for note in &s.notes {
         let _ = writeln!(out, "note: {note}");
     }
+    target(&mut out, s);
+    load(&mut out, s);
+    limits(&mut out, s);
+    workload(&mut out, s);
+    client(&mut out, s);
+    first_request(&mut out, s);
+    out
+}
+
+/// Where requests go, in which API and dialect, with which key and extra fields.
+fn target(out: &mut String, s: &Scenario) {
     let t = &s.target;
     match &t.endpoint {
         Endpoint::Remote { base_url } => {
             let _ = writeln!(
                 out,
                 "target: {}{} ({:?} API){}",
-                crate::record::redact::redact_url(base_url),
+                redact_url(base_url),
                 t.api.path(),
                 t.api,
                 if t.redact_base_url { "; written to the artifact as [redacted]" } else { "" }
@@ -46,7 +75,7 @@ pub fn describe(s: &Scenario) -> String {
     let _ = writeln!(out, "model: {}; dialect {}", t.model, format!("{:?}", t.dialect).to_lowercase());
     let _ = writeln!(out, "labels: engine {}, gpu {}", label(&t.engine), label(&t.gpu));
     if let Some(var) = &t.api_key_env {
-        let header = if t.api == super::Api::Messages { " (sent as a bearer token and as x-api-key)" } else { "" };
+        let header = if t.api == Api::Messages { " (sent as a bearer token and as x-api-key)" } else { "" };
         let _ = writeln!(out, "api key: from ${var} (set){header}");
     }
     if let Some(version) = &t.anthropic_version {
@@ -54,8 +83,8 @@ pub fn describe(s: &Scenario) -> String {
     }
     if let Some(m) = &t.metrics {
         let from = match &m.endpoint {
-            super::MetricsEndpoint::Url { url } => crate::server_metrics::display_url(url),
-            super::MetricsEndpoint::BesideBaseUrl => "/metrics beside the base URL".to_string(),
+            MetricsEndpoint::Url { url } => redact_url(url),
+            MetricsEndpoint::BesideBaseUrl => "/metrics beside the base URL".to_string(),
         };
         let _ = writeln!(out, "server metrics: scraped from {from} every {}", fmt_duration(m.interval));
     }
@@ -66,17 +95,20 @@ pub fn describe(s: &Scenario) -> String {
     if t.continuous_usage_stats {
         let _ = writeln!(out, "usage on every chunk: stream_options.continuous_usage_stats = true");
     }
+}
 
-    let levels: Vec<String> = s.load.pacing.levels().iter().map(|l| fmt_number(l.value())).collect();
+/// How levels are paced, searched and judged.
+fn load(out: &mut String, s: &Scenario) {
+    let levels: Vec<String> = s.load.pacing.levels().iter().map(|l| fmt_number(l.level())).collect();
     let load = match &s.load.pacing {
         Pacing::Closed { max_rate, .. } => format!(
             "closed loop, concurrency {}{}",
             levels.join(", "),
             max_rate.map(|r| format!(", at most {} starts/s", fmt_number(r))).unwrap_or_default()
         ),
-        Pacing::Open { arrival: super::Arrival::Trace { time_scale }, max_in_flight, overload, .. } => format!(
+        Pacing::Open { arrival: Arrival::Trace { time_scale }, max_in_flight, overload, .. } => format!(
             "trace replay: each row at start + {time_scale} × its offset (mean {:.3} req/s){}",
-            s.load.pacing.levels().first().map_or(0.0, |l| l.value()),
+            s.load.pacing.levels().first().map_or(0.0, |l| l.level()),
             max_in_flight
                 .map(|m| format!(", at most {m} in flight ({overload:?} beyond)").to_lowercase())
                 .unwrap_or_default()
@@ -85,7 +117,7 @@ pub fn describe(s: &Scenario) -> String {
             "open loop, {} arrivals{} at {} req/s{}{}",
             arrival.name(),
             match arrival {
-                super::Arrival::Gamma { burstiness } => format!(" (burstiness {})", fmt_number(*burstiness)),
+                Arrival::Gamma { burstiness } => format!(" (burstiness {})", fmt_number(*burstiness)),
                 _ => String::new(),
             },
             levels.join(", "),
@@ -96,12 +128,12 @@ pub fn describe(s: &Scenario) -> String {
         ),
     };
     let load = match (&s.workload.prompts, &s.load.pacing) {
-        (super::PromptSource::Sessions(spec), Pacing::Closed { .. }) => format!(
+        (PromptSource::Sessions(spec), Pacing::Closed { .. }) => format!(
             "conversations: {} held at once, each through its think time{}",
             levels.join(", "),
             spec.in_flight.map(|m| format!(", at most {m} requests in flight across them")).unwrap_or_default()
         ),
-        (super::PromptSource::Sessions(_), Pacing::Open { arrival, max_in_flight, .. }) => format!(
+        (PromptSource::Sessions(_), Pacing::Open { arrival, max_in_flight, .. }) => format!(
             "conversations arriving open loop ({}) at {} per second, turns closed loop inside each{}",
             arrival.name(),
             levels.join(", "),
@@ -137,15 +169,18 @@ pub fn describe(s: &Scenario) -> String {
             .collect();
         let _ = writeln!(out, "objectives: {}", criteria.join(", "));
     }
+}
 
+/// When a level ends, what is kept out of its distributions, and what is recorded.
+fn limits(out: &mut String, s: &Scenario) {
     let r = &s.run;
     let limit = match (r.requests, r.duration) {
         (Some(n), Some(d)) => format!("{n} requests or {}, whichever comes first", fmt_duration(d)),
         (Some(n), None) => format!("{n} requests"),
         (None, Some(d)) => format!("{} of issuing", fmt_duration(d)),
         (None, None) => match &s.workload.prompts {
-            super::PromptSource::Trace(t) => format!("every replayed row ({})", t.rows.len()),
-            super::PromptSource::Sessions(spec) => match spec.conversations {
+            PromptSource::Trace(t) => format!("every replayed row ({})", t.rows.len()),
+            PromptSource::Sessions(spec) => match spec.conversations {
                 Some(n) => format!("{n} conversations"),
                 None => "unbounded".to_string(),
             },
@@ -173,7 +208,10 @@ pub fn describe(s: &Scenario) -> String {
         label(&r.tier),
         label(&r.clock_domain_id)
     );
+}
 
+/// What each request asks for: prompts, their sizing and caching, output, sampling, serve flags.
+fn workload(out: &mut String, s: &Scenario) {
     let w = &s.workload;
     let _ = writeln!(
         out,
@@ -182,10 +220,10 @@ pub fn describe(s: &Scenario) -> String {
         w.max_context_tokens,
         w.max_tokens
     );
-    if let super::PromptSource::Trace(t) = &s.workload.prompts {
+    if let PromptSource::Trace(t) = &s.workload.prompts {
         let _ = write!(out, "{}", trace_text(t, s));
     }
-    if let super::PromptSource::Sessions(spec) = &s.workload.prompts {
+    if let PromptSource::Sessions(spec) = &s.workload.prompts {
         let _ = write!(out, "{}", sessions_text(spec, s));
     }
     let sizing = match &w.sizing {
@@ -197,17 +235,17 @@ pub fn describe(s: &Scenario) -> String {
     };
     let _ = writeln!(out, "prompt sizing: {sizing}");
     if let Some(n) = s.workload.batch_size {
-        let what = if t.api == super::Api::Rerank { "documents" } else { "inputs" };
+        let what = if s.target.api == Api::Rerank { "documents" } else { "inputs" };
         let _ = writeln!(out, "batch: {n} {what} per request, each a prompt of the planned context");
     }
-    if s.workload.prompt_encoding == super::PromptEncoding::TokenIds {
+    if s.workload.prompt_encoding == PromptEncoding::TokenIds {
         let _ = writeln!(out, "prompt encoding: token ids of the local tokenizer, exactly the planned length");
     }
     let cache = match (&w.prompts, w.prompt_cache) {
-        (super::PromptSource::Trace(_), _) => {
+        (PromptSource::Trace(_), _) => {
             "blocks shared as the trace's hash ids say, a unique tail per request".to_string()
         }
-        (super::PromptSource::Sessions(_), _) => {
+        (PromptSource::Sessions(_), _) => {
             "a conversation's turns share its history, a group's conversations their system prompt".to_string()
         }
         (_, PromptCache::Unique { .. }) => "unique prefix per request".to_string(),
@@ -244,6 +282,10 @@ pub fn describe(s: &Scenario) -> String {
         s.serve.enable_thinking().map_or_else(|| "not sent".to_string(), |b| b.to_string()),
         s.serve.reasoning_effort.map_or_else(|| "not sent".to_string(), |e| format!("{e:?}").to_lowercase())
     );
+}
+
+/// The client's protocol, timeouts and retries.
+fn client(out: &mut String, s: &Scenario) {
     let c = &s.client;
     let _ = writeln!(
         out,
@@ -268,12 +310,17 @@ pub fn describe(s: &Scenario) -> String {
             fmt_duration(retry.backoff)
         )
     };
+}
+
+/// Request 0 as the workload builds it.
+fn first_request(out: &mut String, s: &Scenario) {
     // Before calibration the plan can only show the built-in estimate.
-    let sizer = match &w.sizing {
+    let api = s.target.api;
+    let sizer = match &s.workload.sizing {
         SizingMode::Tokenizer { tokenizer, .. } => {
-            Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead: default_overhead(t.api) }
+            Sizer::Tokenizer { tokenizer: tokenizer.clone(), overhead: default_overhead(api) }
         }
-        _ => Sizer::Estimate { overhead: default_overhead(t.api) },
+        _ => Sizer::Estimate { overhead: default_overhead(api) },
     };
     let first = Workload::new(s, 0, sizer).prepare(0);
     let _ = writeln!(
@@ -284,7 +331,6 @@ pub fn describe(s: &Scenario) -> String {
         first.body.len(),
         first.canary.map(|m| format!(", canary {m}")).unwrap_or_default()
     );
-    out
 }
 
 /// A trace's statistics and what was left out of it.

@@ -1,0 +1,170 @@
+//! The validated `[target]`: where requests go (a server or the embedded simulator), which API
+//! they speak, in which engine's dialect, with which key, and where the server's own metrics are
+//! scraped.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::bounds::humantime_serde;
+use crate::record::redact::redact_url;
+
+/// `[target]`: the server under test and how to speak to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    pub endpoint: Endpoint,
+    pub model: String,
+    pub api: Api,
+    /// The name of the variable the key came from; the key itself is in `api_key`.
+    pub api_key_env: Option<String>,
+    #[serde(skip)]
+    pub api_key: Option<ApiKey>,
+    pub engine: Option<String>,
+    pub gpu: Option<String>,
+    pub redact_base_url: bool,
+    pub dialect: Dialect,
+    /// Extra fields merged into every request body.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Messages API: the `anthropic-version` header, when the scenario sets one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anthropic_version: Option<String>,
+    /// Scrape the server's own metrics beside the run. Absent from the serialized scenario when
+    /// off, so configurations written before the key existed keep their fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<ServerMetricsSettings>,
+    /// Ask for usage on every chunk (`stream_options.continuous_usage_stats`). Absent when off,
+    /// so earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub continuous_usage_stats: bool,
+}
+
+/// Where and how often the server's Prometheus metrics are scraped.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServerMetricsSettings {
+    pub endpoint: MetricsEndpoint,
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+}
+
+/// The metrics URL: given, or `/metrics` beside the base URL (known only at run time for the
+/// embedded simulator).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MetricsEndpoint {
+    /// Written without any `user:password@` part, which is kept for the requests only.
+    Url {
+        #[serde(serialize_with = "serialize_url_without_credentials")]
+        url: String,
+    },
+    BesideBaseUrl,
+}
+
+fn serialize_url_without_credentials<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url(url))
+}
+
+/// Request spellings for fields outside the OpenAI API.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// vLLM and SGLang (and most OpenAI-compatible engines): `ignore_eos`, `min_tokens`.
+    Generic,
+    Vllm,
+    Sglang,
+    /// llama.cpp: `ignore_eos`; `min_tokens` does not exist.
+    Llamacpp,
+    /// Hosted OpenAI-style APIs: no fields beyond the OpenAI API.
+    Openai,
+}
+
+/// Where requests go.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Endpoint {
+    /// A real server. `base_url` ends in the API root, e.g. `http://host:8000/v1`.
+    Remote { base_url: String },
+    /// The embedded simulator, started on 127.0.0.1:0 for the run.
+    Simulator {
+        profile: String,
+        /// The profile's time per output token replaced (`target.simulator_time_per_output_token_ms`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        time_per_output_token_ms: Option<f64>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    #[default]
+    Chat,
+    Completions,
+    /// The OpenAI Responses API (`/responses`), streamed.
+    Responses,
+    /// Anthropic's Messages API (`/messages`), streamed.
+    Messages,
+    /// `/embeddings`, one JSON answer per request.
+    Embeddings,
+    /// `/rerank` (query and documents), one JSON answer per request.
+    Rerank,
+}
+
+impl Api {
+    /// Path below the base URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Chat => "/chat/completions",
+            Api::Completions => "/completions",
+            Api::Responses => "/responses",
+            Api::Messages => "/messages",
+            Api::Embeddings => "/embeddings",
+            Api::Rerank => "/rerank",
+        }
+    }
+
+    /// The name written in scenarios and artifacts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+            Api::Responses => "responses",
+            Api::Messages => "messages",
+            Api::Embeddings => "embeddings",
+            Api::Rerank => "rerank",
+        }
+    }
+
+    /// Whether prompt sizing can calibrate against it: the probes speak chat and completions.
+    pub fn can_calibrate(self) -> bool {
+        matches!(self, Api::Chat | Api::Completions)
+    }
+
+    /// Whether the answer streams generated text (every API but embeddings and rerank).
+    pub fn streams_text(self) -> bool {
+        !matches!(self, Api::Embeddings | Api::Rerank)
+    }
+
+    /// Whether calibration probes (short chat or completions requests) speak this API.
+    pub fn has_probes(self) -> bool {
+        matches!(self, Api::Chat | Api::Completions)
+    }
+}
+
+/// An API key. Its `Debug` never shows the value, so it cannot leak through logs.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: String) -> Self {
+        ApiKey(key)
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([hidden])")
+    }
+}

@@ -132,7 +132,7 @@ pub fn describe(s: &Scenario) -> String {
             .iter()
             .map(|c| {
                 let op = if c.bound == Bound::AtMost { "≤" } else { "≥" };
-                format!("{} {op} {}", c.key, fmt_number(c.threshold))
+                format!("{} {op} {}", c.objective.key(), fmt_number(c.threshold))
             })
             .collect();
         let _ = writeln!(out, "objectives: {}", criteria.join(", "));

@@ -25,7 +25,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use describe::describe;
-pub use load_rules::SLO_STATS;
 pub use raw::RawScenario;
 pub use session_rules::RawSessions;
 pub use trace_rules::RawTrace;
@@ -377,16 +376,16 @@ pub struct Slo {
     pub criteria: Vec<SloCriterion>,
 }
 
-/// One objective, e.g. `ttft_p99_ms ≤ 2000`.
+/// One objective, e.g. `ttft_p99_ms ≤ 2000`, its key read once at validation. Written as
+/// `{key, threshold, bound, request_field}` (see `load_rules::WrittenCriterion`).
 #[derive(Debug, Clone, Serialize, PartialEq, Deserialize)]
+#[serde(into = "load_rules::WrittenCriterion", try_from = "load_rules::WrittenCriterion")]
 pub struct SloCriterion {
-    /// The `metrics` key it reads (`ttft_p99_ms`), or `error_rate`.
-    pub key: String,
+    /// What it reads: a statistic under its `metrics` key (`ttft_p99_ms`), or `error_rate`.
+    pub objective: crate::contract::Objective,
     pub threshold: f64,
     /// `at_most` for latencies and error rate, `at_least` for rates (`decode_tok_s_p50`).
     pub bound: Bound,
-    /// The per-request field compared with the threshold for goodput (`ttft_ms`), if any.
-    pub request_field: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
@@ -738,7 +737,7 @@ pub struct RetryPolicy {
     /// Attempts beyond the first (0: never retry).
     pub max_retries: u32,
     /// Failure kinds that are retried; only failures before any output qualify.
-    pub on: Vec<crate::record::ErrorKind>,
+    pub on: Vec<crate::contract::ErrorKind>,
     /// Wait before the first retry, doubled for each further one; a `Retry-After` header wins.
     #[serde(with = "humantime_serde")]
     pub backoff: Duration,

@@ -17,7 +17,7 @@ use super::{
     Sampling, Scenario, ServeFlags, Target, ThinkingMode,
 };
 use super::{url_rules, wording};
-use crate::record::ErrorKind;
+use crate::contract::ErrorKind;
 
 /// A scenario that cannot be run. Exit code 2; nothing was sent.
 #[derive(Debug, Clone, PartialEq, Eq)]

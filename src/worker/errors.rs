@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::header::{CONTENT_ENCODING, HeaderMap, LOCATION, RETRY_AFTER};
 
 use super::transport::SendError;
-use crate::record::ErrorKind;
+use crate::contract::ErrorKind;
 use crate::record::redact::redact_url;
 
 /// Longest wait before a retry, whatever `Retry-After` or the backoff say.

@@ -51,8 +51,9 @@ pub use sanitize::{FIELD_CHARS, Secrets, is_unsafe_char, sanitize_message, visib
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 pub use transport::READ_BUFFER_MAX;
 
+use crate::contract::ErrorKind;
 use crate::openai::parse_error_body;
-use crate::record::{Dispatch, ErrorKind, Outcome};
+use crate::record::{Dispatch, Outcome};
 use crate::scenario::{Api, ApiKey, ClientSettings};
 use crate::workload::PreparedRequest;
 use attempt::Attempt;

@@ -112,10 +112,6 @@ impl Summary {
         })
     }
 
-    pub fn percentile(&self, p: u32) -> Option<f64> {
-        PERCENTILES.iter().position(|&q| q == p).map(|i| self.percentiles[i])
-    }
-
     /// One statistic, as the artifact names it (`Samples` as a number).
     pub fn stat(&self, stat: Stat) -> f64 {
         match stat {
@@ -171,16 +167,16 @@ mod tests {
         assert!((s.mean - 6933.450200000152).abs() < 1e-9);
         assert!((s.stddev - 4161.859246027728).abs() < 1e-9);
         assert!((s.mean_ci95_low - 3603.26923220975).abs() < 1e-9);
-        assert_eq!(s.percentile(25), Some(1752.577299997938));
-        assert_eq!(s.percentile(50), Some(8953.168000000005));
-        assert_eq!(s.percentile(75), Some(9974.789100000635));
-        assert_eq!(s.percentile(90), Some(10017.000400002871));
+        assert_eq!(Some(s.stat(Stat::P25)), Some(1752.577299997938));
+        assert_eq!(Some(s.stat(Stat::P50)), Some(8953.168000000005));
+        assert_eq!(Some(s.stat(Stat::P75)), Some(9974.789100000635));
+        assert_eq!(Some(s.stat(Stat::P90)), Some(10017.000400002871));
     }
 
     #[test]
     fn single_sample_has_zero_spread() {
         let s = Summary::of(vec![3.5]).unwrap();
-        assert_eq!((s.stddev, s.mean_ci95_low, s.mean_ci95_high, s.percentile(99)), (0.0, 3.5, 3.5, Some(3.5)));
+        assert_eq!((s.stddev, s.mean_ci95_low, s.mean_ci95_high, s.stat(Stat::P99)), (0.0, 3.5, 3.5, 3.5));
         assert!(Summary::of(vec![]).is_none());
     }
 

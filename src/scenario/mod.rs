@@ -492,12 +492,6 @@ impl ContextDistribution {
     pub fn single(tokens: u32) -> Self {
         ContextDistribution::Weighted { choices: vec![(tokens, 1)] }
     }
-    pub fn as_single(&self) -> Option<u32> {
-        match self {
-            ContextDistribution::Weighted { choices } if choices.len() == 1 => Some(choices[0].0),
-            _ => None,
-        }
-    }
     /// As the scenario wrote it: `65536`, `{"4096": 3, "65536": 1}`, `{"uniform": [lo, hi]}`,
     /// `{"normal": [mean, sd]}` (the artifact's `context_tokens`).
     pub fn as_json(&self) -> serde_json::Value {

@@ -16,6 +16,7 @@ pub mod app;
 pub mod artifact;
 pub mod cli;
 pub mod compare;
+pub mod contract;
 pub mod deploy;
 pub mod gather;
 pub mod merge;

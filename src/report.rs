@@ -11,8 +11,9 @@ use serde::Serialize;
 
 use crate::aggregate::LiveStats;
 use crate::aggregate::snapshots::Window;
-use crate::aggregate::summary::{LevelSummary, Metric, Stat};
+use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;
+use crate::contract::{Metric, Stat};
 use crate::record::RunInfo;
 use crate::server_metrics::{LevelServerMetrics, Norm};
 
@@ -214,7 +215,7 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
     }
     if let Some(st) = &a.steady_state {
         let p = |d: Option<&crate::aggregate::stats::Summary>, stat: Stat| {
-            d.map_or_else(|| "–".to_string(), |d| fmt_ms(stat.of(d)))
+            d.map_or_else(|| "–".to_string(), |d| fmt_ms(d.stat(stat)))
         };
         let _ = writeln!(
             s,

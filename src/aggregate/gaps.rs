@@ -15,7 +15,8 @@ use std::path::Path;
 use hdrhistogram::Histogram;
 
 use super::stats::{PERCENTILES, Summary};
-use super::summary::{LevelSummary, Metric};
+use super::summary::LevelSummary;
+use crate::contract::{Metric, nearest_rank_position};
 use crate::record::RequestTiming;
 use crate::record::file::RecordLine;
 use crate::record::gaps::gap_histogram;
@@ -96,7 +97,7 @@ pub fn of_histogram(h: &Histogram<u64>) -> Option<Summary> {
     };
     let half = if n > 1 { 1.96 * stddev / (n as f64).sqrt() } else { 0.0 };
     let at_rank = |p: u32| {
-        let rank = (u64::from(p) * n).div_ceil(100).max(1);
+        let rank = nearest_rank_position(p, n);
         let mut seen = 0;
         for &(v, c) in &buckets {
             seen += c;

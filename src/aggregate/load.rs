@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::sample::{FailureSample, Sample};
-use super::stats::nearest_rank;
+use crate::contract::nearest_rank;
 use crate::record::timing::ms;
 use crate::record::{ClientLoad, Issued, LevelPacing, RunInfo};
 

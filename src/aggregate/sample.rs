@@ -6,8 +6,9 @@
 //! TPOT, decode and prefill rates, …) is recomputed from the stored milliseconds with the same
 //! functions that fill the records, so a summary equals what a reader recomputes from them.
 
+use crate::contract::ErrorKind;
+use crate::record::TokenSource;
 use crate::record::timing::{Exclusion, ExclusionFacts, FailureRecord, RequestTiming, derive};
-use crate::record::{ErrorKind, TokenSource};
 
 /// "Not reported" for the token fields (64-bit, like the records: a server may report any count).
 const NONE_U64: u64 = u64::MAX;

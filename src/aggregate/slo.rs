@@ -1,52 +1,12 @@
-//! Service-level objectives: each `[slo]` criterion read as a typed objective, checked against a
-//! level's distributions (the `slo` block) and against each request's own values (goodput).
+//! Service-level objectives: each `[slo]` criterion (its objective read once, at validation)
+//! checked against a level's distributions (the `slo` block) and against each request's own
+//! values (goodput).
 
 use serde::{Deserialize, Serialize};
 
 use super::sample::Sample;
-use super::summary::{Distributions, Metric, Population, Stat};
-use crate::scenario::{Bound, Slo, SloCriterion};
-
-/// What a criterion reads.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Objective {
-    /// A statistic of a distribution, e.g. `ttft_p99_ms`.
-    Distribution(Metric, Stat),
-    /// Server-fault failures over attempted requests.
-    ErrorRate,
-}
-
-/// Statistics an objective may name.
-const OBJECTIVE_STATS: [Stat; 7] = [Stat::Mean, Stat::P50, Stat::P75, Stat::P90, Stat::P95, Stat::P99, Stat::Max];
-
-/// Distributions an objective may name.
-const OBJECTIVE_METRICS: [Metric; 9] = [
-    Metric::Ttft,
-    Metric::TimeToFirstOutput,
-    Metric::Tpot,
-    Metric::E2e,
-    Metric::Generation,
-    Metric::TtftFromIntended,
-    Metric::E2eFromIntended,
-    Metric::DecodeTokS,
-    Metric::EffectivePrefillTokS,
-];
-
-impl Objective {
-    /// The objective a validated criterion names (`None` only for a key validation refused).
-    pub fn of(criterion: &SloCriterion) -> Option<Objective> {
-        if criterion.key == "error_rate" {
-            return Some(Objective::ErrorRate);
-        }
-        OBJECTIVE_METRICS.iter().find_map(|&m| {
-            OBJECTIVE_STATS.iter().find_map(|&stat| {
-                let unit = if m.ms_suffix() { "_ms" } else { "" };
-                (criterion.key == format!("{}_{}{unit}", m.stem(), stat.name()))
-                    .then_some(Objective::Distribution(m, stat))
-            })
-        })
-    }
-}
+use crate::contract::{Metric, Objective, Stat};
+use crate::scenario::{Bound, Slo};
 
 /// One objective checked against a level.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -65,8 +25,10 @@ pub struct SloReport {
     pub passed: bool,
 }
 
-/// Check a level against its objectives. A missing value (no samples) fails.
-pub fn evaluate(slo: &Slo, distributions: &Distributions, population: &Population) -> Option<SloReport> {
+/// Check a level against its objectives: `stat` gives a statistic of the level's distributions,
+/// `error_rate` its server-fault failures over attempted requests. A missing value (no samples)
+/// fails.
+pub fn evaluate(slo: &Slo, stat: impl Fn(Metric, Stat) -> Option<f64>, error_rate: Option<f64>) -> Option<SloReport> {
     if slo.criteria.is_empty() {
         return None;
     }
@@ -74,14 +36,12 @@ pub fn evaluate(slo: &Slo, distributions: &Distributions, population: &Populatio
         .criteria
         .iter()
         .map(|c| {
-            let observed = match Objective::of(c) {
-                Some(Objective::ErrorRate) => (population.attempted_requests > 0)
-                    .then(|| population.failed_server_faults as f64 / population.attempted_requests as f64),
-                Some(Objective::Distribution(m, stat)) => distributions.stat(m, stat),
-                None => None,
+            let observed = match c.objective {
+                Objective::ErrorRate => error_rate,
+                Objective::Distribution(m, s) => stat(m, s),
             };
             let passed = observed.is_some_and(|v| c.bound.holds(v, c.threshold));
-            SloResult { key: c.key.clone(), threshold: c.threshold, bound: c.bound, observed, passed }
+            SloResult { key: c.objective.key(), threshold: c.threshold, bound: c.bound, observed, passed }
         })
         .collect();
     let passed = criteria.iter().all(|c| c.passed);
@@ -91,9 +51,9 @@ pub fn evaluate(slo: &Slo, distributions: &Distributions, population: &Populatio
 /// Whether one request meets every per-request objective (a p99 objective is checked against the
 /// request's own value). Objectives without a per-request reading (error rate) do not apply.
 pub fn meets_request_slos(r: &Sample, slo: &Slo) -> bool {
-    slo.criteria.iter().all(|c| match Objective::of(c) {
-        Some(Objective::Distribution(m, _)) => request_value(r, m).is_some_and(|v| c.bound.holds(v, c.threshold)),
-        Some(Objective::ErrorRate) | None => true,
+    slo.criteria.iter().all(|c| match c.objective {
+        Objective::Distribution(m, _) => request_value(r, m).is_some_and(|v| c.bound.holds(v, c.threshold)),
+        Objective::ErrorRate => true,
     })
 }
 

@@ -256,7 +256,7 @@ pub fn windows_from_samples(
     let count = (last / step).ceil().max(1.0) as usize;
     let p = |mut v: Vec<f64>, q: u32| {
         v.sort_by(f64::total_cmp);
-        (!v.is_empty()).then(|| super::stats::nearest_rank(&v, q))
+        (!v.is_empty()).then(|| crate::contract::nearest_rank(&v, q))
     };
     let (mut total_completed, mut total_failed) = (0, 0);
     (0..count)

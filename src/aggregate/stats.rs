@@ -1,11 +1,25 @@
 //! Distribution summaries over exact samples, defined exactly as the artifact's
 //! `timing_methodology.distributions` says: mean, sample standard deviation, normal-approximation
-//! 95 % confidence interval of the mean, min, nearest-rank p25…p99, max.
+//! 95 % confidence interval of the mean, min, nearest-rank p25…p99 (the rule is the contract's:
+//! `contract::nearest_rank`), max. The distribution-free interval of a percentile
+//! ([`quantile_ci`]), which `compare` and `report` use, is here too.
 
 use serde::Serialize;
 
-/// Percentiles every summary reports.
-pub const PERCENTILES: [u32; 6] = [25, 50, 75, 90, 95, 99];
+use crate::contract::{Stat, nearest_rank};
+
+/// Percentiles every summary reports: the contract's percentile statistics, in order.
+pub const PERCENTILES: [u32; 6] = {
+    let mut out = [0; 6];
+    let mut i = 0;
+    while i < out.len() {
+        if let Some(p) = Stat::PERCENTILES[i].percentile() {
+            out[i] = p;
+        }
+        i += 1;
+    }
+    out
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -21,13 +35,53 @@ pub struct Summary {
     pub percentiles: [f64; 6],
 }
 
-/// Nearest-rank percentile of sorted values: the value at rank ⌈p/100 · n⌉ (1-based), so every
-/// reported percentile is an observed sample. `sorted` must be non-empty.
-pub fn nearest_rank(sorted: &[f64], p: u32) -> f64 {
-    let n = sorted.len();
-    // Integer arithmetic avoids float rounding at exact ranks (p99 of 100 samples is rank 99).
-    let rank = (u64::from(p) * n as u64).div_ceil(100).max(1) as usize;
-    sorted[rank.min(n) - 1]
+/// The distribution-free interval `[x(l), x(u)]` (1-based order statistics of `sorted`) that
+/// covers percentile `p` with at least `confidence`: `l` the largest rank with
+/// P(B < l) ≤ α/2 and `u` the smallest with P(B ≥ u) ≤ α/2, B ~ Binomial(n, p/100) the count of
+/// values below the true percentile. `None` when the sample is too small for the confidence
+/// (e.g. p99 needs at least 300 values for 95 %).
+pub fn quantile_ci(sorted: &[f64], p: u32, confidence: f64) -> Option<(f64, f64)> {
+    let (l, u) = quantile_ci_ranks(sorted.len(), p, confidence)?;
+    Some((sorted[l - 1], sorted[u - 1]))
+}
+
+/// The 1-based ranks of [`quantile_ci`].
+pub fn quantile_ci_ranks(n: usize, p: u32, confidence: f64) -> Option<(usize, usize)> {
+    if n == 0 || p == 0 || p >= 100 || !(confidence > 0.0 && confidence < 1.0) {
+        return None;
+    }
+    let q = f64::from(p) / 100.0;
+    let half = (1.0 - confidence) / 2.0;
+    // log pmf(k) = log C(n, k) + k log q + (n − k) log(1 − q), summed from each end so both
+    // tails stay accurate.
+    let (lq, lr) = (q.ln(), (1.0 - q).ln());
+    let nf = n as f64;
+    let mut log_c = vec![0.0; n + 1];
+    for k in 1..=n {
+        log_c[k] = log_c[k - 1] + (nf - k as f64 + 1.0).ln() - (k as f64).ln();
+    }
+    let pmf = |k: usize| (log_c[k] + k as f64 * lq + (nf - k as f64) * lr).exp();
+    // l: P(B ≤ l − 1) ≤ α/2.
+    let mut below = 0.0;
+    let mut l = 0;
+    for k in 1..=n {
+        below += pmf(k - 1);
+        if below > half {
+            break;
+        }
+        l = k;
+    }
+    // u: P(B ≥ u) ≤ α/2.
+    let mut above = 0.0;
+    let mut u = 0;
+    for k in (1..=n).rev() {
+        above += pmf(k);
+        if above > half {
+            break;
+        }
+        u = k;
+    }
+    (l >= 1 && u >= 1 && l < u).then_some((l, u))
 }
 
 impl Summary {
@@ -58,8 +112,23 @@ impl Summary {
         })
     }
 
-    pub fn percentile(&self, p: u32) -> Option<f64> {
-        PERCENTILES.iter().position(|&q| q == p).map(|i| self.percentiles[i])
+    /// One statistic, as the artifact names it (`Samples` as a number).
+    pub fn stat(&self, stat: Stat) -> f64 {
+        match stat {
+            Stat::Mean => self.mean,
+            Stat::Stddev => self.stddev,
+            Stat::MeanCi95Low => self.mean_ci95_low,
+            Stat::MeanCi95High => self.mean_ci95_high,
+            Stat::Min => self.min,
+            Stat::Max => self.max,
+            Stat::Samples => self.samples as f64,
+            Stat::P25 => self.percentiles[0],
+            Stat::P50 => self.percentiles[1],
+            Stat::P75 => self.percentiles[2],
+            Stat::P90 => self.percentiles[3],
+            Stat::P95 => self.percentiles[4],
+            Stat::P99 => self.percentiles[5],
+        }
     }
 }
 
@@ -69,14 +138,18 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn nearest_rank_matches_the_definition() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(nearest_rank(&v, 99), 99.0);
-        assert_eq!(nearest_rank(&v, 50), 50.0);
-        let six = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-        // ⌈0.25·6⌉ = 2, ⌈0.5·6⌉ = 3, ⌈0.75·6⌉ = 5, ⌈0.9·6⌉ = 6.
-        assert_eq!([25, 50, 75, 90, 99].map(|p| nearest_rank(&six, p)), [2.0, 3.0, 5.0, 6.0, 6.0]);
-        assert_eq!(nearest_rank(&[7.0], 1), 7.0);
+    fn order_statistic_ranks_match_scipys_binomial() {
+        // SciPy 1.17.1: ranks from scipy.stats.binom.cdf / .sf at α/2 = 0.025 each side.
+        assert_eq!(quantile_ci_ranks(10, 50, 0.95), Some((2, 9)));
+        assert_eq!(quantile_ci_ranks(20, 50, 0.95), Some((6, 15)));
+        assert_eq!(quantile_ci_ranks(100, 50, 0.95), Some((40, 61)));
+        assert_eq!(quantile_ci_ranks(1000, 50, 0.95), Some((469, 532)));
+        assert_eq!(quantile_ci_ranks(1000, 99, 0.95), Some((983, 997)));
+        assert_eq!(quantile_ci_ranks(50, 90, 0.95), Some((41, 50)));
+        assert_eq!(quantile_ci_ranks(100, 99, 0.95), None, "p99 needs more than 100 values");
+        assert_eq!(quantile_ci_ranks(5, 50, 0.95), None);
+        let sorted: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(quantile_ci(&sorted, 50, 0.95), Some((2.0, 9.0)));
     }
 
     #[test]
@@ -94,16 +167,16 @@ mod tests {
         assert!((s.mean - 6933.450200000152).abs() < 1e-9);
         assert!((s.stddev - 4161.859246027728).abs() < 1e-9);
         assert!((s.mean_ci95_low - 3603.26923220975).abs() < 1e-9);
-        assert_eq!(s.percentile(25), Some(1752.577299997938));
-        assert_eq!(s.percentile(50), Some(8953.168000000005));
-        assert_eq!(s.percentile(75), Some(9974.789100000635));
-        assert_eq!(s.percentile(90), Some(10017.000400002871));
+        assert_eq!(Some(s.stat(Stat::P25)), Some(1752.577299997938));
+        assert_eq!(Some(s.stat(Stat::P50)), Some(8953.168000000005));
+        assert_eq!(Some(s.stat(Stat::P75)), Some(9974.789100000635));
+        assert_eq!(Some(s.stat(Stat::P90)), Some(10017.000400002871));
     }
 
     #[test]
     fn single_sample_has_zero_spread() {
         let s = Summary::of(vec![3.5]).unwrap();
-        assert_eq!((s.stddev, s.mean_ci95_low, s.mean_ci95_high, s.percentile(99)), (0.0, 3.5, 3.5, Some(3.5)));
+        assert_eq!((s.stddev, s.mean_ci95_low, s.mean_ci95_high, s.stat(Stat::P99)), (0.0, 3.5, 3.5, 3.5));
         assert!(Summary::of(vec![]).is_none());
     }
 

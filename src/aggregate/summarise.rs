@@ -17,13 +17,14 @@ use super::snapshots;
 use super::stats::Summary;
 use super::steady::{self, SHORT_SHARE};
 use super::summary::{
-    Canaries, ControlledOutputSummary, Distributions, Goodput, LevelSummary, Metric, Population, PrefixCache, Rates,
+    Canaries, ControlledOutputSummary, Distributions, Goodput, LevelSummary, Population, PrefixCache, Rates,
     SizingErrors, Totals,
 };
 use super::warnings::{SizingAdvice, Warning};
+use crate::contract::{ErrorKind, Metric};
 use crate::record::file::RecordLine;
 use crate::record::timing::error_counts;
-use crate::record::{ClientLoad, ErrorKind, Issued, LevelPacing, RunInfo, Stamp, TokenSource};
+use crate::record::{ClientLoad, Issued, LevelPacing, RunInfo, Stamp, TokenSource};
 use crate::server_metrics::{self, ClientTokens, LevelServerMetrics};
 
 /// Below this many samples a p99 is only descriptive (one sample decides it).
@@ -167,7 +168,7 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         failed_server_faults,
         rates.throughput_performance_eligible,
     );
-    let slo = slo::evaluate(&info.slo, &distributions, &population);
+    let slo = slo::evaluate(&info.slo, |m, stat| distributions.stat(m, stat), population.server_fault_rate());
     let load = load::load_record(info, pacing, issued, samples, failures, collected.dropped, client);
 
     let mut context_distribution: BTreeMap<String, u64> = BTreeMap::new();

@@ -13,158 +13,10 @@ use super::snapshots::Drift;
 use super::stats::Summary;
 use super::steady::SteadyState;
 use super::warnings::Warning;
+use crate::contract::{Metric, Stat, Total};
 use crate::record::{Exclusions, LevelPacing, Stamp, TokenSource};
 use crate::server_metrics::LevelServerMetrics;
 use crate::session::summary::SessionSummary;
-
-/// A distribution the summary reports, with its key stem in the artifact's `metrics`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Metric {
-    CompletionTokens,
-    PromptTokens,
-    DecodeTokS,
-    EffectivePrefillTokS,
-    /// Legacy name of TPOT (same values).
-    MeanInterTokenLatency,
-    E2e,
-    Generation,
-    TimeToFirstOutput,
-    /// Legacy name of TPOT (same values).
-    MeanTimePerOutputToken,
-    Tpot,
-    Ttft,
-    /// Open loop: TTFT plus schedule lag.
-    TtftFromIntended,
-    /// Open loop: e2e plus schedule lag.
-    E2eFromIntended,
-    /// Open loop: every request sent, eligible or not.
-    ScheduleLag,
-    /// Open loop with an in-flight cap: every request sent.
-    QueueWait,
-    /// Per request: output tokens per output chunk.
-    TokensPerChunk,
-    /// Per request: the longest gap between output chunks.
-    MaxStall,
-    /// Per request, with per-chunk counts: TPOT without the first chunk's tokens.
-    TpotCorrected,
-    /// Every gap between output chunks of eligible requests (HDR, see `record::gaps`).
-    ItlChunk,
-    /// Every such gap divided by the tokens its chunk delivered (HDR).
-    ItlToken,
-}
-
-impl Metric {
-    pub const ALL: [Metric; 20] = [
-        Metric::CompletionTokens,
-        Metric::PromptTokens,
-        Metric::DecodeTokS,
-        Metric::EffectivePrefillTokS,
-        Metric::MeanInterTokenLatency,
-        Metric::E2e,
-        Metric::Generation,
-        Metric::TimeToFirstOutput,
-        Metric::MeanTimePerOutputToken,
-        Metric::Tpot,
-        Metric::Ttft,
-        Metric::TtftFromIntended,
-        Metric::E2eFromIntended,
-        Metric::ScheduleLag,
-        Metric::QueueWait,
-        Metric::TokensPerChunk,
-        Metric::MaxStall,
-        Metric::TpotCorrected,
-        Metric::ItlChunk,
-        Metric::ItlToken,
-    ];
-
-    /// The key stem in `metrics` (`ttft` gives `ttft_p99_ms`).
-    pub fn stem(self) -> &'static str {
-        match self {
-            Metric::CompletionTokens => "completion_tokens",
-            Metric::PromptTokens => "prompt_tokens",
-            Metric::DecodeTokS => "decode_tok_s",
-            Metric::EffectivePrefillTokS => "effective_prefill_tok_s",
-            Metric::MeanInterTokenLatency => "mean_inter_token_latency_ms",
-            Metric::E2e => "e2e",
-            Metric::Generation => "generation",
-            Metric::TimeToFirstOutput => "time_to_first_output",
-            Metric::MeanTimePerOutputToken => "mean_time_per_output_token",
-            Metric::Tpot => "tpot",
-            Metric::Ttft => "ttft",
-            Metric::TtftFromIntended => "ttft_from_intended",
-            Metric::E2eFromIntended => "e2e_from_intended",
-            Metric::ScheduleLag => "schedule_lag",
-            Metric::QueueWait => "queue_wait",
-            Metric::TokensPerChunk => "tokens_per_chunk",
-            Metric::MaxStall => "max_stall",
-            Metric::TpotCorrected => "tpot_corrected",
-            Metric::ItlChunk => "itl_chunk",
-            Metric::ItlToken => "itl_token",
-        }
-    }
-
-    /// Whether the statistic keys end in `_ms` (`ttft_p99_ms`; the legacy
-    /// `mean_inter_token_latency_ms` carries its unit in the stem).
-    pub fn ms_suffix(self) -> bool {
-        !matches!(
-            self,
-            Metric::CompletionTokens
-                | Metric::PromptTokens
-                | Metric::DecodeTokS
-                | Metric::EffectivePrefillTokS
-                | Metric::MeanInterTokenLatency
-                | Metric::TokensPerChunk
-        )
-    }
-
-    fn slot(self) -> usize {
-        self as usize
-    }
-}
-
-/// A statistic of a distribution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stat {
-    Mean,
-    Min,
-    P25,
-    P50,
-    P75,
-    P90,
-    P95,
-    P99,
-    Max,
-}
-
-impl Stat {
-    pub fn name(self) -> &'static str {
-        match self {
-            Stat::Mean => "mean",
-            Stat::Min => "min",
-            Stat::P25 => "p25",
-            Stat::P50 => "p50",
-            Stat::P75 => "p75",
-            Stat::P90 => "p90",
-            Stat::P95 => "p95",
-            Stat::P99 => "p99",
-            Stat::Max => "max",
-        }
-    }
-
-    pub fn of(self, s: &Summary) -> f64 {
-        match self {
-            Stat::Mean => s.mean,
-            Stat::Min => s.min,
-            Stat::Max => s.max,
-            Stat::P25 => s.percentiles[0],
-            Stat::P50 => s.percentiles[1],
-            Stat::P75 => s.percentiles[2],
-            Stat::P90 => s.percentiles[3],
-            Stat::P95 => s.percentiles[4],
-            Stat::P99 => s.percentiles[5],
-        }
-    }
-}
 
 /// Every distribution of a level, indexed by `Metric`.
 #[derive(Debug, Clone, Default)]
@@ -172,14 +24,14 @@ pub struct Distributions([Option<Summary>; Metric::ALL.len()]);
 
 impl Distributions {
     pub fn get(&self, m: Metric) -> Option<&Summary> {
-        self.0[m.slot()].as_ref()
+        self.0[m.index()].as_ref()
     }
     pub fn set(&mut self, m: Metric, s: Option<Summary>) {
-        self.0[m.slot()] = s;
+        self.0[m.index()] = s;
     }
     /// One statistic, when the distribution has samples.
     pub fn stat(&self, m: Metric, stat: Stat) -> Option<f64> {
-        self.get(m).map(|s| stat.of(s))
+        self.get(m).map(|s| s.stat(stat))
     }
     /// Samples in a distribution (0 when empty).
     pub fn samples(&self, m: Metric) -> usize {
@@ -287,6 +139,13 @@ pub struct Population {
     pub p99_samples_by_metric: BTreeMap<&'static str, usize>,
 }
 
+impl Population {
+    /// Server-fault failures over attempted requests (`error_rate` of `[slo]`).
+    pub fn server_fault_rate(&self) -> Option<f64> {
+        (self.attempted_requests > 0).then(|| self.failed_server_faults as f64 / self.attempted_requests as f64)
+    }
+}
+
 /// One finished level, every number computed.
 #[derive(Debug, Clone)]
 pub struct LevelSummary {
@@ -356,24 +215,30 @@ impl Unstreamed {
         let none = format!("null: the {api} answer arrives whole, with no output tokens to time");
         let whole = format!("the {api} answer arrives whole: time_to_first_output equals e2e, generation is 0");
         let mut notes = BTreeMap::new();
-        for family in [
-            "ttft",
-            "tpot",
-            "tpot_corrected",
-            "decode_tok_s",
-            "mean_inter_token_latency_ms",
-            "mean_time_per_output_token",
-            "itl_chunk",
-            "itl_token",
-            "tokens_per_chunk",
-            "max_stall",
+        for metric in [
+            Metric::Ttft,
+            Metric::Tpot,
+            Metric::TpotCorrected,
+            Metric::DecodeTokS,
+            Metric::MeanInterTokenLatency,
+            Metric::MeanTimePerOutputToken,
+            Metric::ItlChunk,
+            Metric::ItlToken,
+            Metric::TokensPerChunk,
+            Metric::MaxStall,
         ] {
-            notes.insert(family, none.clone());
+            notes.insert(metric.stem(), none.clone());
         }
-        notes.insert("time_to_first_output", whole.clone());
-        notes.insert("generation", whole);
-        notes.insert("effective_prefill_tok_s", format!("prompt tokens over e2e: the {api} answer is all prefill"));
-        notes.insert("throughput_tok_s", format!("0: {api} generates no output tokens; see input_throughput_tok_s"));
+        notes.insert(Metric::TimeToFirstOutput.stem(), whole.clone());
+        notes.insert(Metric::Generation.stem(), whole);
+        notes.insert(
+            Metric::EffectivePrefillTokS.stem(),
+            format!("prompt tokens over e2e: the {api} answer is all prefill"),
+        );
+        notes.insert(
+            Total::ThroughputTokS.key(),
+            format!("0: {api} generates no output tokens; see {}", Total::InputThroughputTokS.key()),
+        );
         Unstreamed { input_throughput_tok_s: (wall_s > 0.0).then(|| prompt_tokens as f64 / wall_s), notes }
     }
 }

@@ -240,7 +240,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         .and_then(|c| c.for_api(scenario.target.api, scenario.target.anthropic_version.as_deref()))
         .map(|c| c.with_limits(crate::worker::RequestLimits::from_scenario(&scenario)))
         .map(|c| c.with_secrets(&secrets))
-        .map_err(|e| AppError::BadInput(format!("target.base_url: {e}")))?;
+        .map_err(|e| AppError::BadInput(e.to_string()))?;
     let control = RunControl::default();
     let records_note = setup::RecordsNote::default();
     setup::watch_signals(control.clone(), scenario.run.grace, records_note.clone());

@@ -164,7 +164,7 @@ fn load(out: &mut String, s: &Scenario) {
             .iter()
             .map(|c| {
                 let op = if c.bound == Bound::AtMost { "≤" } else { "≥" };
-                format!("{} {op} {}", c.key, fmt_number(c.threshold))
+                format!("{} {op} {}", c.objective.key(), fmt_number(c.threshold))
             })
             .collect();
         let _ = writeln!(out, "objectives: {}", criteria.join(", "));

@@ -8,9 +8,10 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use super::{Artifact, ClientInfo, SCHEMA, StreamKind, Streamed, TimingMethodology};
-use crate::aggregate::stats::{PERCENTILES, Summary};
+use crate::aggregate::stats::Summary;
 use crate::aggregate::steady::SteadyState;
-use crate::aggregate::summary::{LevelSummary, Metric};
+use crate::aggregate::summary::LevelSummary;
+use crate::contract::{Metric, Stat, Total, metric_key};
 use crate::record::RunInfo;
 
 /// The artifact of one level. `records` is the file holding the level's request lines, streamed
@@ -96,50 +97,72 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
 }
 
 /// The `metrics` block: every distribution's statistics under `<stem>_<stat>[_ms]`, then totals,
-/// rates and counts (a flat, sorted map like the reference's).
+/// rates and counts (a flat, sorted map like the reference's), every key in the contract's words.
 pub fn metrics(s: &LevelSummary) -> Map<String, Value> {
     let mut m = Map::new();
     for metric in Metric::ALL {
-        distribution_keys(&mut m, s, metric);
+        for stat in Stat::ALL {
+            m.insert(metric_key(metric, stat), statistic(s.distributions.get(metric), stat));
+        }
     }
-    let t = &s.totals;
-    m.insert("output_tokens".into(), json!(t.output_tokens));
-    m.insert("prompt_tokens".into(), json!(t.prompt_tokens));
-    m.insert("prompt_token_samples".into(), json!(t.prompt_token_samples));
-    m.insert("content_chunks".into(), json!(t.content_chunks));
-    m.insert("reasoning_chunks".into(), json!(t.reasoning_chunks));
-    // Reserved by the contract; no definition is published for it, so it stays null.
-    m.insert("content_chunks_s".into(), Value::Null);
-    let r = &s.rates;
-    m.insert("throughput_tok_s".into(), json!(r.throughput_tok_s));
-    m.insert("request_throughput_rps".into(), json!(r.request_throughput_rps));
-    m.insert("measurement_window_ms".into(), json!(r.measurement_window_ms));
-    m.insert("window_throughput_tok_s".into(), json!(r.window_throughput_tok_s));
-    if let Some(g) = r.goodput {
-        m.insert("goodput_requests".into(), json!(g.requests));
-        m.insert("goodput_rps".into(), json!(g.rps));
-    }
+    let (t, r, c) = (&s.totals, &s.rates, &s.controlled_output);
     let sources: BTreeMap<&str, u64> = s.output_token_sources.iter().map(|(k, n)| (k.as_str(), *n)).collect();
-    m.insert("output_token_sources".into(), json!(sources));
-    m.insert("prefix_cache_hit_avg".into(), json!(s.prefix_cache.hit_avg));
-    m.insert("prefix_cache_hit_samples".into(), json!(s.prefix_cache.samples));
-    m.insert("request_canary_samples".into(), json!(s.canaries.samples));
-    m.insert("request_canary_passed".into(), json!(s.canaries.passed));
-    let c = &s.controlled_output;
-    m.insert("controlled_output_samples".into(), json!(c.samples));
-    m.insert("controlled_output_exact_adherence".into(), json!(c.exact));
-    m.insert("controlled_output_exact_adherence_rate".into(), json!(c.exact_rate));
-    m.insert("controlled_output_unobservable".into(), json!(c.unobservable));
-    m.insert("controlled_output_truncated".into(), json!(c.truncated));
-    m.insert("prompt_sizing_error_pct_mean".into(), json!(s.sizing.mean_pct));
-    m.insert("prompt_sizing_error_pct_max".into(), json!(s.sizing.max_pct));
-    m.insert("prompt_sizing_error_pct_bias".into(), json!(s.sizing.bias_pct));
-    m.insert("prompt_sizing_samples".into(), json!(s.sizing.samples));
-    m.insert("throughput_performance_eligible".into(), json!(r.throughput_performance_eligible));
-    if let Some(u) = &s.unstreamed {
-        m.insert("input_throughput_tok_s".into(), json!(u.input_throughput_tok_s));
+    for total in Total::ALL {
+        let value = match total {
+            Total::OutputTokens => json!(t.output_tokens),
+            Total::PromptTokens => json!(t.prompt_tokens),
+            Total::PromptTokenSamples => json!(t.prompt_token_samples),
+            Total::ContentChunks => json!(t.content_chunks),
+            Total::ReasoningChunks => json!(t.reasoning_chunks),
+            // Reserved by the contract; no definition is published for it, so it stays null.
+            Total::ContentChunksS => Value::Null,
+            Total::ThroughputTokS => json!(r.throughput_tok_s),
+            Total::RequestThroughputRps => json!(r.request_throughput_rps),
+            Total::MeasurementWindowMs => json!(r.measurement_window_ms),
+            Total::WindowThroughputTokS => json!(r.window_throughput_tok_s),
+            // Present only with objectives.
+            Total::GoodputRequests => match r.goodput {
+                Some(g) => json!(g.requests),
+                None => continue,
+            },
+            Total::GoodputRps => match r.goodput {
+                Some(g) => json!(g.rps),
+                None => continue,
+            },
+            Total::OutputTokenSources => json!(sources),
+            Total::PrefixCacheHitAvg => json!(s.prefix_cache.hit_avg),
+            Total::PrefixCacheHitSamples => json!(s.prefix_cache.samples),
+            Total::RequestCanarySamples => json!(s.canaries.samples),
+            Total::RequestCanaryPassed => json!(s.canaries.passed),
+            Total::ControlledOutputSamples => json!(c.samples),
+            Total::ControlledOutputExactAdherence => json!(c.exact),
+            Total::ControlledOutputExactAdherenceRate => json!(c.exact_rate),
+            Total::ControlledOutputUnobservable => json!(c.unobservable),
+            Total::ControlledOutputTruncated => json!(c.truncated),
+            Total::PromptSizingErrorPctMean => json!(s.sizing.mean_pct),
+            Total::PromptSizingErrorPctMax => json!(s.sizing.max_pct),
+            Total::PromptSizingErrorPctBias => json!(s.sizing.bias_pct),
+            Total::PromptSizingSamples => json!(s.sizing.samples),
+            Total::ThroughputPerformanceEligible => json!(r.throughput_performance_eligible),
+            // Present only for the APIs that do not stream.
+            Total::InputThroughputTokS => match &s.unstreamed {
+                Some(u) => json!(u.input_throughput_tok_s),
+                None => continue,
+            },
+        };
+        m.insert(total.key().into(), value);
     }
     m
+}
+
+/// One statistic of a distribution as `metrics` and the summary blocks write it: null when the
+/// distribution has no samples, but the sample count, which is then 0.
+fn statistic(d: Option<&Summary>, stat: Stat) -> Value {
+    match (d, stat) {
+        (d, Stat::Samples) => json!(d.map_or(0, |d| d.samples)),
+        (Some(d), stat) => json!(d.stat(stat)),
+        (None, _) => Value::Null,
+    }
 }
 
 /// The `steady_state` block.
@@ -161,39 +184,5 @@ fn steady_state(st: &SteadyState) -> Value {
 
 /// One distribution as a block: the same statistics, named as in `metrics`.
 pub fn summary(d: &Summary) -> Value {
-    let mut m = Map::new();
-    m.insert("mean".into(), json!(d.mean));
-    m.insert("stddev".into(), json!(d.stddev));
-    m.insert("mean_ci95_low".into(), json!(d.mean_ci95_low));
-    m.insert("mean_ci95_high".into(), json!(d.mean_ci95_high));
-    m.insert("min".into(), json!(d.min));
-    for (i, p) in PERCENTILES.iter().enumerate() {
-        m.insert(format!("p{p}"), json!(d.percentiles[i]));
-    }
-    m.insert("max".into(), json!(d.max));
-    m.insert("samples".into(), json!(d.samples));
-    Value::Object(m)
-}
-
-/// The key of one statistic: `ttft_p99_ms`, `decode_tok_s_p50`, `e2e_samples`.
-pub fn metric_key(metric: Metric, stat: &str) -> String {
-    let unit = if metric.ms_suffix() && stat != "samples" { "_ms" } else { "" };
-    format!("{}_{stat}{unit}", metric.stem())
-}
-
-fn distribution_keys(out: &mut Map<String, Value>, s: &LevelSummary, metric: Metric) {
-    let d = s.distributions.get(metric);
-    let mut put = |stat: &str, v: Option<f64>| {
-        out.insert(metric_key(metric, stat), v.map_or(Value::Null, |x| json!(x)));
-    };
-    put("mean", d.map(|d| d.mean));
-    put("stddev", d.map(|d| d.stddev));
-    put("mean_ci95_low", d.map(|d| d.mean_ci95_low));
-    put("mean_ci95_high", d.map(|d| d.mean_ci95_high));
-    put("min", d.map(|d| d.min));
-    put("max", d.map(|d| d.max));
-    for (i, p) in PERCENTILES.iter().enumerate() {
-        put(&format!("p{p}"), d.map(|d| d.percentiles[i]));
-    }
-    out.insert(metric_key(metric, "samples"), json!(d.map_or(0, |d| d.samples)));
+    Value::Object(Stat::ALL.into_iter().map(|stat| (stat.name().to_string(), statistic(Some(d), stat))).collect())
 }

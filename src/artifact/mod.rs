@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use build::{build, metric_key, metrics};
+pub use build::{build, metrics};
 pub use methodology::TimingMethodology;
-pub use read::{ArtifactFile, Total};
+pub use read::ArtifactFile;
 pub use stream::{StreamKind, Streamed};
 
 use crate::aggregate::load::LoadRecord;

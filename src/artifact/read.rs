@@ -1,6 +1,7 @@
 //! Reading artifacts back, typed: the inverse of the mapping in `build`, for the commands that
-//! take artifacts as input (reports, comparisons). The flat `metrics` map is read through
-//! `metric_key` here and nowhere else; consumers ask for a `Metric` and a `Stat`.
+//! take artifacts as input (reports, comparisons). The flat `metrics` map is read through the
+//! contract's `metric_key` and `Total::key` here and nowhere else; consumers ask for a `Metric`
+//! and a `Stat`, or a `Total`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,10 +9,9 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::metric_key;
 use crate::aggregate::sample::{FailureSample, Sample};
 use crate::aggregate::slo::{SloReport, request_value};
-use crate::aggregate::summary::{Metric, Stat};
+use crate::contract::{Metric, Stat, Total, metric_key};
 use crate::record::{FailureRecord, RequestTiming};
 use crate::server_metrics::LevelServerMetrics;
 
@@ -177,12 +177,12 @@ impl ArtifactFile {
 
     /// One statistic of a distribution, as the artifact states it.
     pub fn stat(&self, metric: Metric, stat: Stat) -> Option<f64> {
-        self.metrics.get(&metric_key(metric, stat.name())).and_then(Value::as_f64)
+        self.metrics.get(&metric_key(metric, stat)).and_then(Value::as_f64)
     }
 
     /// Samples behind a distribution.
     pub fn samples(&self, metric: Metric) -> u64 {
-        self.metrics.get(&metric_key(metric, "samples")).and_then(Value::as_u64).unwrap_or(0)
+        self.metrics.get(&metric_key(metric, Stat::Samples)).and_then(Value::as_u64).unwrap_or(0)
     }
 
     /// A total or rate of the `metrics` block that is not a distribution.
@@ -224,36 +224,6 @@ impl ArtifactFile {
     }
 }
 
-/// Totals and rates of the `metrics` block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Total {
-    OutputTokens,
-    PromptTokens,
-    ThroughputTokS,
-    RequestThroughputRps,
-    WindowThroughputTokS,
-    GoodputRps,
-    PrefixCacheHitAvg,
-    RequestCanarySamples,
-    RequestCanaryPassed,
-}
-
-impl Total {
-    pub fn key(self) -> &'static str {
-        match self {
-            Total::OutputTokens => "output_tokens",
-            Total::PromptTokens => "prompt_tokens",
-            Total::ThroughputTokS => "throughput_tok_s",
-            Total::RequestThroughputRps => "request_throughput_rps",
-            Total::WindowThroughputTokS => "window_throughput_tok_s",
-            Total::GoodputRps => "goodput_rps",
-            Total::PrefixCacheHitAvg => "prefix_cache_hit_avg",
-            Total::RequestCanarySamples => "request_canary_samples",
-            Total::RequestCanaryPassed => "request_canary_passed",
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,7 +242,7 @@ mod tests {
             };
             assert_eq!(a.samples(Metric::Ttft), ttft.len() as u64);
             assert_eq!(a.stat(Metric::Ttft, Stat::Max), ttft.last().copied());
-            assert_eq!(a.stat(Metric::Ttft, Stat::P50), Some(crate::aggregate::stats::nearest_rank(&ttft, 50)));
+            assert_eq!(a.stat(Metric::Ttft, Stat::P50), Some(crate::contract::nearest_rank(&ttft, 50)));
             assert!(a.value(Total::ThroughputTokS).is_some());
             assert!(a.slo.is_some() && a.level() > 0.0);
             // The values behind every distribution give back its summary.
@@ -281,7 +251,7 @@ mod tests {
                 assert_eq!(v.len() as u64, a.samples(m), "{m:?}");
                 v.sort_by(f64::total_cmp);
                 if !v.is_empty() {
-                    assert_eq!(a.stat(m, Stat::P99), Some(crate::aggregate::stats::nearest_rank(&v, 99)), "{m:?}");
+                    assert_eq!(a.stat(m, Stat::P99), Some(crate::contract::nearest_rank(&v, 99)), "{m:?}");
                 }
             }
             assert!(a.simulated());

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::run::METRICS;
+use super::metrics::METRICS;
 
 /// One `--max-regress` threshold.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -74,7 +74,7 @@ impl Untested {
 pub fn parse(items: &[String]) -> Result<Vec<Threshold>, String> {
     let mut out: Vec<Threshold> = Vec::new();
     for item in items.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let names: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        let names: Vec<&str> = METRICS.iter().map(|m| m.name.as_str()).collect();
         let Some((name, value)) = item.split_once('=') else {
             return Err(format!("--max-regress {item:?}: expected METRIC=PCT, e.g. tpot_p50=5%"));
         };
@@ -94,7 +94,7 @@ pub fn parse(items: &[String]) -> Result<Vec<Threshold>, String> {
         if out.iter().any(|t| t.metric == spec.name) {
             return Err(format!("--max-regress {item:?}: {} has a threshold already; give one per metric", spec.name));
         }
-        out.push(Threshold { metric: spec.name, pct });
+        out.push(Threshold { metric: &spec.name, pct });
     }
     Ok(out)
 }

@@ -8,7 +8,8 @@
 use std::fmt::Write as _;
 
 use super::format;
-use super::run::{LevelResult, METRICS, Outcome};
+use super::metrics::METRICS;
+use super::result::{LevelResult, Outcome};
 use crate::present::escape;
 
 fn header(o: &Outcome) -> Vec<String> {

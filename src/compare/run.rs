@@ -20,16 +20,14 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use serde::Serialize;
-
 use super::gate::{self, Breach, Threshold, Untested};
 use super::matching::{self, Difference, Pair};
+use super::metrics::{METRICS, Measure, MetricSpec};
+use super::result::{LevelResult, MetricResult, Outcome, SCHEMA};
 use super::stats::{self, CompareOptions, Comparison, Decision};
-use crate::aggregate::summary::{Metric, Stat};
-use crate::artifact::Total;
-use crate::gather::{Gathered, LevelFile, gather};
-
 use super::{render, verify};
+use crate::aggregate::stats::quantile_ci_ranks;
+use crate::gather::{Gathered, LevelFile, gather};
 
 /// How `compare` prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -51,94 +49,6 @@ pub struct Request {
     /// Accept gates that could not be tested (exit 0 rather than 2; they are still reported).
     pub allow_untested: bool,
 }
-
-/// What a compared number is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Measure {
-    /// A nearest-rank percentile of a per-request distribution.
-    Percentile(Metric, Stat, u32),
-    /// One number per run.
-    Total(Total),
-}
-
-/// One compared metric: its name in `--max-regress`, its name in the output, what it is, and
-/// which direction is worse.
-#[derive(Debug, Clone, Copy)]
-pub struct MetricSpec {
-    pub name: &'static str,
-    pub key: &'static str,
-    pub measure: Measure,
-    pub higher_is_worse: bool,
-}
-
-/// The metrics `compare` tests, in the order it prints them.
-pub const METRICS: [MetricSpec; 8] = [
-    spec("ttft_p50", "ttft_p50_ms", Measure::Percentile(Metric::Ttft, Stat::P50, 50), true),
-    spec("ttft_p99", "ttft_p99_ms", Measure::Percentile(Metric::Ttft, Stat::P99, 99), true),
-    spec("tpot_p50", "tpot_p50_ms", Measure::Percentile(Metric::Tpot, Stat::P50, 50), true),
-    spec("tpot_p99", "tpot_p99_ms", Measure::Percentile(Metric::Tpot, Stat::P99, 99), true),
-    spec("e2e_p50", "e2e_p50_ms", Measure::Percentile(Metric::E2e, Stat::P50, 50), true),
-    spec("e2e_p99", "e2e_p99_ms", Measure::Percentile(Metric::E2e, Stat::P99, 99), true),
-    spec("output_tok_s", "throughput_tok_s", Measure::Total(Total::ThroughputTokS), false),
-    spec("request_rps", "request_throughput_rps", Measure::Total(Total::RequestThroughputRps), false),
-];
-
-const fn spec(name: &'static str, key: &'static str, measure: Measure, higher_is_worse: bool) -> MetricSpec {
-    MetricSpec { name, key, measure, higher_is_worse }
-}
-
-/// One metric of one level.
-#[derive(Debug, Clone, Serialize)]
-pub struct MetricResult {
-    pub metric: &'static str,
-    /// Change in the worse direction, in percent (positive: a regression).
-    pub regression_pct: Option<f64>,
-    /// The `--max-regress` threshold for this metric, percent.
-    pub threshold_pct: Option<f64>,
-    pub breached: bool,
-    /// Why the change was not tested (too few requests for a tail percentile, too few runs for
-    /// a rank test to reach α, no records, …).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub untested: Option<String>,
-    #[serde(flatten)]
-    pub comparison: Comparison,
-}
-
-/// One matched level.
-#[derive(Debug, Clone, Serialize)]
-pub struct LevelResult {
-    pub level: String,
-    pub base_runs: Vec<String>,
-    pub new_runs: Vec<String>,
-    pub metrics: Vec<MetricResult>,
-}
-
-/// Everything `compare` found; `--format json` prints it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Outcome {
-    pub schema: &'static str,
-    pub base: String,
-    pub new: String,
-    pub alpha: f64,
-    pub per_test_alpha: f64,
-    pub forced: bool,
-    pub levels: Vec<LevelResult>,
-    pub only_base: Vec<String>,
-    pub only_new: Vec<String>,
-    /// Settings that differ but do not make the sides incomparable (the server under test).
-    pub ignored_differences: Vec<Difference>,
-    /// Settings that differ and were compared anyway (`--force`).
-    pub forced_differences: Vec<Difference>,
-    /// The `--max-regress` thresholds given.
-    pub thresholds: Vec<Threshold>,
-    pub breaches: Vec<Breach>,
-    /// Gates that could not be evaluated at a level, and why.
-    pub untested_gates: Vec<Untested>,
-    pub allow_untested: bool,
-    pub exit_code: u8,
-}
-
-pub const SCHEMA: &str = "anvil-load.compare/v1";
 
 /// Exit codes, as the run's: 0 nothing beyond a threshold, 3 a significant regression beyond one,
 /// 2 a gate that could not be tested (without `--allow-untested`).
@@ -217,7 +127,7 @@ pub fn outcome(req: &Request, base: &Gathered, new: &Gathered, thresholds: &[Thr
         for label in labels {
             for t in thresholds {
                 let reason = format!("only {side} has this level, so nothing was compared there");
-                untested_gates.push(Untested::new(label, t, spec_of(t).key, reason));
+                untested_gates.push(Untested::new(label, t, &spec_of(t).key, reason));
             }
         }
     }
@@ -267,7 +177,7 @@ fn untested_gates_of(level: &LevelResult, thresholds: &[Threshold]) -> Vec<Untes
             Some(_) => None,
         };
         if let Some(reason) = reason {
-            out.push(Untested::new(&level.level, t, spec.key, reason));
+            out.push(Untested::new(&level.level, t, &spec.key, reason));
         }
     }
     out
@@ -303,7 +213,7 @@ fn list(labels: &[String]) -> String {
 fn compare_level(pair: &Pair<'_>, opts: &CompareOptions, thresholds: &[Threshold]) -> LevelResult {
     let run_name = |l: &&LevelFile| l.artifact.run_id.clone();
     let mut metrics = Vec::new();
-    for spec in METRICS {
+    for spec in METRICS.iter() {
         let Some((mut comparison, not_tested)) = compare_metric(spec.measure, &pair.base, &pair.new, opts) else {
             continue;
         };
@@ -316,7 +226,7 @@ fn compare_level(pair: &Pair<'_>, opts: &CompareOptions, thresholds: &[Threshold
         let regression_pct = comparison.change_pct.map(|c| if spec.higher_is_worse { c } else { -c });
         let threshold_pct = thresholds.iter().find(|t| t.metric == spec.name).map(|t| t.pct);
         let breached = comparison.significant && matches!((regression_pct, threshold_pct), (Some(r), Some(t)) if r > t);
-        metrics.push(MetricResult { metric: spec.key, regression_pct, threshold_pct, breached, untested, comparison });
+        metrics.push(MetricResult { metric: &spec.key, regression_pct, threshold_pct, breached, untested, comparison });
     }
     LevelResult {
         level: pair.label.clone(),
@@ -335,7 +245,7 @@ fn too_few_for_the_tail(c: &Comparison, opts: &CompareOptions) -> Option<String>
         return None;
     }
     let confidence = opts.bootstrap.confidence;
-    let needed = (1..=1_000_000).find(|&n| stats::quantile_ci_ranks(n, c.percentile, confidence).is_some())?;
+    let needed = (1..=1_000_000).find(|&n| quantile_ci_ranks(n, c.percentile, confidence).is_some())?;
     (c.n_base < needed || c.n_new < needed).then(|| {
         format!("not tested: a p{} needs {needed} requests per side, n={}+{}", c.percentile, c.n_base, c.n_new)
     })
@@ -370,7 +280,8 @@ fn compare_metric(
     let without_records = base.iter().chain(new).any(|l| !verify::has_records(&l.artifact));
     let no_records = || "not tested: an artifact carries no per-request records".to_string();
     match measure {
-        Measure::Percentile(metric, stat, p) => {
+        Measure::Percentile(metric, stat) => {
+            let p = measure.percentile();
             let runs =
                 |side: &[&LevelFile]| -> Vec<Vec<f64>> { side.iter().map(|l| l.artifact.values(metric)).collect() };
             let (b, n) = (runs(base), runs(new));
@@ -405,7 +316,7 @@ fn compare_metric(
             let (b, n): (Vec<&[f64]>, Vec<&[f64]>) =
                 (b.iter().map(|v| v.as_slice()).collect(), n.iter().map(|v| v.as_slice()).collect());
             // Without records a stated throughput could not be checked (see `verify`).
-            stats::compare_runs(&b, &n, 50, opts).map(|c| (c, without_records.then(no_records)))
+            stats::compare_runs(&b, &n, measure.percentile(), opts).map(|c| (c, without_records.then(no_records)))
         }
     }
 }
@@ -428,6 +339,7 @@ fn untested(p: u32, base: f64, new: f64) -> Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::{Metric, Stat};
 
     /// The committed closed-loop sweep, written `runs` times under run ids `run<k>-c<level>`.
     fn copies(runs: usize) -> tempfile::TempDir {

@@ -8,8 +8,6 @@
 //!   p-values to SciPy's.
 //! - [`percentile_difference_ci`]: a seeded, deterministic percentile bootstrap of the
 //!   difference `new − base` of one nearest-rank percentile (p50, p99, …).
-//! - [`quantile_ci`]: the distribution-free order-statistic interval of one percentile of one
-//!   sample (benchstat's interval for the median).
 //! - [`compare_samples`] combines them for one metric; [`compare_runs`] is the variant for
 //!   several runs per side, where each run contributes one value (its percentile), so the
 //!   between-run variance, not the within-run one, decides.
@@ -22,6 +20,8 @@
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
+
+use crate::contract::nearest_rank_position;
 
 /// How the p-value is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -197,9 +197,8 @@ fn erfc(x: f64) -> f64 {
 /// The nearest-rank percentile of unsorted values (reorders them); the same definition as the
 /// artifact's percentiles.
 fn percentile_in_place(values: &mut [f64], p: u32) -> f64 {
-    let n = values.len();
-    let rank = (u64::from(p) * n as u64).div_ceil(100).max(1) as usize;
-    let (_, v, _) = values.select_nth_unstable_by(rank.min(n) - 1, f64::total_cmp);
+    let rank = nearest_rank_position(p, values.len() as u64) as usize;
+    let (_, v, _) = values.select_nth_unstable_by(rank - 1, f64::total_cmp);
     *v
 }
 
@@ -277,55 +276,6 @@ fn bootstrap_difference(
     let lo = ((alpha / 2.0 * k as f64).floor() as usize).min(k - 1);
     let hi = (((1.0 - alpha / 2.0) * k as f64).ceil() as usize).clamp(1, k) - 1;
     Some(DifferenceCi { estimate, low: diffs[lo], high: diffs[hi], confidence: opts.confidence })
-}
-
-/// The distribution-free interval `[x(l), x(u)]` (1-based order statistics of `sorted`) that
-/// covers percentile `p` with at least `confidence`: `l` the largest rank with
-/// P(B < l) ≤ α/2 and `u` the smallest with P(B ≥ u) ≤ α/2, B ~ Binomial(n, p/100) the count of
-/// values below the true percentile. `None` when the sample is too small for the confidence
-/// (e.g. p99 needs at least 300 values for 95 %).
-pub fn quantile_ci(sorted: &[f64], p: u32, confidence: f64) -> Option<(f64, f64)> {
-    let (l, u) = quantile_ci_ranks(sorted.len(), p, confidence)?;
-    Some((sorted[l - 1], sorted[u - 1]))
-}
-
-/// The 1-based ranks of [`quantile_ci`].
-pub fn quantile_ci_ranks(n: usize, p: u32, confidence: f64) -> Option<(usize, usize)> {
-    if n == 0 || p == 0 || p >= 100 || !(confidence > 0.0 && confidence < 1.0) {
-        return None;
-    }
-    let q = f64::from(p) / 100.0;
-    let half = (1.0 - confidence) / 2.0;
-    // log pmf(k) = log C(n, k) + k log q + (n − k) log(1 − q), summed from each end so both
-    // tails stay accurate.
-    let (lq, lr) = (q.ln(), (1.0 - q).ln());
-    let nf = n as f64;
-    let mut log_c = vec![0.0; n + 1];
-    for k in 1..=n {
-        log_c[k] = log_c[k - 1] + (nf - k as f64 + 1.0).ln() - (k as f64).ln();
-    }
-    let pmf = |k: usize| (log_c[k] + k as f64 * lq + (nf - k as f64) * lr).exp();
-    // l: P(B ≤ l − 1) ≤ α/2.
-    let mut below = 0.0;
-    let mut l = 0;
-    for k in 1..=n {
-        below += pmf(k - 1);
-        if below > half {
-            break;
-        }
-        l = k;
-    }
-    // u: P(B ≥ u) ≤ α/2.
-    let mut above = 0.0;
-    let mut u = 0;
-    for k in (1..=n).rev() {
-        above += pmf(k);
-        if above > half {
-            break;
-        }
-        u = k;
-    }
-    (l >= 1 && u >= 1 && l < u).then_some((l, u))
 }
 
 /// Settings of a comparison.

@@ -1,7 +1,6 @@
 //! Tests of `compare::stats`. Expected values marked "SciPy" were computed with SciPy 1.17.1:
-//! `scipy.stats.mannwhitneyu(x, y, alternative="two-sided", method=M)` (statistic, pvalue),
-//! `scipy.stats.norm.sf(z)`, and the binomial ranks from `scipy.stats.binom.cdf`/`.sf` as
-//! `quantile_ci_ranks` defines them.
+//! `scipy.stats.mannwhitneyu(x, y, alternative="two-sided", method=M)` (statistic, pvalue) and
+//! `scipy.stats.norm.sf(z)`.
 
 use super::*;
 
@@ -102,21 +101,6 @@ fn mann_whitney_refuses_empty_and_nan_and_scales_to_large_samples() {
     let new: Vec<f64> = base.iter().map(|v| v + 6.0).collect();
     let r = mann_whitney_u(&new, &base, UMethod::Auto).expect("result");
     assert!(r.p_value < 1e-6, "{r:?}");
-}
-
-#[test]
-fn order_statistic_ranks_match_scipys_binomial() {
-    // SciPy: ranks from binom.cdf / binom.sf at α/2 = 0.025 each side.
-    assert_eq!(quantile_ci_ranks(10, 50, 0.95), Some((2, 9)));
-    assert_eq!(quantile_ci_ranks(20, 50, 0.95), Some((6, 15)));
-    assert_eq!(quantile_ci_ranks(100, 50, 0.95), Some((40, 61)));
-    assert_eq!(quantile_ci_ranks(1000, 50, 0.95), Some((469, 532)));
-    assert_eq!(quantile_ci_ranks(1000, 99, 0.95), Some((983, 997)));
-    assert_eq!(quantile_ci_ranks(50, 90, 0.95), Some((41, 50)));
-    assert_eq!(quantile_ci_ranks(100, 99, 0.95), None, "p99 needs more than 100 values");
-    assert_eq!(quantile_ci_ranks(5, 50, 0.95), None);
-    let sorted: Vec<f64> = (1..=10).map(f64::from).collect();
-    assert_eq!(quantile_ci(&sorted, 50, 0.95), Some((2.0, 9.0)));
 }
 
 #[test]

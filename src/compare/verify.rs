@@ -10,12 +10,11 @@
 //! An artifact that carries no records at all (its `request_timings` left out) cannot be
 //! checked: its values are shown and marked as not tested (see `run`), never gated on.
 
+use super::metrics::{METRICS, Measure};
 use crate::aggregate::sample::{FailureSample, Sample};
-use crate::aggregate::stats::nearest_rank;
-use crate::artifact::{ArtifactFile, Total, metric_key};
+use crate::artifact::ArtifactFile;
+use crate::contract::{Stat, Total, metric_key, nearest_rank};
 use crate::gather::LevelFile;
-
-use super::run::{METRICS, Measure};
 
 /// Whether the artifact carries the records its summaries were computed from (an artifact of a
 /// level where nothing completed carries none and needs none).
@@ -43,15 +42,16 @@ pub fn check(level: &LevelFile) -> Result<(), String> {
             a.wall_clock_ms
         ));
     }
-    for spec in METRICS {
+    for spec in METRICS.iter() {
         match spec.measure {
-            Measure::Percentile(metric, stat, p) => {
+            Measure::Percentile(metric, stat) => {
+                let p = spec.measure.percentile();
                 let mut values = a.values(metric);
                 let stated_n = a.samples(metric);
                 if values.len() as u64 != stated_n {
                     return refuse(format!(
                         "metrics.{} states {stated_n}, but its records hold {} eligible values",
-                        metric_key(metric, "samples"),
+                        metric_key(metric, Stat::Samples),
                         values.len()
                     ));
                 }

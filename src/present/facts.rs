@@ -2,9 +2,9 @@
 //! recomputed that the artifact already states; percentile intervals come from the records it
 //! carries): provenance, verdict, headline rows with their CI95, sweep points, objectives.
 
-use crate::aggregate::summary::{Metric, Stat};
-use crate::artifact::{ArtifactFile, Total, metric_key};
-use crate::compare::stats::quantile_ci;
+use crate::aggregate::stats::quantile_ci;
+use crate::artifact::ArtifactFile;
+use crate::contract::{Metric, Stat, Total, metric_key};
 pub use crate::gather::level_label;
 use crate::gather::{LevelFile, Run};
 
@@ -273,7 +273,7 @@ pub fn knee_of(points: &[SweepPoint]) -> Option<usize> {
 
 /// An objective that applies to a plotted statistic: its threshold.
 pub fn objective(a: &ArtifactFile, metric: Metric, stat: Stat) -> Option<f64> {
-    let key = metric_key(metric, stat.name());
+    let key = metric_key(metric, stat);
     a.slo.as_ref()?.criteria.iter().find(|c| c.key == key).map(|c| c.threshold)
 }
 

@@ -5,8 +5,8 @@
 use super::doc::{Block, Cell, Figure, LegendEntry, Section, Swatch, Table, Tone};
 use super::facts::{self, ci, level_label, num, opt};
 use super::svg::{self, Chart, Mark, PALETTE, Series};
-use crate::aggregate::summary::Metric;
-use crate::artifact::{ArtifactFile, Total};
+use crate::artifact::ArtifactFile;
+use crate::contract::{Metric, Total};
 use crate::gather::{LevelFile, Run, RunKind};
 
 /// Points a scatter plot draws at most (failures always drawn).

@@ -5,8 +5,8 @@
 use super::doc::{Block, Cell, Figure, LegendEntry, Section, Swatch, Table, Tone};
 use super::facts::{self, SweepPoint, num, opt};
 use super::svg::{Chart, LIMIT, MARK, Mark, PALETTE, Rule, Series};
-use crate::aggregate::summary::{Metric, Stat};
 use crate::artifact::ArtifactFile;
+use crate::contract::{Metric, Stat, metric_key};
 use crate::gather::{Run, SearchTrace};
 
 pub const KNEE_DEFINITION: &str = "The knee is where adding load stops buying throughput and starts buying latency: \
@@ -105,7 +105,7 @@ fn curve(
         legend.push(LegendEntry { label: format!("{name} {label}"), color, shape: Swatch::Solid });
         chart.series.push(Series::new(format!("{name} {label}"), color, Mark::LineDots, xy));
         if let Some(limit) = facts::objective(first, metric, stat) {
-            let key = crate::artifact::metric_key(metric, stat.name());
+            let key = metric_key(metric, stat);
             chart
                 .h_rules
                 .push(Rule { label: format!("objective {key} ≤ {}", num(limit)), value: limit, color: LIMIT });

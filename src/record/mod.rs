@@ -27,7 +27,7 @@ pub use checks::{CanaryCheck, CanaryFailure, ControlledOutput, UsageSetAside, ca
 pub use client::ClientLoad;
 pub use gaps::GapSketch;
 pub use level::{Dispatch, Issued, LevelPacing};
-pub use outcome::{Completed, Dropped, ErrorKind, Failed, Outcome, TokenSource};
+pub use outcome::{Completed, Dropped, Failed, Outcome, TokenSource};
 pub use replay::ReplayFacts;
 pub use run_info::{
     ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,

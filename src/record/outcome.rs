@@ -2,12 +2,12 @@
 //! prompt text, response text and credentials. Durations are measured from the request's own
 //! start; `start_offset` places the request on the level's clock.
 
-use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use super::checks::{CanaryCheck, ControlledOutput, UsageImplausible};
+use crate::contract::ErrorKind;
 
 /// Every attempted request ends as exactly one of these; an arrival the open loop could not
 /// start (`overload = "drop"`) is `Dropped`.
@@ -134,150 +134,4 @@ pub struct Failed {
     pub retry_after: Option<Duration>,
     /// Trace or conversation facts, for those runs.
     pub replay: Option<Box<super::ReplayFacts>>,
-}
-
-/// Stable failure classes; their string forms are part of the artifact contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ErrorKind {
-    /// The TCP/TLS connection could not be opened.
-    ConnectFailed,
-    ConnectTimeout,
-    /// No output (a non-empty reasoning or content delta) within `client.first_byte_timeout`
-    /// of sending; headers, comments and chunks without text do not stop this clock.
-    FirstByteTimeout,
-    /// After the first output, no progress (text, a finish reason, usage or `[DONE]`) for
-    /// longer than `client.idle_timeout`.
-    IdleTimeout,
-    /// The whole request took longer than `client.request_timeout`.
-    RequestTimeout,
-    /// The server answered with a redirect (3xx); redirects are not followed.
-    Redirect,
-    /// HTTP 400 saying the prompt does not fit the context window.
-    ContextLengthExceeded,
-    /// Any other non-2xx status.
-    Http(u16),
-    /// The connection broke while the response was streaming.
-    StreamBroken,
-    /// A line of the stream is no SSE field, or one event grew without bound.
-    MalformedSse,
-    InvalidJson,
-    InvalidUtf8,
-    /// The server sent an error object inside the stream.
-    ServerErrorEvent,
-    /// Responses API: `response.failed` (the server gave up on the response).
-    ResponseFailed,
-    /// Responses API: `response.incomplete` for a reason other than the output budget (a
-    /// content filter, say).
-    ResponseIncomplete,
-    /// The stream ended without its last event (`data: [DONE]`, `response.completed` or
-    /// `message_stop`), or a non-streamed answer ended before its JSON did.
-    MissingDone,
-    /// The stream finished without any reasoning or content text.
-    EmptyResponse,
-    /// The run was stopped (Ctrl-C) while the request was in flight; not a server error.
-    Interrupted,
-    /// Any other client-side error while sending.
-    RequestFailed,
-}
-
-impl ErrorKind {
-    /// Interrupted requests are the operator's doing, not the server's.
-    pub fn is_server_fault(self) -> bool {
-        self != ErrorKind::Interrupted
-    }
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = match self {
-            ErrorKind::ConnectFailed => "connect_failed",
-            ErrorKind::ConnectTimeout => "connect_timeout",
-            ErrorKind::FirstByteTimeout => "first_byte_timeout",
-            ErrorKind::IdleTimeout => "idle_timeout",
-            ErrorKind::RequestTimeout => "request_timeout",
-            ErrorKind::Redirect => "redirect",
-            ErrorKind::ContextLengthExceeded => "context_length_exceeded",
-            ErrorKind::Http(code) => return write!(f, "http_{code}"),
-            ErrorKind::StreamBroken => "stream_broken",
-            ErrorKind::MalformedSse => "malformed_sse",
-            ErrorKind::InvalidJson => "invalid_json",
-            ErrorKind::InvalidUtf8 => "invalid_utf8",
-            ErrorKind::ServerErrorEvent => "server_error_event",
-            ErrorKind::ResponseFailed => "response_failed",
-            ErrorKind::ResponseIncomplete => "response_incomplete",
-            ErrorKind::MissingDone => "missing_done",
-            ErrorKind::EmptyResponse => "empty_response",
-            ErrorKind::Interrupted => "interrupted",
-            ErrorKind::RequestFailed => "request_failed",
-        };
-        f.write_str(s)
-    }
-}
-
-impl Serialize for ErrorKind {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl std::str::FromStr for ErrorKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        if let Some(code) = s.strip_prefix("http_") {
-            return code.parse().map(ErrorKind::Http).map_err(|_| format!("unknown error kind {s:?}"));
-        }
-        Ok(match s {
-            "connect_failed" => ErrorKind::ConnectFailed,
-            "connect_timeout" => ErrorKind::ConnectTimeout,
-            "first_byte_timeout" => ErrorKind::FirstByteTimeout,
-            "idle_timeout" => ErrorKind::IdleTimeout,
-            "request_timeout" => ErrorKind::RequestTimeout,
-            "redirect" => ErrorKind::Redirect,
-            "context_length_exceeded" => ErrorKind::ContextLengthExceeded,
-            "stream_broken" => ErrorKind::StreamBroken,
-            "malformed_sse" => ErrorKind::MalformedSse,
-            "invalid_json" => ErrorKind::InvalidJson,
-            "invalid_utf8" => ErrorKind::InvalidUtf8,
-            "server_error_event" => ErrorKind::ServerErrorEvent,
-            "response_failed" => ErrorKind::ResponseFailed,
-            "response_incomplete" => ErrorKind::ResponseIncomplete,
-            "missing_done" => ErrorKind::MissingDone,
-            "empty_response" => ErrorKind::EmptyResponse,
-            "interrupted" => ErrorKind::Interrupted,
-            "request_failed" => ErrorKind::RequestFailed,
-            _ => return Err(format!("unknown error kind {s:?}")),
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for ErrorKind {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kinds_have_stable_names() {
-        assert_eq!(ErrorKind::Http(503).to_string(), "http_503");
-        assert_eq!(serde_json::to_string(&ErrorKind::StreamBroken).unwrap(), "\"stream_broken\"");
-        for kind in [
-            ErrorKind::Http(429),
-            ErrorKind::IdleTimeout,
-            ErrorKind::Interrupted,
-            ErrorKind::MissingDone,
-            ErrorKind::RequestTimeout,
-            ErrorKind::Redirect,
-            ErrorKind::ResponseFailed,
-            ErrorKind::ResponseIncomplete,
-        ] {
-            assert_eq!(kind.to_string().parse::<ErrorKind>(), Ok(kind));
-        }
-        assert!("http_x".parse::<ErrorKind>().is_err() && "nope".parse::<ErrorKind>().is_err());
-    }
 }

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::checks::{CanaryCheck, ControlledOutput, MAX_PLAUSIBLE_TOKENS, UsageImplausible};
 use super::gaps::GapSketch;
-use super::outcome::{Completed, Dropped, ErrorKind, Failed, TokenSource};
+use super::outcome::{Completed, Dropped, Failed, TokenSource};
 use super::replay::ReplayFacts;
+use crate::contract::ErrorKind;
 
 pub fn ms(d: Duration) -> f64 {
     d.as_nanos() as f64 / 1e6

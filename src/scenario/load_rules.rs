@@ -4,10 +4,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use super::bounds::{BURSTINESS, MAX_RATE, MIN_RATE, fmt_number};
 use super::checker::Checker;
 use super::raw::{self, RawLoadMode};
 use super::{Arrival, Bound, Load, Overload, Pacing, ScenarioError, Search, SearchBy, Slo, SloCriterion};
+use crate::contract::{Objective, Stat, Worse};
 
 /// One client process can hold about this many streams; above it a level is a typo.
 const MAX_CONCURRENCY: f64 = 100_000.0;
@@ -246,22 +249,6 @@ fn search(c: &Checker, l: &raw::RawLoad, open: bool) -> Result<Option<Search>, S
     Ok(Some(Search { by, min, max, max_steps }))
 }
 
-/// Statistics an objective may name.
-pub const SLO_STATS: &[&str] = &["mean", "p50", "p75", "p90", "p95", "p99", "max"];
-
-/// Metric stems an objective may name: `(stem, unit suffix, per-request field, bound)`.
-const SLO_FAMILIES: &[(&str, &str, &str, Bound)] = &[
-    ("ttft", "_ms", "ttft_ms", Bound::AtMost),
-    ("time_to_first_output", "_ms", "time_to_first_output_ms", Bound::AtMost),
-    ("tpot", "_ms", "tpot_ms", Bound::AtMost),
-    ("e2e", "_ms", "e2e_ms", Bound::AtMost),
-    ("generation", "_ms", "generation_ms", Bound::AtMost),
-    ("ttft_from_intended", "_ms", "ttft_from_intended_ms", Bound::AtMost),
-    ("e2e_from_intended", "_ms", "e2e_from_intended_ms", Bound::AtMost),
-    ("decode_tok_s", "", "decode_tok_s", Bound::AtLeast),
-    ("effective_prefill_tok_s", "", "effective_prefill_tok_s", Bound::AtLeast),
-];
-
 pub(super) fn slo(c: &Checker, table: &toml::Table, load: &Load) -> Result<Slo, ScenarioError> {
     let mut criteria = Vec::with_capacity(table.len());
     for (key, value) in table {
@@ -296,32 +283,55 @@ pub(super) fn slo(c: &Checker, table: &toml::Table, load: &Load) -> Result<Slo, 
 }
 
 fn criterion(c: &Checker, key: &str, threshold: f64, path: &str) -> Result<SloCriterion, ScenarioError> {
-    if key == "error_rate" {
-        if threshold > 1.0 {
-            return Err(c.err(path, "is a fraction of requests", "write e.g. error_rate = 0.01 for 1 %"));
-        }
-        return Ok(SloCriterion { key: key.to_string(), threshold, bound: Bound::AtMost, request_field: None });
+    let Some(objective) = Objective::parse(key) else {
+        let stats: Vec<&str> = Objective::STATS.iter().map(|s| s.name()).collect();
+        let examples: Vec<String> =
+            Objective::METRICS.iter().map(|&m| Objective::Distribution(m, Stat::P99).key()).collect();
+        return Err(c.err(
+            path,
+            format!("{key:?} is not an objective anvil-load can check"),
+            format!(
+                "name a metric and statistic ({}) such as {}, or error_rate",
+                stats.join(", "),
+                examples.join(", ")
+            ),
+        ));
+    };
+    if objective == Objective::ErrorRate && threshold > 1.0 {
+        return Err(c.err(path, "is a fraction of requests", "write e.g. error_rate = 0.01 for 1 %"));
     }
-    for (stem, unit, field, bound) in SLO_FAMILIES {
-        for stat in SLO_STATS {
-            if key == format!("{stem}_{stat}{unit}") {
-                return Ok(SloCriterion {
-                    key: key.to_string(),
-                    threshold,
-                    bound: *bound,
-                    request_field: Some((*field).to_string()),
-                });
-            }
-        }
+    let bound = match objective.worse() {
+        Worse::WhenHigher => Bound::AtMost,
+        Worse::WhenLower => Bound::AtLeast,
+    };
+    Ok(SloCriterion { objective, threshold, bound })
+}
+
+/// A criterion as the scenario echo and the records' run line write it: the key it was given,
+/// and the per-request field goodput compares (kept, so the echo, and with it the
+/// `configuration_fingerprint` that `compare` matches runs by, stays what it was). Read back, the
+/// key is parsed again and the field is not trusted.
+#[derive(Serialize, Deserialize)]
+pub struct WrittenCriterion {
+    key: String,
+    threshold: f64,
+    bound: Bound,
+    request_field: Option<String>,
+}
+
+impl From<SloCriterion> for WrittenCriterion {
+    fn from(c: SloCriterion) -> Self {
+        let request_field = c.objective.request_field();
+        WrittenCriterion { key: c.objective.key(), threshold: c.threshold, bound: c.bound, request_field }
     }
-    let examples: Vec<String> = SLO_FAMILIES.iter().map(|(stem, unit, _, _)| format!("{stem}_p99{unit}")).collect();
-    Err(c.err(
-        path,
-        format!("{key:?} is not an objective anvil-load can check"),
-        format!(
-            "name a metric and statistic ({}) such as {}, or error_rate",
-            SLO_STATS.join(", "),
-            examples.join(", ")
-        ),
-    ))
+}
+
+impl TryFrom<WrittenCriterion> for SloCriterion {
+    type Error = String;
+
+    fn try_from(w: WrittenCriterion) -> Result<Self, String> {
+        let objective = Objective::parse(&w.key)
+            .ok_or_else(|| format!("slo key {:?} is not an objective anvil-load can check", w.key))?;
+        Ok(SloCriterion { objective, threshold: w.threshold, bound: w.bound })
+    }
 }

@@ -34,7 +34,6 @@ use serde::{Deserialize, Serialize};
 use bounds::{humantime_serde, humantime_serde_opt};
 
 pub use checker::ScenarioError;
-pub use load_rules::SLO_STATS;
 pub use overrides::Overrides;
 pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy};
 pub use raw::RawScenario;
@@ -91,16 +90,16 @@ pub struct Slo {
     pub criteria: Vec<SloCriterion>,
 }
 
-/// One objective, e.g. `ttft_p99_ms ≤ 2000`.
+/// One objective, e.g. `ttft_p99_ms ≤ 2000`, its key read once at validation. Written as
+/// `{key, threshold, bound, request_field}` (see `load_rules::WrittenCriterion`).
 #[derive(Debug, Clone, Serialize, PartialEq, Deserialize)]
+#[serde(into = "load_rules::WrittenCriterion", try_from = "load_rules::WrittenCriterion")]
 pub struct SloCriterion {
-    /// The `metrics` key it reads (`ttft_p99_ms`), or `error_rate`.
-    pub key: String,
+    /// What it reads: a statistic under its `metrics` key (`ttft_p99_ms`), or `error_rate`.
+    pub objective: crate::contract::Objective,
     pub threshold: f64,
     /// `at_most` for latencies and error rate, `at_least` for rates (`decode_tok_s_p50`).
     pub bound: Bound,
-    /// The per-request field compared with the threshold for goodput (`ttft_ms`), if any.
-    pub request_field: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Deserialize)]
@@ -221,12 +220,6 @@ pub enum ContextDistribution {
 impl ContextDistribution {
     pub fn single(tokens: u32) -> Self {
         ContextDistribution::Weighted { choices: vec![(tokens, 1)] }
-    }
-    pub fn as_single(&self) -> Option<u32> {
-        match self {
-            ContextDistribution::Weighted { choices } if choices.len() == 1 => Some(choices[0].0),
-            _ => None,
-        }
     }
     /// As the scenario wrote it: `65536`, `{"4096": 3, "65536": 1}`, `{"uniform": [lo, hi]}`,
     /// `{"normal": [mean, sd]}` (the artifact's `context_tokens`).
@@ -468,7 +461,7 @@ pub struct RetryPolicy {
     /// Attempts beyond the first (0: never retry).
     pub max_retries: u32,
     /// Failure kinds that are retried; only failures before any output qualify.
-    pub on: Vec<crate::record::ErrorKind>,
+    pub on: Vec<crate::contract::ErrorKind>,
     /// Wait before the first retry, doubled for each further one; a `Retry-After` header wins.
     #[serde(with = "humantime_serde")]
     pub backoff: Duration,

@@ -17,7 +17,7 @@ use super::{
     RunLimits, Sampling, Scenario, ScenarioError, ServeFlags, Target, ThinkingMode, Workload,
 };
 use super::{load_rules, overrides, session_rules, trace_rules, url_rules, wording, workload_rules};
-use crate::record::ErrorKind;
+use crate::contract::ErrorKind;
 
 impl Scenario {
     /// Read, override and validate a scenario file.

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::aggregate::sample::Sample;
 use crate::aggregate::slo::meets_request_slos;
-use crate::aggregate::stats::nearest_rank;
+use crate::contract::nearest_rank;
 use crate::record::{FailureRecord, RequestTiming};
 use crate::scenario::Slo;
 

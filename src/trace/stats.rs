@@ -7,6 +7,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::{TraceRow, reusable_blocks};
+use crate::contract::nearest_rank;
 
 /// Nearest-rank quantiles of a token length.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -24,12 +25,11 @@ impl Quantiles {
             return Quantiles::default();
         }
         v.sort_unstable();
-        let rank = |p: f64| v[((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
         Quantiles {
             mean: v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64,
-            p50: rank(50.0),
-            p90: rank(90.0),
-            p99: rank(99.0),
+            p50: nearest_rank(&v, 50),
+            p90: nearest_rank(&v, 90),
+            p99: nearest_rank(&v, 99),
             max: v[v.len() - 1],
         }
     }

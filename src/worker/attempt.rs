@@ -8,8 +8,9 @@ use tokio::time::Instant;
 
 use super::StreamState;
 use super::sanitize::Secrets;
+use crate::contract::ErrorKind;
 use crate::record::outcome::Corrections;
-use crate::record::{Completed, Dispatch, ErrorKind, Failed, Outcome, ReplayFacts};
+use crate::record::{Completed, Dispatch, Failed, Outcome, ReplayFacts};
 use crate::workload::{PreparedRequest, check_controlled_output};
 
 pub(super) struct Attempt<'a> {

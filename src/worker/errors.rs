@@ -1,14 +1,28 @@
 //! Reading what went wrong: HTTP-client errors classified, error chains put on one line,
-//! context-overflow wordings, `Retry-After` and redirect answers read without trusting them, and
-//! answers that came compressed.
+//! context-overflow wordings, `Retry-After` and redirect answers read without trusting them,
+//! answers that came compressed, and why a client could not be set up at all (`ClientError`).
 
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_ENCODING, HeaderMap, LOCATION, RETRY_AFTER};
 
 use super::transport::SendError;
-use crate::record::ErrorKind;
+use crate::contract::ErrorKind;
 use crate::record::redact::redact_url;
+
+/// Why a client could not be set up, naming the scenario key at fault. Validation refuses each of
+/// these first; the client checks again rather than trust that it did.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The endpoint does not parse as a URL, or as the URI a request is sent to (the parser's
+    /// words, which never repeat the URL).
+    #[error("target.base_url: {0}")]
+    Url(String),
+    /// A value that goes into a header holds what a header cannot carry (the value, a key
+    /// perhaps, is never shown).
+    #[error("{key}: holds a line break or another character an HTTP header cannot carry")]
+    Header { key: &'static str },
+}
 
 /// Longest wait before a retry, whatever `Retry-After` or the backoff say.
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
@@ -176,5 +190,25 @@ mod tests {
         assert!(m.contains("http://other:9000/v1/chat/completions?token=[redacted]"), "{m}");
         assert!(!m.contains("pw") && !m.contains("abc"));
         assert!(redirect_message(301, &HeaderMap::new()).contains("without a Location"));
+    }
+
+    #[test]
+    fn a_client_that_cannot_be_set_up_names_the_key_and_never_the_secret() {
+        use crate::scenario::{Api, ApiKey, Scenario};
+        use crate::worker::Client;
+        let text = "[target]\nmodel = \"m\"\n[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 8\n";
+        let scenario = Scenario::from_toml(std::path::Path::new("t.toml"), text, &Default::default());
+        let settings = scenario.unwrap().client;
+        let e = Client::new("not a url", None, settings.clone(), 1).err().map(|e| e.to_string());
+        assert_eq!(e.as_deref(), Some("target.base_url: relative URL without a base"));
+        let key = Some(ApiKey::new("sk-secret\nline".into()));
+        let e = Client::new("http://127.0.0.1:9/v1/messages", key, settings.clone(), 1).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(|e| e.starts_with("target.api_key_env: ") && !e.contains("sk-secret")),
+            "{e:?}"
+        );
+        let client = Client::new("http://127.0.0.1:9/v1/messages", None, settings, 1).unwrap();
+        let e = client.for_api(Api::Messages, Some("2023\n06")).err().map(|e| e.to_string());
+        assert!(e.as_deref().is_some_and(|e| e.starts_with("target.anthropic_version: ")), "{e:?}");
     }
 }

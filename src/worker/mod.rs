@@ -45,14 +45,15 @@ use next::{Next, Waits};
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-pub use errors::{MAX_RETRY_WAIT, error_chain};
+pub use errors::{ClientError, MAX_RETRY_WAIT, error_chain};
 pub use limits::RequestLimits;
 pub use sanitize::{FIELD_CHARS, Secrets, is_unsafe_char, sanitize_message, visible};
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 pub use transport::READ_BUFFER_MAX;
 
+use crate::contract::ErrorKind;
 use crate::openai::parse_error_body;
-use crate::record::{Dispatch, ErrorKind, Outcome};
+use crate::record::{Dispatch, Outcome};
 use crate::scenario::{Api, ApiKey, ClientSettings};
 use crate::workload::PreparedRequest;
 use attempt::Attempt;
@@ -124,11 +125,18 @@ fn settle_time(connections: usize) -> Duration {
 /// what no server could be asked for. Credentials in the URL are not sent (HTTP/2 would carry them
 /// in `:authority`; the key goes in its header), and the pool's key is the same with or without
 /// them.
-fn request_uri(url: &str) -> anyhow::Result<Uri> {
-    let mut url = reqwest::Url::parse(url)?;
+fn request_uri(url: &str) -> Result<Uri, ClientError> {
+    let mut url = reqwest::Url::parse(url).map_err(|e| ClientError::Url(e.to_string()))?;
     let _ = url.set_username("");
     let _ = url.set_password(None);
-    Ok(url.as_str().parse()?)
+    url.as_str().parse().map_err(|e: http::uri::InvalidUri| ClientError::Url(e.to_string()))
+}
+
+/// A header value that is never logged (the API key), or the key the scenario gave it under.
+fn secret_header(value: &str, key: &'static str) -> Result<HeaderValue, ClientError> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| ClientError::Header { key })?;
+    v.set_sensitive(true);
+    Ok(v)
 }
 
 /// `start + d`, or far in the future when that cannot be represented.
@@ -169,15 +177,11 @@ impl Client {
         api_key: Option<ApiKey>,
         timeouts: ClientSettings,
         pool_size: usize,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, ClientError> {
         let uri = request_uri(endpoint_url)?;
         let http = Http::new(&timeouts, pool_size, uri.scheme_str() == Some("https"));
         let auth = match &api_key {
-            Some(key) => {
-                let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose()))?;
-                v.set_sensitive(true);
-                Some(v)
-            }
+            Some(key) => Some(secret_header(&format!("Bearer {}", key.expose()), "target.api_key_env")?),
             None => None,
         };
         let secrets = Secrets::new(api_key.as_ref().map(ApiKey::expose), endpoint_url);
@@ -206,17 +210,18 @@ impl Client {
     /// Speak `api`: read its answers, and for the Messages API send the key as `x-api-key`
     /// too (Anthropic-style servers read that header, OpenAI-compatible ones the bearer token)
     /// and the `anthropic-version` header when the scenario sets one.
-    pub fn for_api(mut self, api: Api, anthropic_version: Option<&str>) -> anyhow::Result<Self> {
+    pub fn for_api(mut self, api: Api, anthropic_version: Option<&str>) -> Result<Self, ClientError> {
         self.api = api;
         self.api_headers.clear();
         if api == Api::Messages {
             if let Some(key) = &self.api_key {
-                let mut v = HeaderValue::from_str(key.expose())?;
-                v.set_sensitive(true);
+                let v = secret_header(key.expose(), "target.api_key_env")?;
                 self.api_headers.push((HeaderName::from_static("x-api-key"), v));
             }
             if let Some(version) = anthropic_version {
-                self.api_headers.push((HeaderName::from_static("anthropic-version"), HeaderValue::from_str(version)?));
+                let v = HeaderValue::from_str(version)
+                    .map_err(|_| ClientError::Header { key: "target.anthropic_version" })?;
+                self.api_headers.push((HeaderName::from_static("anthropic-version"), v));
             }
         }
         Ok(self)

@@ -14,11 +14,12 @@
 use std::time::Duration;
 
 use super::chunks::ChunkClock;
+use crate::contract::ErrorKind;
 use crate::openai::{
     ChunkError, ChunkShape, PoolingAnswer, SseDecoder, SseError, StreamEvent, Usage, parse_answer, parse_event_of,
 };
+use crate::record::TokenSource;
 use crate::record::checks::{UsageBounds, UsageImplausible};
-use crate::record::{ErrorKind, TokenSource};
 use crate::scenario::Api;
 use crate::workload::CanaryScan;
 

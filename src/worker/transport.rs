@@ -106,7 +106,7 @@ pub fn body(response: Response) -> Body {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::ErrorKind;
+    use crate::contract::ErrorKind;
     use crate::scenario::RetryPolicy;
     use crate::worker::errors::{error_chain, send_error_kind};
     use futures::StreamExt;

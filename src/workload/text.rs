@@ -6,9 +6,9 @@
 //! counts a long filler at a fixed rate per word, which is what lets a two-parameter calibration
 //! size prompts to within a few tokens.
 
+use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::seq::SliceRandom;
-use rand::{RngExt, SeedableRng};
 
 /// Independent random streams per request, so adding a draw to one never shifts another.
 #[derive(Clone, Copy)]
@@ -91,11 +91,6 @@ pub fn push_filler(out: &mut String, words: usize, rng: &mut Xoshiro256PlusPlus)
     }
 }
 
-/// A random word from the list (for tails that must differ between requests).
-pub fn random_word(rng: &mut Xoshiro256PlusPlus) -> &'static str {
-    WORDS[rng.random_range(0..WORDS.len())]
-}
-
 /// Whether `word` is one of the filler words synthetic prompts are made of.
 pub fn is_filler_word(word: &str) -> bool {
     WORDS.contains(&word)
@@ -124,6 +119,8 @@ const WORDS: &[&str] = &[
 
 #[cfg(test)]
 mod tests {
+    use rand::RngExt;
+
     use super::*;
 
     #[test]

@@ -6,7 +6,8 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicI64;
 
 use super::*;
-use crate::record::{ErrorKind, Failed, LevelPacing};
+use crate::contract::ErrorKind;
+use crate::record::{Failed, LevelPacing};
 use crate::scenario::{Arrival, Overload, Overrides, Scenario};
 use crate::schedule::pacer::TokioPacer;
 use crate::schedule::test_support::outcome;

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use super::*;
+use crate::contract::{ErrorKind, Metric, Objective, Stat};
 use crate::record::timing::Exclusions;
-use crate::record::{CanaryCheck, CanaryFailure, Completed, ErrorKind, Failed, ReplayFacts, TokenSource};
+use crate::record::{CanaryCheck, CanaryFailure, Completed, Failed, ReplayFacts, TokenSource};
 use crate::scenario::{Bound, SloCriterion};
 
 struct R {
@@ -136,10 +137,9 @@ fn turns_cache_and_sessions() {
 fn goodput_needs_every_turn_to_pass() {
     let slo = Slo {
         criteria: vec![SloCriterion {
-            key: "ttft_p99_ms".into(),
+            objective: Objective::Distribution(Metric::Ttft, Stat::P99),
             threshold: 100.0,
             bound: Bound::AtMost,
-            request_field: Some("ttft_ms".into()),
         }],
     };
     let records = vec![

@@ -1,4 +1,4 @@
-//! Command-line options mean what the README says: `--rate` runs an open loop and
+//! Command-line options mean what docs/command-line.md says: `--rate` runs an open loop and
 //! `--concurrency` a closed one on any scenario, `--help` lists every exit code and simulator
 //! profile, and `validate` prints every setting that changes the run.
 

@@ -25,7 +25,7 @@ pub struct Overrides {
 }
 
 /// Command-line values replace the file's. `--rate` and `--concurrency` also choose the mode
-/// (the README says they set it): the file's settings of the other mode are dropped, and the
+/// (docs/command-line.md says they set it): the file's settings of the other mode are dropped, and the
 /// returned notes say which, for `validate` and the console.
 pub(super) fn apply<'a>(
     raw: &mut RawScenario,

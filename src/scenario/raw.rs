@@ -5,7 +5,7 @@
 //! plan once. A key whose value is one of a few names the plan keeps as they are (`api`,
 //! `overload`, `thinking_mode`, …) reads straight into the plan's own enum, so the names are
 //! spelled once and the parser lists them when a value is not one of them. Each field's doc
-//! comment is the scenario reference; a test checks that the README documents every key these
+//! comment is the scenario reference; a test checks that docs/scenario.md documents every key these
 //! structs accept.
 
 use serde::Deserialize;

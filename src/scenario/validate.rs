@@ -114,7 +114,7 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
         ScenarioError::of_file(
             file,
             format!("not valid TOML{at}: {}", wording::humanize(e.message())),
-            "fix the syntax; see the scenario reference in README.md",
+            "fix the syntax; see the scenario reference in docs/scenario.md",
         )
     })?;
     serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
@@ -127,7 +127,7 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
             } else {
                 (
                     format!("is a list, but a scenario has one [{key}] table"),
-                    format!("write [{key}] on a line of its own with its keys below it; README.md's scenario reference lists them"),
+                    format!("write [{key}] on a line of its own with its keys below it; docs/scenario.md lists them"),
                 )
             };
             return ScenarioError { file: file.to_string(), key, problem, fix };
@@ -149,13 +149,13 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
         let fix = if let Some(choices) = choices {
             format!("use one of {choices}")
         } else if message.starts_with("unknown field") {
-            "remove or rename the key; README.md lists every key the scenario accepts".to_string()
+            "remove or rename the key; docs/scenario.md lists every key the scenario accepts".to_string()
         } else if message.starts_with("missing field") {
-            "add the key; README.md's scenario reference shows an example".to_string()
+            "add the key; docs/scenario.md shows an example".to_string()
         } else if message.ends_with("expected a table") {
-            format!("write [{key}] on a line of its own with its keys below it; README.md's scenario reference lists them")
+            format!("write [{key}] on a line of its own with its keys below it; docs/scenario.md lists them")
         } else {
-            "see README.md's scenario reference for the expected type".to_string()
+            "see docs/scenario.md for the expected type".to_string()
         };
         ScenarioError {
             file: file.to_string(),
@@ -338,7 +338,7 @@ fn retry_policy(c: &Checker, raw: &raw::RawClient) -> Result<RetryPolicy, Scenar
     let mut on = Vec::with_capacity(names.len());
     for name in &names {
         let kind: ErrorKind = name.parse().map_err(|e: String| {
-            c.err("client.retry_on", e, "use error kinds from the README (connect_failed, http_503, stream_broken, …)")
+            c.err("client.retry_on", e, "use error kinds from docs/artifact.md (connect_failed, http_503, stream_broken, …)")
         })?;
         if kind == ErrorKind::Interrupted {
             return Err(c.err("client.retry_on", "interrupted requests cannot be retried", "remove \"interrupted\""));

@@ -129,45 +129,62 @@ pub fn fingerprint_of_shard_0(addr: &str) -> String {
 }
 
 /// A proxy between shard 1 and the coordinator that changes one byte of the first records it
-/// carries (not a newline, so the line count stays right): what the SHA-256 must catch.
+/// carries (not a newline, so the line count stays right): what the SHA-256 must catch. It
+/// serves every connection the shard makes (a shard that starts before the coordinator listens
+/// tries again), waiting for the coordinator the way the shard would.
 pub fn tampering_proxy(listen: TcpListener, to: String) {
+    let tampered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     std::thread::spawn(move || {
-        let Ok((inbound, _)) = listen.accept() else { return };
-        let Ok(outbound) = TcpStream::connect(&to) else { return };
-        let (mut in_r, mut out_w) = (inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
-        let (mut out_r, mut in_w) = (outbound, inbound);
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut out_r, &mut in_w);
-        });
-        let mut seen = Vec::new();
-        let mut done = false;
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = match in_r.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            if !done {
-                let start = seen.len();
-                seen.extend_from_slice(&buf[..n]);
-                let text = String::from_utf8_lossy(&seen);
-                if let Some(at) = text.find("\"type\":\"records\"") {
-                    if let Some(eol) = seen[at..].iter().position(|&b| b == b'\n') {
-                        // Ten bytes into the records themselves.
-                        let target = at + eol + 10;
-                        if target < seen.len() && target >= start {
-                            let b = &mut buf[target - start];
-                            *b = if *b == b'1' { b'2' } else { b'1' };
-                            done = true;
-                        }
+        for inbound in listen.incoming() {
+            let Ok(inbound) = inbound else { return };
+            let (to, tampered) = (to.clone(), std::sync::Arc::clone(&tampered));
+            std::thread::spawn(move || relay_tampering(inbound, &to, &tampered));
+        }
+    });
+}
+
+fn relay_tampering(inbound: TcpStream, to: &str, tampered: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::Ordering;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let outbound = loop {
+        match TcpStream::connect(to) {
+            Ok(outbound) => break outbound,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => return,
+        }
+    };
+    let (mut in_r, mut out_w) = (inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
+    let (mut out_r, mut in_w) = (outbound, inbound);
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut out_r, &mut in_w);
+    });
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match in_r.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if !tampered.load(Ordering::SeqCst) {
+            let start = seen.len();
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen);
+            if let Some(at) = text.find("\"type\":\"records\"") {
+                if let Some(eol) = seen[at..].iter().position(|&b| b == b'\n') {
+                    // Ten bytes into the records themselves.
+                    let target = at + eol + 10;
+                    if target < seen.len() && target >= start {
+                        let b = &mut buf[target - start];
+                        *b = if *b == b'1' { b'2' } else { b'1' };
+                        tampered.store(true, Ordering::SeqCst);
                     }
                 }
             }
-            if out_w.write_all(&buf[..n]).is_err() {
-                return;
-            }
         }
-    });
+        if out_w.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
 }
 
 /// A coordinator played by the test: the protocol done right, with the welcome and start

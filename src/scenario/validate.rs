@@ -338,7 +338,11 @@ fn retry_policy(c: &Checker, raw: &raw::RawClient) -> Result<RetryPolicy, Scenar
     let mut on = Vec::with_capacity(names.len());
     for name in &names {
         let kind: ErrorKind = name.parse().map_err(|e: String| {
-            c.err("client.retry_on", e, "use error kinds from docs/artifact.md (connect_failed, http_503, stream_broken, …)")
+            c.err(
+                "client.retry_on",
+                e,
+                "use error kinds from docs/artifact.md (connect_failed, http_503, stream_broken, …)",
+            )
         })?;
         if kind == ErrorKind::Interrupted {
             return Err(c.err("client.retry_on", "interrupted requests cannot be retried", "remove \"interrupted\""));

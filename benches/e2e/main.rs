@@ -421,23 +421,14 @@ fn command_exists(name: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(name).is_file()))
 }
 
-/// Raises the soft open-file limit to the hard one; children inherit it. The 10,000-stream run
-/// needs that many sockets on each side.
+/// Raises the soft open-file limit to the hard one (children inherit it), as the client does
+/// for its own streams. The 10,000-stream run needs that many sockets on each side.
 fn raise_fd_limit() -> String {
-    // SAFETY: `getrlimit`/`setrlimit` read and write the plain struct passed to them.
-    unsafe {
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return format!("unknown ({})", io::Error::last_os_error());
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                return format!("{} (raised from {})", lim.rlim_max, lim.rlim_cur);
-            }
-            return format!("{} (raising to {} failed: {})", lim.rlim_cur, lim.rlim_max, io::Error::last_os_error());
-        }
-        format!("{}", lim.rlim_cur)
+    match anvil_load::sys::raise_file_limit(u64::MAX) {
+        None => "unknown".into(),
+        Some(l) if l.soft > l.soft_before => format!("{} (raised from {})", l.soft, l.soft_before),
+        Some(l) if l.soft < l.hard => format!("{} (raising to {} failed)", l.soft, l.hard),
+        Some(l) => format!("{}", l.soft),
     }
 }
 
@@ -485,12 +476,7 @@ impl ChildExit {
 
 /// User + system CPU seconds of this process (the simulator, every thread).
 fn self_cpu() -> f64 {
-    // SAFETY: all-zero is a valid rusage; `getrusage` fills it in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the pointer is to a local.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
+    anvil_load::sys::process_cpu_time().map_or(0.0, |t| t.as_secs_f64())
 }
 
 /// What the simulator did during one child's run.

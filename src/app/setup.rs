@@ -9,7 +9,6 @@ use serde_json::Value;
 
 use super::AppError;
 use crate::cli::exit;
-use crate::mock::{self, MockServer};
 use crate::record::Stamp;
 use crate::record::redact::redact_url;
 use crate::record::run_info::ModelNotListed;
@@ -21,6 +20,7 @@ use crate::sys;
 use crate::worker::{Client, Secrets, error_chain, http_client};
 use crate::workload::sizing::{self, default_overhead, probe_sizes};
 use crate::workload::{Sizer, Workload};
+use anvil_sim::MockServer;
 use tokio_util::sync::CancellationToken;
 
 /// The server under test for this run: a URL, and the simulator when it is embedded.
@@ -34,7 +34,7 @@ impl RunTarget {
         match &scenario.target.endpoint {
             Endpoint::Remote { base_url } => Ok(RunTarget { base_url: base_url.clone(), simulator: None }),
             Endpoint::Simulator { profile, time_per_output_token_ms } => {
-                let mut p = mock::Profile::named(profile)
+                let mut p = anvil_sim::Profile::named(profile)
                     .ok_or_else(|| AppError::BadInput(format!("unknown simulator profile {profile}")))?;
                 if let Some(ms) = time_per_output_token_ms {
                     p.time_per_output_token = Duration::from_secs_f64(ms / 1000.0);

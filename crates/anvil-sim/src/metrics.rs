@@ -131,25 +131,14 @@ pub fn render(profile: &Profile, s: &MockStatsSnapshot) -> String {
 mod tests {
     use super::*;
 
-    fn stats() -> MockStatsSnapshot {
-        MockStatsSnapshot {
-            active_requests: 3,
-            prompt_tokens: 1000,
-            cached_tokens: 400,
-            completion_tokens: 250,
-            requests_completed: 7,
-            ..MockStatsSnapshot::default()
-        }
-    }
-
     /// What the client's parser reads from these bodies is checked on the client's side
     /// (`tests/simulator.rs` of anvil-load).
     #[test]
     fn vllm_names_carry_the_simulator_counts() {
-        let profile = Profile::named("fast").expect("fast");
-        let body = render(&profile, &stats());
+        let stats = MockStatsSnapshot { prompt_tokens: 1000, cached_tokens: 400, ..MockStatsSnapshot::default() };
+        let body = render(&Profile::named("fast").expect("fast"), &stats);
         assert!(body.contains("vllm:prompt_tokens_total{engine=\"0\",model_name=\"anvil-sim\"} 1000.0\n"), "{body}");
-        let no_cache = render(&Profile::named("instant").expect("instant"), &stats());
+        let no_cache = render(&Profile::named("instant").expect("instant"), &stats);
         assert!(!no_cache.contains("prefix_cache"), "{no_cache}");
         assert!(!no_cache.contains("spec_decode"), "{no_cache}");
     }

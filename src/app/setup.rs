@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anvil_sim::MockServer;
 use serde_json::Value;
 
 use super::AppError;
@@ -20,7 +21,6 @@ use crate::sys;
 use crate::worker::{Client, Secrets, error_chain, http_client};
 use crate::workload::sizing::{self, default_overhead, probe_sizes};
 use crate::workload::{Sizer, Workload};
-use anvil_sim::MockServer;
 use tokio_util::sync::CancellationToken;
 
 /// The server under test for this run: a URL, and the simulator when it is embedded.

@@ -5,12 +5,15 @@ CARGO ?= cargo
 
 all: build
 
+# Both programs: target/release/anvil-load and target/release/anvil-sim.
 build:
 	$(CARGO) build --release --locked
 
 # The reference scenario against the embedded simulator (realistic profile), its summary, then
 # the self-contained HTML report of this run (the newest artifact in results/demo), path printed.
-demo: build
+# It needs anvil-load alone.
+demo:
+	$(CARGO) build --release --locked --bin anvil-load
 	./target/release/anvil-load scenarios/capacity-v4.toml --out results/demo
 	./target/release/anvil-load report "$$(ls -t results/demo/anvil-*.json | head -n 1)" --out results/demo/report.html
 

@@ -34,7 +34,7 @@ pub enum Command {
     /// Validate a scenario and print the resolved plan. Sends nothing.
     Validate(RunArgs),
     /// Run the simulated OpenAI-compatible server in the foreground (Ctrl-C stops it).
-    Mock(MockArgs),
+    Mock(anvil_sim::cli::ServeArgs),
     /// Rebuild the artifacts of a run from its records file (for example after the run was
     /// killed).
     Summarize(SummarizeArgs),
@@ -217,19 +217,6 @@ impl RunArgs {
             tokenizer: self.tokenizer.clone(),
         }
     }
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct MockArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8000")]
-    pub listen: String,
-    /// Behaviour profile: instant, fast, realistic, llamacpp, faults, spec.
-    #[arg(long, default_value = "realistic")]
-    pub profile: String,
-    /// Count prompt tokens with this local tokenizer.json instead of the built-in rule.
-    #[arg(long, value_name = "PATH")]
-    pub tokenizer: Option<PathBuf>,
 }
 
 /// What `anvil-load` run with no arguments prints (to stderr, exit code 2): where to start,

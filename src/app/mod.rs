@@ -16,8 +16,7 @@ use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;
 use crate::aggregate::{self, LevelSink};
 use crate::artifact;
-use crate::cli::{Cli, Command, MockArgs, RunArgs, exit};
-use crate::mock;
+use crate::cli::{Cli, Command, RunArgs, exit};
 use crate::record::file::{self as records, RecordLine};
 use crate::record::writer::{self, RecordSink};
 use crate::record::{RunInfo, Stamp};
@@ -74,10 +73,23 @@ impl From<ScenarioError> for AppError {
     }
 }
 
+impl From<anvil_sim::cli::ServeError> for AppError {
+    fn from(e: anvil_sim::cli::ServeError) -> Self {
+        match e {
+            anvil_sim::cli::ServeError::BadInput(m) => AppError::BadInput(m),
+            anvil_sim::cli::ServeError::Failed(m) => AppError::Aborted(m),
+        }
+    }
+}
+
 pub async fn run(cli: Cli) -> Result<u8, AppError> {
     match cli.command {
         Some(Command::Validate(args)) => validate::run(&args),
-        Some(Command::Mock(args)) => serve_mock(&args).await,
+        // The simulator in the foreground until Ctrl-C, as `anvil-sim` serves it.
+        Some(Command::Mock(args)) => {
+            anvil_sim::cli::serve(&args, "anvil-load simulator").await?;
+            Ok(exit::OK)
+        }
         Some(Command::Summarize(args)) => summarize::summarize(&args),
         Some(Command::Merge(args)) => merge(&args),
         Some(Command::Deploy(args)) => {
@@ -147,37 +159,6 @@ fn scenario_path(args: &RunArgs) -> Result<&Path, AppError> {
     args.scenario
         .as_deref()
         .ok_or_else(|| AppError::BadInput("no scenario file given; try scenarios/smoke.toml".into()))
-}
-
-/// `anvil-load mock`: the simulator in the foreground until Ctrl-C.
-async fn serve_mock(args: &MockArgs) -> Result<u8, AppError> {
-    let mut profile = mock::Profile::named(&args.profile).ok_or_else(|| {
-        AppError::BadInput(format!(
-            "--profile {:?} is not a simulator profile; use one of: {}",
-            args.profile,
-            mock::PROFILE_NAMES.join(", ")
-        ))
-    })?;
-    if let Some(path) = &args.tokenizer {
-        crate::sys::read_input(path)
-            .map_err(tokenizers::Error::from)
-            .and_then(tokenizers::Tokenizer::from_bytes)
-            .map_err(|e| AppError::BadInput(format!("--tokenizer {}: cannot load it: {e}", path.display())))?;
-        profile.tokenizer = Some(path.clone());
-    }
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .map_err(|e| AppError::BadInput(format!("--listen {}: cannot listen there: {e}", args.listen)))?;
-    let addr = listener.local_addr().map_err(|e| AppError::Aborted(e.to_string()))?;
-    eprintln!("anvil-load simulator (profile {}) listening on http://{addr}/v1 — Ctrl-C stops it", args.profile);
-    let stats = Arc::new(mock::MockStats::default());
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    mock::serve(listener, profile, stats, shutdown)
-        .await
-        .map_err(|e| AppError::Aborted(format!("simulator failed: {e}")))?;
-    Ok(exit::OK)
 }
 
 /// Everything a level needs that stays the same across levels.

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anvil_sim::MockServer;
 use serde_json::Value;
 
 use super::AppError;
 use crate::cli::exit;
-use crate::mock::{self, MockServer};
 use crate::record::Stamp;
 use crate::record::redact::redact_url;
 use crate::record::run_info::ModelNotListed;
@@ -34,7 +34,7 @@ impl RunTarget {
         match &scenario.target.endpoint {
             Endpoint::Remote { base_url } => Ok(RunTarget { base_url: base_url.clone(), simulator: None }),
             Endpoint::Simulator { profile, time_per_output_token_ms } => {
-                let mut p = mock::Profile::named(profile)
+                let mut p = anvil_sim::Profile::named(profile)
                     .ok_or_else(|| AppError::BadInput(format!("unknown simulator profile {profile}")))?;
                 if let Some(ms) = time_per_output_token_ms {
                     p.time_per_output_token = Duration::from_secs_f64(ms / 1000.0);

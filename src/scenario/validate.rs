@@ -198,11 +198,11 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         Some(url) => Endpoint::Remote { base_url: url_rules::base_url(c, url)? },
         None => {
             let profile = t.simulator.clone().unwrap_or_else(|| "realistic".to_string());
-            if !crate::mock::PROFILE_NAMES.contains(&profile.as_str()) {
+            if !anvil_sim::PROFILE_NAMES.contains(&profile.as_str()) {
                 return Err(c.err(
                     "target.simulator",
                     format!("unknown simulator profile {profile:?}"),
-                    format!("use one of: {}", crate::mock::PROFILE_NAMES.join(", ")),
+                    format!("use one of: {}", anvil_sim::PROFILE_NAMES.join(", ")),
                 ));
             }
             Endpoint::Simulator { profile, time_per_output_token_ms }

@@ -104,7 +104,7 @@ fn gcd(a: usize, b: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mock::count_text_tokens;
+    use anvil_sim::count_text_tokens;
 
     #[test]
     fn blocks_are_pure_functions_of_their_id() {

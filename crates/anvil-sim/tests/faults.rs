@@ -1,15 +1,15 @@
 //! Fault injection, the restart and the ground truth, end to end over loopback HTTP: each
 //! fault at probability 1 must reach a raw client exactly as documented and be counted.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use anvil_sim::{ChunkKind, FaultProfile, GroundTruthRecord, MockServer, Profile};
+use common::{chat_body, client, fast, parse, post, tokens_in, wait_for_stats, within};
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout};
-
-use super::faults::FaultProfile;
-use super::tests::{chat_body, client, fast, parse, post, tokens_in, wait_for_stats, within};
-use super::{ChunkKind, GroundTruthRecord, MockServer, Profile};
 
 /// Sets one fault in a profile.
 type SetFault = fn(&mut FaultProfile);
@@ -293,7 +293,7 @@ async fn the_same_seed_injects_the_same_faults() {
             f.fault_seed = 42;
         });
         let expected: Vec<Option<String>> =
-            (1..=40).map(|n| profile.faults.draw(n).map(|i| i.kind.name().to_owned())).collect();
+            (1..=40).map(|n| profile.faults.fault_of_request(n).map(str::to_owned)).collect();
         let first = fault_sequence(profile.clone(), 40).await;
         let second = fault_sequence(profile.clone(), 40).await;
         assert_eq!(first, second);

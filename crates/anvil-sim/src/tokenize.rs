@@ -7,6 +7,9 @@
 //! adds 1 for BOS. Because it differs from whatever the client assumes, a client that
 //! calibrates its prompt sizes against the server's reported `prompt_tokens` gets exercised.
 
+use std::io::Read;
+use std::path::Path;
+
 use serde_json::Value;
 
 /// Template tokens around every chat message (role header and end-of-turn).
@@ -30,6 +33,57 @@ pub fn count_prompt_tokens(body: &Value) -> Option<u32> {
         Prompt::from_completion(body).ok()?
     };
     Some(prompt.token_count())
+}
+
+/// Loads the Hugging Face `tokenizer.json` at `path`. Only a regular file is read: a FIFO named by
+/// mistake would block the open (or the first read) forever and a device never ends, so both are
+/// refused at once, in words that say what the path is.
+pub(crate) fn load_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer, tokenizers::Error> {
+    tokenizers::Tokenizer::from_bytes(read_regular_file(path)?)
+}
+
+/// `std::fs::read` of a regular file only. The open does not wait (it is non-blocking), and the
+/// file's type is checked on the opened descriptor, so a path swapped in between changes nothing.
+fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Reads of a regular file ignore the flag; the descriptor is dropped after one read.
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let mut file = options.open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() { "a directory" } else { not_a_file_in_words(&kind) };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it is {what}, not a regular file: give the path of a regular file"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+#[cfg(unix)]
+fn not_a_file_in_words(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "something other than a file"
+    }
+}
+
+#[cfg(not(unix))]
+fn not_a_file_in_words(_: &std::fs::FileType) -> &'static str {
+    "something other than a file"
 }
 
 fn piece_tokens(piece: &str) -> u32 {
@@ -210,6 +264,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A FIFO, a directory and a device named as the tokenizer are refused at once, saying what
+    /// they are; a missing file is "not found".
+    #[cfg(unix)]
+    #[test]
+    fn a_tokenizer_is_read_from_a_regular_file_only() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let fifo = dir.path().join("tokenizer.json");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+        let refused = |path: &Path| load_tokenizer(path).expect_err("refused").to_string();
+        assert!(refused(&fifo).contains("it is a FIFO (named pipe), not a regular file"), "{}", refused(&fifo));
+        assert!(refused(dir.path()).contains("it is a directory"), "{}", refused(dir.path()));
+        assert!(refused(Path::new("/dev/null")).contains("it is a device"), "{}", refused(Path::new("/dev/null")));
+        let missing = read_regular_file(&dir.path().join("none")).expect_err("missing");
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn text_rule_examples() {

@@ -248,7 +248,7 @@ mod tests {
     }
 
     fn piece(word: &str) -> u32 {
-        crate::mock::count_text_tokens(word)
+        crate::count_text_tokens(word)
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::tokenize::{Prompt, PromptKind};
 pub(crate) const DEFAULT_MODEL: &str = "anvil-sim";
 
 /// The canary prefix a load generator embeds in prompts to match answers to requests.
-const CANARY_PREFIX: &str = "ANVIL_REQ_";
+pub(crate) const CANARY_PREFIX: &str = "ANVIL_REQ_";
 
 /// A validated generation request, borrowing from the parsed body.
 #[derive(Debug)]

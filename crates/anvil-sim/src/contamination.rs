@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::faults::FALLBACK_MARKER;
+use super::request::CANARY_PREFIX;
 
 /// Markers of ended requests kept for later contamination.
 const RECENT: usize = 8;
@@ -79,17 +80,45 @@ impl MarkerRegistry {
 /// made from `own`: the neighbouring index, or the neighbouring conversation's first turn.
 /// Without a marker of the tool's shape, the fixed `FALLBACK_MARKER`.
 fn made_up(own: Option<&str>) -> String {
-    use crate::session::canary::parse_turn_marker;
-    use crate::workload::canary::parse_request_marker;
     let neighbour = |n: u64| if n > 0 { n - 1 } else { n + 1 };
-    match own {
-        Some(own) => match (parse_request_marker(own), parse_turn_marker(own)) {
-            (Some((seed, index)), _) => format!("ANVIL_REQ_{seed}_{:05}", neighbour(index)),
-            (_, Some((seed, conversation, _))) => format!("ANVIL_REQ_{seed}_S{:05}_T1", neighbour(conversation)),
-            _ => FALLBACK_MARKER.to_owned(),
-        },
+    match own.and_then(parse_marker) {
+        Some(Marker::Request { seed, index }) => format!("{CANARY_PREFIX}{seed}_{:05}", neighbour(index)),
+        Some(Marker::Turn { seed, conversation }) => {
+            format!("{CANARY_PREFIX}{seed}_S{:05}_T1", neighbour(conversation))
+        }
         None => FALLBACK_MARKER.to_owned(),
     }
+}
+
+/// A canary marker of the two shapes a load generator writes: a request's
+/// (`ANVIL_REQ_<seed>_<index:05>`) and a conversation turn's (`ANVIL_REQ_<seed>_S<conversation:05>_T<turn>`).
+enum Marker<'a> {
+    Request { seed: &'a str, index: u64 },
+    Turn { seed: &'a str, conversation: u64 },
+}
+
+/// `marker` read as one of the two shapes, exactly as they are written: numbers in decimal, no
+/// leading zeros beyond the padding, a turn from 1.
+fn parse_marker(marker: &str) -> Option<Marker<'_>> {
+    let (seed, rest) = marker.strip_prefix(CANARY_PREFIX)?.split_once('_')?;
+    canonical_number(seed, 1)?;
+    match rest.strip_prefix('S') {
+        Some(turn_of) => {
+            let (conversation, turn) = turn_of.split_once("_T")?;
+            canonical_number(turn, 1).filter(|&t| t >= 1)?;
+            Some(Marker::Turn { seed, conversation: canonical_number(conversation, 5)? })
+        }
+        None => Some(Marker::Request { seed, index: canonical_number(rest, 5)? }),
+    }
+}
+
+/// The number `digits` spells, when they are decimal digits zero-padded to `width` and no more.
+fn canonical_number(digits: &str, width: usize) -> Option<u64> {
+    if digits.len() < width || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    (format!("{n:0width$}") == digits).then_some(n)
 }
 
 /// The session a marker names: a conversation turn's marker (`…_S<conversation>_T<turn>`) up
@@ -152,6 +181,23 @@ mod tests {
         assert_eq!(registry.foreign(Some("ANVIL_REQ_7_00012")), "ANVIL_REQ_7_00011");
         assert_eq!(registry.foreign_session(Some("ANVIL_REQ_7_S00003_T2")), "ANVIL_REQ_7_S00002_T1");
         assert_eq!(registry.foreign(None), FALLBACK_MARKER);
+    }
+
+    /// Only markers of exactly the written shapes have neighbours; the client's parsers are
+    /// held against these answers on its side (`tests/simulator.rs` of anvil-load).
+    #[test]
+    fn a_marker_of_another_shape_gets_the_fallback() {
+        let registry = MarkerRegistry::new();
+        for own in [
+            "ANVIL_REQ_7_0001",
+            "ANVIL_REQ_07_00001",
+            "ANVIL_REQ_7_S00001_T0",
+            "ANVIL_REQ_7_S1_T1",
+            "ANVIL_REQ_x_00001",
+        ] {
+            assert_eq!(registry.foreign(Some(own)), FALLBACK_MARKER, "{own}");
+        }
+        assert_eq!(registry.foreign(Some("ANVIL_REQ_7_123456")), "ANVIL_REQ_7_123455");
     }
 
     #[test]

@@ -1,18 +1,25 @@
-//! The embedded simulated OpenAI-compatible server, used by the demo, the integration tests
-//! and the benchmarks.
+//! anvil-sim: a simulated OpenAI-compatible LLM inference server, fast and faithful enough to
+//! test a client against, run in-process ([`MockServer`]) or on its own (the `anvil-sim` binary,
+//! or `anvil-load mock`; both take [`cli::ServeArgs`]).
 //!
-//! It answers `/v1/chat/completions` and `/v1/completions` (streamed or not) with paced,
-//! deterministic output shaped like real engines' (see `profile` for the knobs, including
-//! llama.cpp's quirks), plus `/v1/models`, `/health`, and `/mock/stats` / `/mock/profile` /
+//! It answers `/v1/chat/completions` and `/v1/completions` (streamed or not), the Responses and
+//! Messages APIs, `/v1/embeddings` and `/v1/rerank`, with paced, deterministic output shaped like
+//! real engines' ([`Profile`] holds the knobs, including llama.cpp's quirks; [`PROFILE_NAMES`]
+//! the named profiles), plus `/v1/models`, `/health`, and `/mock/stats` / `/mock/profile` /
 //! `/mock/ground-truth` so a test can compare what the client measured with what the server
-//! did, and `/metrics` in an engine's Prometheus names (see `metrics`). It can also break on purpose, in every way a client must survive (see `faults`).
+//! did, and `/metrics` in an engine's Prometheus names (see [`metrics`]). It can also break on
+//! purpose, in every way a client must survive ([`FaultProfile`]), restarts included.
+//!
+//! It depends on no client: the canary markers it echoes and the counters it keeps are its
+//! side of the wire. The manual's page is `docs/simulator.md` in the repository.
 
 mod api_prompts;
 mod api_wire;
+pub mod cli;
 mod contamination;
 mod faults;
 mod ground_truth;
-mod metrics;
+pub mod metrics;
 mod plan;
 mod pooling;
 mod prefix_cache;
@@ -24,11 +31,6 @@ mod stats;
 mod stream;
 pub mod tokenize;
 mod wire;
-
-#[cfg(test)]
-mod fault_tests;
-#[cfg(test)]
-mod tests;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -67,14 +69,9 @@ async fn serve_with(
 ) -> std::io::Result<()> {
     let tokenizer = match &profile.tokenizer {
         None => None,
-        Some(path) => Some(Arc::new(
-            crate::sys::read_input(path)
-                .map_err(tokenizers::Error::from)
-                .and_then(tokenizers::Tokenizer::from_bytes)
-                .map_err(|e| {
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("tokenizer {}: {e}", path.display()))
-            })?,
-        )),
+        Some(path) => Some(Arc::new(tokenize::load_tokenizer(path).map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("tokenizer {}: {e}", path.display()))
+        })?)),
     };
     let state = Arc::new(server::AppState::new(profile, Arc::clone(&stats), ground_truth, tokenizer));
     let restart = Arc::clone(&state.restart);

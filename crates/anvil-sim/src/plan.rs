@@ -183,7 +183,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::mock::request::parse;
+    use crate::request::parse;
 
     fn plan_for(profile: &Profile, kind: PromptKind, body: &Value) -> OutputPlan {
         let req = parse(kind, body).expect("valid request");
@@ -201,7 +201,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for word in WORDS {
             assert!(seen.insert(word), "{word} twice");
-            assert_eq!(crate::mock::count_text_tokens(word), 1, "{word}");
+            assert_eq!(crate::count_text_tokens(word), 1, "{word}");
         }
         assert_eq!(WORDS.len(), 64);
     }

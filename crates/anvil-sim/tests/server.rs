@@ -1,37 +1,13 @@
 //! End-to-end tests of the mock server over real HTTP on loopback: wire shapes, limits,
 //! errors, pacing and the counters.
 
+mod common;
+
 use std::time::Duration;
 
+use anvil_sim::{MockServer, MockStatsSnapshot, Profile, ReasoningField};
+use common::{chat_body, client, fast, parse, post, tokens_in, wait_for_stats, within};
 use serde_json::{Value, json};
-
-use super::{MockServer, MockStatsSnapshot, Profile};
-
-/// No test may take longer than this, whatever goes wrong.
-const TEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub(super) async fn within<T>(test: impl Future<Output = T>) -> T {
-    tokio::time::timeout(TEST_TIMEOUT, test).await.expect("test timed out")
-}
-
-pub(super) fn fast() -> Profile {
-    Profile::named("fast").expect("fast profile")
-}
-
-pub(super) fn client() -> reqwest::Client {
-    // Loopback only; a proxy from the environment must not get in the way.
-    reqwest::Client::builder().no_proxy().build().expect("client")
-}
-
-pub(super) async fn post(server: &MockServer, path: &str, body: &Value) -> reqwest::Response {
-    client()
-        .post(format!("{}{path}", server.base_url()))
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(body).expect("serialize"))
-        .send()
-        .await
-        .expect("request sent")
-}
 
 async fn get_json(server: &MockServer, path: &str) -> Value {
     let text = client()
@@ -46,33 +22,12 @@ async fn get_json(server: &MockServer, path: &str) -> Value {
 }
 
 /// The `data:` payloads of an SSE body, checking the framing on the way.
-pub(super) async fn sse_events(response: reqwest::Response) -> Vec<String> {
+async fn sse_events(response: reqwest::Response) -> Vec<String> {
     let text = response.text().await.expect("body");
     assert!(text.ends_with("\n\n"), "body ends mid-event: {text:?}");
     text.split_terminator("\n\n")
         .map(|event| event.strip_prefix("data: ").unwrap_or_else(|| panic!("not a data event: {event:?}")).to_owned())
         .collect()
-}
-
-pub(super) fn parse(event: &str) -> Value {
-    serde_json::from_str(event).unwrap_or_else(|e| panic!("bad chunk {event:?}: {e}"))
-}
-
-/// Tokens in a piece of simulated text: every word has a leading space, the canary does not.
-pub(super) fn tokens_in(text: &str) -> u64 {
-    (text.matches(' ').count() + usize::from(!text.is_empty() && !text.starts_with(' '))) as u64
-}
-
-pub(super) fn chat_body(user: &str, extra: Value) -> Value {
-    let mut body = json!({
-        "model": "test-model",
-        "messages": [{"role": "system", "content": "You are terse."},
-                     {"role": "user", "content": user}],
-    });
-    if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
-        body.extend(extra);
-    }
-    body
 }
 
 /// Streamed chat deltas, split by channel, checked for order and chunk size.
@@ -139,19 +94,6 @@ fn read_chat_stream(events: &[String], tokens_per_chunk: u64, reasoning_key: &st
     out
 }
 
-pub(super) async fn wait_for_stats(
-    server: &MockServer,
-    done: impl Fn(&MockStatsSnapshot) -> bool,
-) -> MockStatsSnapshot {
-    loop {
-        let stats = server.stats();
-        if done(&stats) {
-            return stats;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 #[tokio::test]
 async fn streaming_chat_with_usage() {
     within(async {
@@ -204,7 +146,7 @@ async fn streaming_chat_with_usage() {
 #[tokio::test]
 async fn reasoning_key_follows_the_profile_and_thinking_can_be_off() {
     within(async {
-        let profile = Profile { reasoning_field: super::ReasoningField::Reasoning, ..fast() };
+        let profile = Profile { reasoning_field: ReasoningField::Reasoning, ..fast() };
         let server = MockServer::start(profile).await.expect("start");
         let body = chat_body("hello there", json!({"stream": true}));
         let events = sse_events(post(&server, "/chat/completions", &body).await).await;

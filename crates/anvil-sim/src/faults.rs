@@ -188,6 +188,12 @@ impl FaultProfile {
         self.contamination_swapped > 0.0 || self.contamination_merged > 0.0
     }
 
+    /// The fault the `n`-th generation request (from 1) draws, by its name in `faults_injected`;
+    /// `None` when it draws none. The same seed gives the same faults, whatever the timing.
+    pub fn fault_of_request(&self, n: u64) -> Option<&'static str> {
+        self.draw(n).map(|i| i.kind.name())
+    }
+
     /// The fault of the `n`-th generation request, if it draws one.
     pub(crate) fn draw(&self, n: u64) -> Option<Injection> {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.fault_seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));

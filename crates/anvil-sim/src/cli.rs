@@ -1,0 +1,80 @@
+//! The simulator on the command line: the flags and the foreground server of `anvil-sim` and of
+//! `anvil-load mock`, one definition for both.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::{MockStats, PROFILE_NAMES, Profile, tokenize};
+
+/// Where the simulator listens, how it behaves and how it counts prompt tokens.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: String,
+    /// Behaviour profile: instant, fast, realistic, llamacpp, faults, spec.
+    #[arg(long, default_value = "realistic")]
+    pub profile: String,
+    /// Count prompt tokens with this local tokenizer.json instead of the built-in rule.
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
+}
+
+/// Why the simulator did not serve, or stopped before Ctrl-C.
+#[derive(Debug)]
+pub enum ServeError {
+    /// A flag it cannot use: an unknown profile, a tokenizer it cannot load, an address it cannot
+    /// listen on. Exit code 2.
+    BadInput(String),
+    /// The server itself failed. Exit code 1.
+    Failed(String),
+}
+
+impl ServeError {
+    /// The process's exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ServeError::BadInput(_) => 2,
+            ServeError::Failed(_) => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::BadInput(m) | ServeError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// Serves `args` in the foreground until Ctrl-C. Once listening it prints one line to stderr,
+/// `<name> (profile P) listening on http://ADDR/v1 — Ctrl-C stops it`, whose URL is the base
+/// URL a client is given (with `--listen 127.0.0.1:0`, the port the system chose).
+pub async fn serve(args: &ServeArgs, name: &str) -> Result<(), ServeError> {
+    let mut profile = Profile::named(&args.profile).ok_or_else(|| {
+        ServeError::BadInput(format!(
+            "--profile {:?} is not a simulator profile; use one of: {}",
+            args.profile,
+            PROFILE_NAMES.join(", ")
+        ))
+    })?;
+    if let Some(path) = &args.tokenizer {
+        tokenize::load_tokenizer(path)
+            .map_err(|e| ServeError::BadInput(format!("--tokenizer {}: cannot load it: {e}", path.display())))?;
+        profile.tokenizer = Some(path.clone());
+    }
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| ServeError::BadInput(format!("--listen {}: cannot listen there: {e}", args.listen)))?;
+    let addr = listener.local_addr().map_err(|e| ServeError::Failed(e.to_string()))?;
+    eprintln!("{name} (profile {}) listening on http://{addr}/v1 — Ctrl-C stops it", args.profile);
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    crate::serve(listener, profile, Arc::new(MockStats::default()), shutdown)
+        .await
+        .map_err(|e| ServeError::Failed(format!("simulator failed: {e}")))
+}

@@ -1,12 +1,15 @@
-//! The results side above the records: collect, then summarise.
+//! The results side above the records: collect, then finish the level.
 //!
 //! `collect` is one task that receives every outcome through a bounded channel. It turns each
 //! outcome into its record (appended to the records file at once), keeps the compact sample the
 //! exact summaries need, and feeds the live HDR histograms behind the progress line and the
 //! interval snapshots. "All done" is the channel closing when the last worker drops its sender.
-//! `summarise` then turns a level's samples into its typed `LevelSummary` — the only place
-//! numbers are computed; the renderers (`artifact`, `report`) read its fields.
+//! `finish_level` then turns a level's samples and records into its typed `LevelSummary` — the
+//! only place numbers are computed, whether the level was just run, rebuilt from its records
+//! file or merged from a sharded run's; the renderers (`artifact`, `report`) read its fields.
 
+pub mod conversations;
+mod finish;
 pub mod gaps;
 pub mod load;
 mod output_warnings;
@@ -15,9 +18,12 @@ pub mod slo;
 pub mod snapshots;
 pub mod stats;
 pub mod steady;
-pub mod summarise;
+mod summarise;
 pub mod summary;
 pub mod warnings;
+
+pub use finish::{Origin, ShardLevel, Shards, finish_level};
+pub use summarise::LevelInput;
 
 use std::time::Duration;
 
@@ -39,12 +45,19 @@ pub struct Collected {
     pub dropped: u64,
     /// Interval snapshots taken during the level (for the drift summary).
     pub windows: Vec<snapshots::Window>,
-    /// The gaps of the requests eligible under `written_under`: when those are still the
-    /// level's rules at its end, these are its gap distributions, without reading every record
-    /// back (see `gaps`).
-    pub gaps: gaps::GapHistograms,
+    /// What `collect` knew of the records as it wrote them; none for records read back.
+    pub as_written: Option<AsWritten>,
+}
+
+/// A level's records as this process wrote them.
+#[derive(Debug, Default)]
+pub struct AsWritten {
     /// The rules the level started with, under which its records were written.
-    pub written_under: Exclusions,
+    pub rules: Exclusions,
+    /// The gaps of the requests eligible under `rules`: when those are still the level's rules
+    /// at its end, these are its gap distributions, without reading every record back (see
+    /// `gaps`).
+    pub gaps: gaps::GapHistograms,
 }
 
 /// Running counters and HDR histograms (microseconds) for the live view.
@@ -130,7 +143,8 @@ pub async fn collect(
     mut on_update: impl FnMut(&LiveStats, Option<&snapshots::Window>),
     mut snapshots: Snapshots,
 ) -> Collected {
-    let mut out = Collected { written_under: sink.rules, ..Collected::default() };
+    let mut out = Collected::default();
+    let mut written = AsWritten { rules: sink.rules, gaps: gaps::GapHistograms::default() };
     let mut live = LiveStats::default();
     let level = sink.level.to_string();
     loop {
@@ -148,7 +162,7 @@ pub async fn collect(
                 let record = RequestTiming::from_completed(&c, &sink.rules);
                 let sample = Sample::from_record(&record);
                 if record.performance_eligible {
-                    out.gaps.add(&record);
+                    written.gaps.add(&record);
                 }
                 live.record_completed(&sample);
                 snapshots.record_completed(&sample);
@@ -174,5 +188,6 @@ pub async fn collect(
     }
     snapshots.take(&live).await;
     out.windows = snapshots.finish();
+    out.as_written = Some(written);
     out
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::Collected;
 use super::load;
-use super::sample::{FailureSample, Sample};
+use super::sample::{FailureSample, Sample, total};
 use super::slo::{self, request_value};
 use super::snapshots;
 use super::stats::Summary;
@@ -234,12 +234,6 @@ fn excluded_by_reason(samples: &[Sample]) -> BTreeMap<&'static str, u64> {
         *by_reason.entry(e.as_str()).or_default() += 1;
     }
     by_reason
-}
-
-/// A sum of counts that cannot wrap: eligible records hold no count beyond
-/// `MAX_PLAUSIBLE_TOKENS`, and whatever a records file holds, a total stops at `u64::MAX`.
-pub(super) fn total(counts: impl Iterator<Item = u64>) -> u64 {
-    counts.fold(0, u64::saturating_add)
 }
 
 /// Throughput over the wall clock and over the measurement window, and goodput.

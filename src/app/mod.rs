@@ -274,7 +274,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     setup::watch_signals(control.clone(), scenario.run.grace, records_note.clone());
 
     let shard = shard_plan.join(&scenario, &args.out, &control).await.map_err(AppError::Aborted)?;
-    let run_id = shard.run_id().unwrap_or_else(|| setup::new_run_id(Stamp::now()));
+    let run_id = shard.run_id().to_string();
     // Records always go to disk (memory stays bounded); the file is kept when asked for. It is
     // opened (and a reused one checked) before anything is sent, calibration probes included.
     let (records_path, keep_records) = match &args.records {
@@ -324,7 +324,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         }
     }
 
-    let run_salt: u64 = shard.salt().unwrap_or_else(rand::random);
+    let run_salt = shard.salt();
     let Some((sizer, sizing)) = setup::size_prompts(&scenario, &client, run_salt, &control.stop_issuing).await else {
         abandon(records, records_writer);
         eprintln!("stopped during prompt calibration: nothing was measured, no artifact written");
@@ -601,15 +601,12 @@ impl Session<'_> {
                 self.shard.share(warm),
             )
             .await;
+        // The level's files (artifact, time series, server metrics) carry this shard's name.
+        let stem = self.shard.stem(&level_id);
         let scrape = match &self.scraper {
-            Some(scraper) => Some(
-                scraper
-                    .prepare(
-                        &level_id,
-                        Some(self.args.out.join(server_metrics::file_name(&self.shard.stem(&level_id)))),
-                    )
-                    .await,
-            ),
+            Some(scraper) => {
+                Some(scraper.prepare(&level_id, Some(self.args.out.join(server_metrics::file_name(&stem)))).await)
+            }
             None => None,
         };
         // The level's wall-clock start and its monotonic start are the same instant, so that
@@ -631,7 +628,7 @@ impl Session<'_> {
         let snapshots = Snapshots::new(
             s.run.snapshot_interval.map(|interval| SnapshotConfig {
                 interval,
-                path_stem: self.args.out.join(self.shard.stem(&level_id)),
+                path_stem: self.args.out.join(&stem),
                 status_lines: !progress.visible(),
             }),
             &level_id,
@@ -684,12 +681,12 @@ impl Session<'_> {
         };
         let summary = aggregate::finish_level(input, Origin::Run, self.records.path()).map_err(AppError::Aborted)?;
         let artifact = artifact::build(&self.info, &summary, self.records.path());
-        let path = write(&self.args.out, &self.shard.file_name(&level_id, "json"), &artifact)?;
+        let path = write(&self.args.out, &format!("{stem}.json"), &artifact)?;
         if !self.args.quiet {
             print!("{}", report::level_summary(&summary, &self.info));
         }
         report::print_warnings(&summary.warnings);
-        self.shard.finish_level(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;
+        self.shard.hand_over(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;
         Ok((summary, path))
     }
 }

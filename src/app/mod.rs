@@ -277,12 +277,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let run_id = shard.run_id().to_string();
     // Records always go to disk (memory stays bounded); the file is kept when asked for. It is
     // opened (and a reused one checked) before anything is sent, calibration probes included.
-    let (records_path, keep_records) = match &args.records {
-        Some(path) => (path.clone(), true),
-        None if scenario.run.keep_records || shard.is_sharded() => {
-            (args.out.join(shard.file_name(&run_id, "records.ndjson")), true)
-        }
-        None => (args.out.join(format!(".{run_id}.records.ndjson.tmp")), false),
+    let (records_path, keep_records) = match (&args.records, shard.kept_records(scenario.run.keep_records)) {
+        (Some(path), _) => (path.clone(), true),
+        (None, Some(name)) => (args.out.join(name), true),
+        (None, None) => (args.out.join(format!(".{run_id}.records.ndjson.tmp")), false),
     };
     let _ = records_note.set((records_path.clone(), args.out.clone()));
     let existed = records_path.exists();

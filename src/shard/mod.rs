@@ -11,11 +11,12 @@
 //! this run (`peer`), and every wait on either side has a deadline and ends at Ctrl-C or SIGTERM.
 //!
 //! `Shard` is the one seam between the run and the other shards: `plan` (validate, before
-//! anything is sent), `join` (the run's id and prompt salt), then per level the names of its
-//! files and its share of the connections, `start_level` (the agreed instant) and `hand_over`
-//! (its records, to the coordinator), and `finish`. A run alone is `Shard` in its solo form, for
-//! which each step is what a lone process does: its own id and salt, now, nothing to hand over.
-//! A coordinated shard's side of each step is `coordinated`.
+//! anything is sent), `join` (the run's id and prompt salt, and the records file it keeps), then
+//! per level the names of its files and its share of the connections, `start_level` (the agreed
+//! instant) and `hand_over` (its records, to the coordinator), and `finish`. A run alone is
+//! `Shard` in its solo form, for which each step is what a lone process does: its own id and
+//! salt, now, nothing to hand over; the run never asks which form it has. A coordinated shard's
+//! side of each step is `coordinated`, the names its files take `names`.
 
 pub mod args;
 pub mod auth;
@@ -95,10 +96,6 @@ struct StartAt {
 }
 
 impl ShardPlan {
-    pub fn is_sharded(&self) -> bool {
-        self.0.is_some()
-    }
-
     /// Join the run: for a coordinated run, serve the coordinator (shard 0), connect, get the
     /// run's id and prompt salt, and measure this host's clock against shard 0's.
     pub async fn join(self, scenario: &Scenario, out: &Path, control: &RunControl) -> Result<Shard, String> {
@@ -216,8 +213,14 @@ impl Shard {
         }
     }
 
-    pub fn is_sharded(&self) -> bool {
+    fn is_sharded(&self) -> bool {
         !matches!(self.kind, Kind::Solo { .. })
+    }
+
+    /// The name of the records file the run keeps in its output directory: always for a shard
+    /// (its records are its part of the merge), for a run alone when `keep` asks for it.
+    pub fn kept_records(&self, keep: bool) -> Option<String> {
+        (keep || self.is_sharded()).then(|| self.file_name(self.run_id(), "records.ndjson"))
     }
 
     fn part(&self) -> Part {
@@ -333,6 +336,8 @@ mod tests {
     fn file_names_carry_the_shard() {
         let solo = Shard { kind: Kind::Solo { run_id: "r".into(), salt: 1 } };
         assert_eq!(solo.file_name("anvil-x-c4", "json"), "anvil-x-c4.json");
+        assert_eq!(solo.kept_records(false), None);
+        assert_eq!(solo.kept_records(true).as_deref(), Some("r.records.ndjson"));
         let info = ShardInfo {
             index: 2,
             count: 4,
@@ -349,6 +354,8 @@ mod tests {
         assert_eq!(sharded.file_name("anvil-x-c4", "json"), "anvil-x-c4.shard2of4.json");
         assert_eq!(sharded.file_name("r", "records.ndjson"), names::records_file_name("r", 2, 4));
         assert_eq!(sharded.share(10), 2);
+        // A shard keeps its records whatever the scenario says: they are its part of the merge.
+        assert_eq!(sharded.kept_records(false), Some(names::records_file_name("r", 2, 4)));
     }
 
     #[test]

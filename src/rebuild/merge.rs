@@ -407,17 +407,7 @@ fn problems<'a>(
             incomplete.insert(level.as_str());
             problems.push(format!("shard {index}'s records ({file}) do not hold what it wrote: {problem}"));
         }
-        if let Some(n) = verdict.cut_line {
-            notices.push(Notice::Warning(format!(
-                "{file}: line {n}, the last, was cut short (the shard was killed while writing it); it is left out"
-            )));
-        }
-        if !verdict.unchecked.is_empty() {
-            notices.push(Notice::Warning(format!(
-                "{file}: the end of level(s) {} does not say what the level wrote (records written by an older anvil-load): whether every record is still there cannot be checked",
-                verdict.unchecked.join(", ")
-            )));
-        }
+        super::verdict_notices(&file.to_string(), verdict, "shard", Notice::Warning, notices);
     }
     for level in order {
         for p in parts {

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 use crate::aggregate::summary::LevelSummary;
 use crate::record::RunInfo;
+use crate::record::integrity::Verdict;
 
 pub use merge::{merge, records_files};
 pub use summarize::summarize;
@@ -53,6 +54,23 @@ impl std::fmt::Display for Notice {
             Notice::Note(m) => write!(f, "note: {m}"),
             Notice::Warning(m) => write!(f, "warning: {m}"),
         }
+    }
+}
+
+/// What the check of the records file `shown` found that does not stop a rebuild: its last line,
+/// cut short when its `writer` (the run, a shard) was killed while writing it, is left out (`cut`
+/// says how loudly); level ends written by an older anvil-load cannot be checked.
+fn verdict_notices(shown: &str, verdict: &Verdict, writer: &str, cut: fn(String) -> Notice, notices: &mut Vec<Notice>) {
+    if let Some(n) = verdict.cut_line {
+        notices.push(cut(format!(
+            "{shown}: line {n}, the last, was cut short (the {writer} was killed while writing it); it is left out"
+        )));
+    }
+    if !verdict.unchecked.is_empty() {
+        notices.push(Notice::Warning(format!(
+            "{shown}: the end of level(s) {} does not say what the level wrote (records written by an older anvil-load): whether every record is still there cannot be checked",
+            verdict.unchecked.join(", ")
+        )));
     }
 }
 

@@ -75,17 +75,7 @@ fn check_verdict(
     notices: &mut Vec<Notice>,
 ) -> Result<(), RebuildError> {
     let shown = path.display();
-    if let Some(n) = verdict.cut_line {
-        notices.push(Notice::Note(format!(
-            "{shown}: line {n}, the last, was cut short (the run was killed while writing it); it is left out"
-        )));
-    }
-    if !verdict.unchecked.is_empty() {
-        notices.push(Notice::Warning(format!(
-            "{shown}: the end of level(s) {} does not say what the level wrote (records written by an older anvil-load): whether every record is still there cannot be checked",
-            verdict.unchecked.join(", ")
-        )));
-    }
+    super::verdict_notices(&shown.to_string(), verdict, "run", Notice::Note, notices);
     if verdict.incomplete.is_empty() {
         return Ok(());
     }

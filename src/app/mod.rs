@@ -125,7 +125,7 @@ impl From<RebuildError> for AppError {
 /// a level was interrupted.
 fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
     let mut notices = Vec::new();
-    let rebuilt = rebuild::summarize(&args.records, &args.out, args.allow_partial, &mut notices);
+    let rebuilt = rebuild::summarize::summarize(&args.records, &args.out, args.allow_partial, &mut notices);
     let rebuilt = print_rebuilt(&notices, rebuilt?);
     Ok(if rebuilt.levels.iter().any(|l| l.summary.interrupted) { exit::ABORTED } else { exit::OK })
 }
@@ -139,7 +139,7 @@ fn merge(args: &MergeArgs) -> Result<u8, AppError> {
         ));
     }
     let mut notices = Vec::new();
-    let merged = rebuild::merge(&args.records, &args.out, args.allow_partial, args.window, &mut notices);
+    let merged = rebuild::merge::merge(&args.records, &args.out, args.allow_partial, args.window, &mut notices);
     print_rebuilt(&notices, merged?);
     // A partial merge got this far only with --allow-partial; its artifacts say so.
     Ok(exit::OK)

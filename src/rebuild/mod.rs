@@ -17,9 +17,6 @@ use crate::aggregate::summary::LevelSummary;
 use crate::record::RunInfo;
 use crate::record::integrity::Verdict;
 
-pub use merge::{merge, records_files};
-pub use summarize::summarize;
-
 /// Why a rebuild stopped.
 #[derive(Debug)]
 pub enum RebuildError {

@@ -1,8 +1,8 @@
 //! The one place a finished sharded run hands its gathered records files to the merge.
 //!
 //! `merge(paths, out)` is what the coordinator calls once every shard's records have arrived:
-//! the merge proper (`crate::rebuild::merge`). When it fails, the message names the gathered files and
-//! the `anvil-load merge` command, so the files are never silently left behind.
+//! the merge proper (`crate::rebuild::merge::merge`). When it fails, the message names the
+//! gathered files and the `anvil-load merge` command, so the files are never silently left behind.
 
 use std::path::{Path, PathBuf};
 
@@ -34,7 +34,7 @@ pub fn merge(paths: &[PathBuf], out: &Path) -> Result<MergeOutcome, String> {
         }
     }
     let mut notices = Vec::new();
-    let merged = crate::rebuild::merge(paths, out, false, std::time::Duration::from_secs(60), &mut notices);
+    let merged = crate::rebuild::merge::merge(paths, out, false, std::time::Duration::from_secs(60), &mut notices);
     for notice in &notices {
         eprintln!("{notice}");
     }

@@ -8,6 +8,7 @@
 //! only place numbers are computed, whether the level was just run, rebuilt from its records
 //! file or merged from a sharded run's; the renderers (`artifact`, `report`) read its fields.
 
+mod collected;
 pub mod conversations;
 mod finish;
 pub mod gaps;
@@ -22,6 +23,7 @@ mod summarise;
 pub mod summary;
 pub mod warnings;
 
+pub use collected::{AsWritten, Collected};
 pub use finish::{Origin, ShardLevel, Shards, finish_level};
 pub use summarise::LevelInput;
 
@@ -36,29 +38,6 @@ use crate::record::writer::RecordSink;
 use crate::record::{DroppedRecord, Exclusions, FailureRecord, RequestTiming};
 use sample::{FailureSample, Sample};
 use snapshots::Snapshots;
-
-/// Everything one load level produced, in memory: bounded by the compact samples.
-#[derive(Debug, Default)]
-pub struct Collected {
-    pub samples: Vec<Sample>,
-    pub failures: Vec<FailureSample>,
-    pub dropped: u64,
-    /// Interval snapshots taken during the level (for the drift summary).
-    pub windows: Vec<snapshots::Window>,
-    /// What `collect` knew of the records as it wrote them; none for records read back.
-    pub as_written: Option<AsWritten>,
-}
-
-/// A level's records as this process wrote them.
-#[derive(Debug, Default)]
-pub struct AsWritten {
-    /// The rules the level started with, under which its records were written.
-    pub rules: Exclusions,
-    /// The gaps of the requests eligible under `rules`: when those are still the level's rules
-    /// at its end, these are its gap distributions, without reading every record back (see
-    /// `gaps`).
-    pub gaps: gaps::GapHistograms,
-}
 
 /// Running counters and HDR histograms (microseconds) for the live view.
 #[derive(Debug)]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::Collected;
+use super::collected::Collected;
 use super::load;
 use super::sample::{FailureSample, Sample, total};
 use super::slo::{self, request_value};

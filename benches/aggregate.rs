@@ -11,8 +11,7 @@ use std::sync::Arc;
 use anvil_load::aggregate::sample::Sample;
 use anvil_load::aggregate::snapshots::Snapshots;
 use anvil_load::aggregate::stats::Summary;
-use anvil_load::aggregate::summarise::{LevelInput, summarise};
-use anvil_load::aggregate::{Collected, LevelSink, collect};
+use anvil_load::aggregate::{AsWritten, Collected, LevelInput, LevelSink, Origin, collect, finish_level};
 use anvil_load::record::CanaryCheck;
 use anvil_load::record::timing::{Exclusions, RequestTiming};
 use anvil_load::record::writer;
@@ -118,11 +117,17 @@ fn record(c: &mut Criterion) {
         Scenario::load(std::path::Path::new("scenarios/smoke.toml"), &Overrides::default()).expect("scenario");
     let sizing = SizingRecord::for_sizer("estimate", &Sizer::Estimate { overhead: 8.0 }, None);
     let info = RunInfo::new(&scenario, "bench", "http://127.0.0.1:1/v1", sizing, 0);
+    // As a live level ends: its records stand as written, so nothing is read back.
+    let records = dir.path().join("unread.records.ndjson");
     group.bench_function("summarise", |b| {
         b.iter_batched(
-            || Collected { samples: samples.clone(), ..Collected::default() },
+            || Collected {
+                samples: samples.clone(),
+                as_written: Some(AsWritten { rules: info.initial_rules(), ..AsWritten::default() }),
+                ..Collected::default()
+            },
             |collected| {
-                summarise(LevelInput {
+                let input = LevelInput {
                     info: &info,
                     level_id: "bench".into(),
                     pacing: LevelPacing::Closed { concurrency: 64, max_rate: None },
@@ -134,7 +139,8 @@ fn record(c: &mut Criterion) {
                     simulator: None,
                     server_metrics: None,
                     client: None,
-                })
+                };
+                finish_level(input, Origin::Run, &records).expect("nothing to read back")
             },
             BatchSize::LargeInput,
         )

@@ -292,7 +292,7 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
 }
 
 /// Conversations: one line per turn (cold first turn against warm later ones), then sessions.
-fn conversation_lines(s: &mut String, c: &crate::session::summary::SessionSummary) {
+fn conversation_lines(s: &mut String, c: &crate::aggregate::summary::SessionSummary) {
     let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), fmt_ms);
     for t in &c.by_turn {
         let _ = writeln!(
@@ -301,8 +301,8 @@ fn conversation_lines(s: &mut String, c: &crate::session::summary::SessionSummar
             t.turn,
             t.completed,
             t.failed,
-            ms(t.ttft_ms.map(|x| x.p50)),
-            ms(t.ttft_ms.map(|x| x.p99)),
+            ms(t.ttft_ms.as_ref().map(|x| x.stat(Stat::P50))),
+            ms(t.ttft_ms.as_ref().map(|x| x.stat(Stat::P99))),
             t.cache.ratio.map_or_else(|| "–".to_string(), |r| format!("{:.0}% of the history", r * 100.0))
         );
     }

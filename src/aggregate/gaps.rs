@@ -8,17 +8,13 @@
 //!
 //! Percentiles are nearest-rank over the histogram's buckets, each bucket standing for its
 //! middle value (within 0.4 % of every gap in it); mean and standard deviation are over the same
-//! bucket values. The live run, `summarize` and `merge` all come through here.
-
-use std::path::Path;
+//! bucket values. Every level's end comes through here (`finish_level`).
 
 use hdrhistogram::Histogram;
 
 use super::stats::{PERCENTILES, Summary};
-use super::summary::LevelSummary;
-use crate::contract::{Metric, nearest_rank_position};
+use crate::contract::nearest_rank_position;
 use crate::record::RequestTiming;
-use crate::record::file::RecordLine;
 use crate::record::gaps::gap_histogram;
 
 /// The two gap histograms of a level, in µs.
@@ -51,32 +47,6 @@ impl GapHistograms {
             }
         }
     }
-}
-
-/// Fill `itl_chunk` and `itl_token` from histograms already fed with exactly the requests
-/// eligible under `summary.rules`.
-pub fn set_gap_distributions(summary: &mut LevelSummary, h: &GapHistograms) {
-    summary.distributions.set(Metric::ItlChunk, of_histogram(&h.chunk));
-    summary.distributions.set(Metric::ItlToken, of_histogram(&h.token));
-}
-
-/// Fill `itl_chunk` and `itl_token` from the level's records in `records`.
-pub fn add_gap_distributions(summary: &mut LevelSummary, records: &Path) -> Result<(), String> {
-    let mut h = GapHistograms::default();
-    for line in crate::record::file::read_level(records, &summary.level_id, &["request"])
-        .map_err(|e| format!("{}: {e}", records.display()))?
-    {
-        if let RecordLine::Request { level, mut record } = line? {
-            if level == summary.level_id {
-                summary.rules.apply(&mut record);
-                if record.performance_eligible {
-                    h.add(&record);
-                }
-            }
-        }
-    }
-    set_gap_distributions(summary, &h);
-    Ok(())
 }
 
 /// A distribution summary of a histogram of µs values, in ms (see the module doc).

@@ -1,12 +1,16 @@
-//! The results side above the records: collect, then summarise.
+//! The results side above the records: collect, then finish the level.
 //!
 //! `collect` is one task that receives every outcome through a bounded channel. It turns each
 //! outcome into its record (appended to the records file at once), keeps the compact sample the
 //! exact summaries need, and feeds the live HDR histograms behind the progress line and the
 //! interval snapshots. "All done" is the channel closing when the last worker drops its sender.
-//! `summarise` then turns a level's samples into its typed `LevelSummary` — the only place
-//! numbers are computed; the renderers (`artifact`, `report`) read its fields.
+//! `finish_level` then turns a level's samples and records into its typed `LevelSummary` — the
+//! only place numbers are computed, whether the level was just run, rebuilt from its records
+//! file or merged from a sharded run's; the renderers (`artifact`, `report`) read its fields.
 
+mod collected;
+pub mod conversations;
+mod finish;
 pub mod gaps;
 pub mod load;
 mod output_warnings;
@@ -15,9 +19,13 @@ pub mod slo;
 pub mod snapshots;
 pub mod stats;
 pub mod steady;
-pub mod summarise;
+mod summarise;
 pub mod summary;
 pub mod warnings;
+
+pub use collected::{AsWritten, Collected};
+pub use finish::{Origin, ShardLevel, Shards, finish_level};
+pub use summarise::LevelInput;
 
 use std::time::Duration;
 
@@ -30,22 +38,6 @@ use crate::record::writer::RecordSink;
 use crate::record::{DroppedRecord, Exclusions, FailureRecord, RequestTiming};
 use sample::{FailureSample, Sample};
 use snapshots::Snapshots;
-
-/// Everything one load level produced, in memory: bounded by the compact samples.
-#[derive(Debug, Default)]
-pub struct Collected {
-    pub samples: Vec<Sample>,
-    pub failures: Vec<FailureSample>,
-    pub dropped: u64,
-    /// Interval snapshots taken during the level (for the drift summary).
-    pub windows: Vec<snapshots::Window>,
-    /// The gaps of the requests eligible under `written_under`: when those are still the
-    /// level's rules at its end, these are its gap distributions, without reading every record
-    /// back (see `gaps`).
-    pub gaps: gaps::GapHistograms,
-    /// The rules the level started with, under which its records were written.
-    pub written_under: Exclusions,
-}
 
 /// Running counters and HDR histograms (microseconds) for the live view.
 #[derive(Debug)]
@@ -130,7 +122,8 @@ pub async fn collect(
     mut on_update: impl FnMut(&LiveStats, Option<&snapshots::Window>),
     mut snapshots: Snapshots,
 ) -> Collected {
-    let mut out = Collected { written_under: sink.rules, ..Collected::default() };
+    let mut out = Collected::default();
+    let mut written = AsWritten { rules: sink.rules, gaps: gaps::GapHistograms::default() };
     let mut live = LiveStats::default();
     let level = sink.level.to_string();
     loop {
@@ -148,7 +141,7 @@ pub async fn collect(
                 let record = RequestTiming::from_completed(&c, &sink.rules);
                 let sample = Sample::from_record(&record);
                 if record.performance_eligible {
-                    out.gaps.add(&record);
+                    written.gaps.add(&record);
                 }
                 live.record_completed(&sample);
                 snapshots.record_completed(&sample);
@@ -174,5 +167,6 @@ pub async fn collect(
     }
     snapshots.take(&live).await;
     out.windows = snapshots.finish();
+    out.as_written = Some(written);
     out
 }

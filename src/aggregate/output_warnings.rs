@@ -5,8 +5,7 @@
 
 use serde_json::Value;
 
-use super::sample::Sample;
-use super::summarise::total;
+use super::sample::{Sample, total};
 use super::warnings::Warning;
 use crate::record::RunInfo;
 

@@ -323,6 +323,12 @@ impl FailureSample {
     }
 }
 
+/// A sum of counts that cannot wrap: eligible records hold no count beyond
+/// `MAX_PLAUSIBLE_TOKENS`, and whatever a records file holds, a total stops at `u64::MAX`.
+pub fn total(counts: impl Iterator<Item = u64>) -> u64 {
+    counts.fold(0, u64::saturating_add)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
-//! `summarise`: one level's records in, its typed `LevelSummary` out. The only place numbers are
-//! computed; the live run, `anvil-load summarize FILE` and `merge` all come through here.
+//! `summarise`: one level's samples in, its typed `LevelSummary` out: distributions, totals,
+//! rates, load and validity, objectives, steady state, drift and the methodology warnings. The
+//! first step of `finish_level`, which every level's end goes through.
 //!
 //! Only performance-eligible requests enter distributions and totals; failures and failed
 //! canaries are counted, never averaged in. Dispatch lag and queue wait describe the client, so
@@ -9,9 +10,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::Collected;
+use super::collected::Collected;
 use super::load;
-use super::sample::{FailureSample, Sample};
+use super::sample::{FailureSample, Sample, total};
 use super::slo::{self, request_value};
 use super::snapshots;
 use super::stats::Summary;
@@ -22,7 +23,6 @@ use super::summary::{
 };
 use super::warnings::{SizingAdvice, Warning};
 use crate::contract::{ErrorKind, Metric};
-use crate::record::file::RecordLine;
 use crate::record::timing::error_counts;
 use crate::record::{ClientLoad, Issued, LevelPacing, RunInfo, Stamp, TokenSource};
 use crate::server_metrics::{self, ClientTokens, LevelServerMetrics};
@@ -75,7 +75,7 @@ pub struct LevelInput<'a> {
     pub client: Option<ClientLoad>,
 }
 
-pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
+pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
     let LevelInput {
         info,
         level_id,
@@ -217,6 +217,8 @@ pub fn summarise(input: LevelInput<'_>) -> LevelSummary {
         server_metrics,
         conversations: None,
         unstreamed: None,
+        shards: None,
+        records_as_written: None,
     };
     if !info.api.streams_text() {
         summary.unstreamed =
@@ -233,49 +235,6 @@ fn excluded_by_reason(samples: &[Sample]) -> BTreeMap<&'static str, u64> {
         *by_reason.entry(e.as_str()).or_default() += 1;
     }
     by_reason
-}
-
-/// A sum of counts that cannot wrap: eligible records hold no count beyond
-/// `MAX_PLAUSIBLE_TOKENS`, and whatever a records file holds, a total stops at `u64::MAX`.
-pub(super) fn total(counts: impl Iterator<Item = u64>) -> u64 {
-    counts.fold(0, u64::saturating_add)
-}
-
-/// Below this share of the expected cached tokens, a conversation's cache did not hold.
-const CACHE_EFFECTIVE_MIN: f64 = 0.9;
-
-/// Conversations: the per-turn and per-session summaries, from the level's records in the
-/// records file (the compact sample store keeps no session facts). Read only for conversation
-/// workloads; the records are brought in line with the level's final rules first.
-pub fn add_conversations(summary: &mut LevelSummary, info: &RunInfo, records: &std::path::Path) -> Result<(), String> {
-    if info.prompt_cache_mode != "sessions" {
-        return Ok(());
-    }
-    let (mut requests, mut failures) = (Vec::new(), Vec::new());
-    for line in crate::record::file::read_level(records, &summary.level_id, &["request", "failure"])
-        .map_err(|e| format!("{}: {e}", records.display()))?
-    {
-        match line? {
-            RecordLine::Request { level, mut record } if level == summary.level_id => {
-                summary.rules.apply(&mut record);
-                requests.push(*record);
-            }
-            RecordLine::Failure { level, mut record } if level == summary.level_id => {
-                summary.rules.apply_to_failure(&mut record);
-                failures.push(*record);
-            }
-            _ => {}
-        }
-    }
-    let Some(c) = crate::session::summary::summarize(&requests, &failures, &info.slo) else { return Ok(()) };
-    if c.cross_session_contaminated > 0 {
-        summary.warnings.push(Warning::CrossSession { responses: c.cross_session_contaminated });
-    }
-    if let Some(ratio) = c.cache.ratio.filter(|&r| r < CACHE_EFFECTIVE_MIN) {
-        summary.warnings.push(Warning::CacheIneffective { ratio, expected: c.cache.expected_cached_tokens });
-    }
-    summary.conversations = Some(c);
-    Ok(())
 }
 
 /// Throughput over the wall clock and over the measurement window, and goodput.

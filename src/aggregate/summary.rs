@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use super::load::LoadRecord;
@@ -14,9 +14,8 @@ use super::stats::Summary;
 use super::steady::SteadyState;
 use super::warnings::Warning;
 use crate::contract::{Metric, Stat, Total};
-use crate::record::{Exclusions, LevelPacing, Stamp, TokenSource};
+use crate::record::{Exclusions, LevelPacing, ShardsBlock, Stamp, TokenSource};
 use crate::server_metrics::LevelServerMetrics;
-use crate::session::summary::SessionSummary;
 
 /// Every distribution of a level, indexed by `Metric`.
 #[derive(Debug, Clone, Default)]
@@ -196,6 +195,11 @@ pub struct LevelSummary {
     pub conversations: Option<SessionSummary>,
     /// Embeddings and rerank: why the streaming metrics are null, and the input throughput.
     pub unstreamed: Option<Unstreamed>,
+    /// A merged level: the shards it was merged from, each with its own validity verdict.
+    pub shards: Option<ShardsBlock>,
+    /// The rules this process wrote the level's records under, when it wrote them itself (a
+    /// live run): while they are still `rules`, the artifact copies the records as written.
+    pub records_as_written: Option<Exclusions>,
 }
 
 /// An API whose answer arrives whole (embeddings, rerank): nothing streams, no output tokens
@@ -241,4 +245,105 @@ impl Unstreamed {
         );
         Unstreamed { input_throughput_tok_s: (wall_s > 0.0).then(|| prompt_tokens as f64 / wall_s), notes }
     }
+}
+
+/// Everything about a level's conversations (see `conversations`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionSummary {
+    pub by_turn: Vec<TurnSummary>,
+    pub cache: CacheEffectiveness,
+    pub totals: SessionTotals,
+    /// `None` without `[slo]` objectives.
+    pub goodput: Option<SessionGoodput>,
+    pub backends: Vec<BackendSummary>,
+    /// Sessions whose requests all named one backend, of those with any backend recorded.
+    pub sessions_on_one_backend: Option<(u64, u64)>,
+    /// Responses holding a marker of another session.
+    pub cross_session_contaminated: u64,
+}
+
+/// One turn index across every conversation of the level.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnSummary {
+    pub turn: u32,
+    /// Completed requests of this turn index (eligible or not), and failed ones.
+    pub completed: u64,
+    pub failed: u64,
+    #[serde(serialize_with = "brief")]
+    pub ttft_ms: Option<Summary>,
+    #[serde(serialize_with = "brief")]
+    pub tpot_ms: Option<Summary>,
+    #[serde(serialize_with = "brief")]
+    pub e2e_ms: Option<Summary>,
+    #[serde(serialize_with = "brief")]
+    pub prompt_tokens: Option<Summary>,
+    pub cache: CacheEffectiveness,
+}
+
+/// The prefix the client expected a cache to hold, against what the server reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CacheEffectiveness {
+    /// Records with both an expectation and a server count.
+    pub samples: u64,
+    pub expected_cached_tokens: u64,
+    pub cached_tokens: u64,
+    /// `cached_tokens / expected_cached_tokens`; `None` when nothing was expected.
+    pub ratio: Option<f64>,
+}
+
+/// Conversations as wholes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionTotals {
+    pub sessions: u64,
+    /// Sessions none of whose requests failed.
+    pub without_failures: u64,
+    /// From the first turn's start to the last turn's end, per session.
+    #[serde(serialize_with = "brief")]
+    pub duration_ms: Option<Summary>,
+    /// Requests (turns) per session, completed or failed.
+    #[serde(serialize_with = "brief")]
+    pub turns: Option<Summary>,
+}
+
+/// Sessions whose every turn completed, passed its checks and met every per-request objective.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SessionGoodput {
+    pub sessions: u64,
+    pub good_sessions: u64,
+    pub ratio: f64,
+}
+
+/// Requests served by one backend (from the configured backend header).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BackendSummary {
+    pub backend: String,
+    pub completed: u64,
+    pub failed: u64,
+    #[serde(serialize_with = "brief")]
+    pub ttft_ms: Option<Summary>,
+    #[serde(serialize_with = "brief")]
+    pub e2e_ms: Option<Summary>,
+}
+
+/// A conversation statistic as the artifact's `conversations` block writes it: the sample
+/// count, the mean, nearest-rank p50, p90 and p99, and the max.
+fn brief<S: Serializer>(summary: &Option<Summary>, serializer: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Brief {
+        samples: usize,
+        mean: f64,
+        p50: Option<f64>,
+        p90: Option<f64>,
+        p99: Option<f64>,
+        max: f64,
+    }
+    let brief = summary.as_ref().map(|s| Brief {
+        samples: s.samples,
+        mean: s.mean,
+        p50: Some(s.stat(Stat::P50)),
+        p90: Some(s.stat(Stat::P90)),
+        p99: Some(s.stat(Stat::P99)),
+        max: s.max,
+    });
+    brief.serialize(serializer)
 }

@@ -1,7 +1,6 @@
 //! `run()`: the whole program, top to bottom.
 
 mod setup;
-mod summarize;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
@@ -9,14 +8,13 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::aggregate::gaps::{add_gap_distributions, set_gap_distributions};
 use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
-use crate::aggregate::summarise::{LevelInput, add_conversations, summarise};
 use crate::aggregate::summary::LevelSummary;
 use crate::aggregate::warnings::Warning;
-use crate::aggregate::{self, LevelSink};
+use crate::aggregate::{self, LevelInput, LevelSink, Origin};
 use crate::artifact;
-use crate::cli::{Cli, Command, RunArgs, exit};
+use crate::cli::{Cli, Command, MergeArgs, RunArgs, SummarizeArgs, exit};
+use crate::rebuild::{self, Notice, RebuildError, Rebuilt};
 use crate::record::file::{self as records, RecordLine};
 use crate::record::writer::{self, RecordSink};
 use crate::record::{RunInfo, Stamp};
@@ -90,7 +88,7 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
             anvil_sim::cli::serve(&args, "anvil-load simulator").await?;
             Ok(exit::OK)
         }
-        Some(Command::Summarize(args)) => summarize::summarize(&args),
+        Some(Command::Summarize(args)) => summarize(&args),
         Some(Command::Merge(args)) => merge(&args),
         Some(Command::Deploy(args)) => {
             print!("{}", crate::deploy::render(&args).map_err(AppError::BadInput)?);
@@ -126,33 +124,53 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
     }
 }
 
+impl From<RebuildError> for AppError {
+    fn from(e: RebuildError) -> Self {
+        match e {
+            RebuildError::BadInput(m) => AppError::BadInput(m),
+            RebuildError::Incomplete(m) | RebuildError::Io(m) => AppError::Aborted(m),
+        }
+    }
+}
+
+/// `anvil-load summarize RECORDS`: a run's artifacts rebuilt from its records file; exit 1 when
+/// a level was interrupted.
+fn summarize(args: &SummarizeArgs) -> Result<u8, AppError> {
+    let mut notices = Vec::new();
+    let rebuilt = rebuild::summarize::summarize(&args.records, &args.out, args.allow_partial, &mut notices);
+    let rebuilt = print_rebuilt(&notices, rebuilt?);
+    Ok(if rebuilt.levels.iter().any(|l| l.summary.interrupted) { exit::ABORTED } else { exit::OK })
+}
+
 /// `anvil-load merge RECORDS…`: one set of artifacts from a sharded run's parts.
-fn merge(args: &crate::cli::MergeArgs) -> Result<u8, AppError> {
-    use crate::merge::MergeError;
+fn merge(args: &MergeArgs) -> Result<u8, AppError> {
     if artifact::output::is_stdout(&args.out) {
         return Err(AppError::BadInput(
             "--out -: a merge writes several files (artifacts, records, time series), which standard output cannot hold; give a directory"
                 .into(),
         ));
     }
-    let merged =
-        crate::merge::merge(&args.records, &args.out, args.allow_partial, args.window).map_err(|e| match e {
-            MergeError::NotOneRun(m) => AppError::BadInput(m),
-            MergeError::Incomplete(m) | MergeError::Io(m) => AppError::Aborted(m),
-        })?;
-    for note in &merged.notes {
-        eprintln!("warning: {note}");
-    }
-    for (summary, path) in &merged.levels {
-        print!("{}", report::level_summary(summary, &merged.info));
-        report::print_warnings(&summary.warnings);
-        println!("artifact: {}", path.display());
-    }
-    for path in &merged.files {
-        println!("written: {}", path.display());
-    }
+    let mut notices = Vec::new();
+    let merged = rebuild::merge::merge(&args.records, &args.out, args.allow_partial, args.window, &mut notices);
+    print_rebuilt(&notices, merged?);
     // A partial merge got this far only with --allow-partial; its artifacts say so.
     Ok(exit::OK)
+}
+
+/// What a rebuild said and wrote: its notices on stderr, each level's summary, and the files.
+fn print_rebuilt(notices: &[Notice], rebuilt: Rebuilt) -> Rebuilt {
+    for notice in notices {
+        eprintln!("{notice}");
+    }
+    for level in &rebuilt.levels {
+        print!("{}", report::level_summary(&level.summary, rebuilt.info(level)));
+        report::print_warnings(&level.summary.warnings);
+        println!("artifact: {}", level.artifact.display());
+    }
+    for path in &rebuilt.files {
+        println!("written: {}", path.display());
+    }
+    rebuilt
 }
 
 fn scenario_path(args: &RunArgs) -> Result<&Path, AppError> {
@@ -227,15 +245,13 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     setup::watch_signals(control.clone(), scenario.run.grace, records_note.clone());
 
     let shard = shard_plan.join(&scenario, &args.out, &control).await.map_err(AppError::Aborted)?;
-    let run_id = shard.run_id().unwrap_or_else(|| setup::new_run_id(Stamp::now()));
+    let run_id = shard.run_id().to_string();
     // Records always go to disk (memory stays bounded); the file is kept when asked for. It is
     // opened (and a reused one checked) before anything is sent, calibration probes included.
-    let (records_path, keep_records) = match &args.records {
-        Some(path) => (path.clone(), true),
-        None if scenario.run.keep_records || shard.is_sharded() => {
-            (args.out.join(shard.file_name(&run_id, "records.ndjson")), true)
-        }
-        None => (args.out.join(format!(".{run_id}.records.ndjson.tmp")), false),
+    let (records_path, keep_records) = match (&args.records, shard.kept_records(scenario.run.keep_records)) {
+        (Some(path), _) => (path.clone(), true),
+        (None, Some(name)) => (args.out.join(name), true),
+        (None, None) => (args.out.join(format!(".{run_id}.records.ndjson.tmp")), false),
     };
     let _ = records_note.set((records_path.clone(), args.out.clone()));
     let existed = records_path.exists();
@@ -277,7 +293,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         }
     }
 
-    let run_salt: u64 = shard.salt().unwrap_or_else(rand::random);
+    let run_salt = shard.salt();
     let Some((sizer, sizing)) = setup::size_prompts(&scenario, &client, run_salt, &control.stop_issuing).await else {
         abandon(records, records_writer);
         eprintln!("stopped during prompt calibration: nothing was measured, no artifact written");
@@ -517,15 +533,12 @@ impl Session<'_> {
                 self.shard.share(pacing.warm_connections()),
             )
             .await;
+        // The level's files (artifact, time series, server metrics) carry this shard's name.
+        let stem = self.shard.stem(&level_id);
         let scrape = match &self.scraper {
-            Some(scraper) => Some(
-                scraper
-                    .prepare(
-                        &level_id,
-                        Some(self.args.out.join(server_metrics::file_name(&self.shard.stem(&level_id)))),
-                    )
-                    .await,
-            ),
+            Some(scraper) => {
+                Some(scraper.prepare(&level_id, Some(self.args.out.join(server_metrics::file_name(&stem)))).await)
+            }
             None => None,
         };
         // The level's wall-clock start and its monotonic start are the same instant, so that
@@ -547,7 +560,7 @@ impl Session<'_> {
         let snapshots = Snapshots::new(
             s.run.snapshot_interval.map(|interval| SnapshotConfig {
                 interval,
-                path_stem: self.args.out.join(self.shard.stem(&level_id)),
+                path_stem: self.args.out.join(&stem),
                 status_lines: !progress.visible(),
             }),
             &level_id,
@@ -556,7 +569,7 @@ impl Session<'_> {
         );
         let lateness = LatenessProbe::start();
         let sink = LevelSink { records: &self.records, level: &level_id, rules: self.info.initial_rules() };
-        let (issued, mut collected) = tokio::join!(
+        let (issued, collected) = tokio::join!(
             schedule::run_level(plan, start.shard, workload, self.client.clone(), tx, &self.control, level_start),
             aggregate::collect(rx, sink, |live, window| progress.update(live, window), snapshots),
         );
@@ -585,8 +598,7 @@ impl Session<'_> {
         // The artifact streams this level's records from the file: they must all be there, or
         // the artifact would disagree with itself.
         self.records.sync().await.map_err(AppError::Aborted)?;
-        let (gaps, written_under) = (std::mem::take(&mut collected.gaps), collected.written_under);
-        let mut summary = summarise(LevelInput {
+        let input = LevelInput {
             info: &self.info,
             level_id: level_id.clone(),
             pacing,
@@ -598,24 +610,15 @@ impl Session<'_> {
             simulator,
             server_metrics,
             client: Some(client),
-        });
-        add_conversations(&mut summary, &self.info, self.records.path()).map_err(AppError::Aborted)?;
-        // Unless the end of the level changed the rules (a cool-down, say), the live gap
-        // histograms hold this level's eligible requests and its records stand as written;
-        // otherwise every record is read back, and brought in line.
-        if summary.rules == written_under {
-            set_gap_distributions(&mut summary, &gaps);
-        } else {
-            add_gap_distributions(&mut summary, self.records.path()).map_err(AppError::Aborted)?;
-        }
-        let mut artifact = artifact::build(&self.info, &summary, self.records.path());
-        artifact.records_written_under(written_under);
-        let path = write(&self.args.out, &self.shard.file_name(&level_id, "json"), &artifact)?;
+        };
+        let summary = aggregate::finish_level(input, Origin::Run, self.records.path()).map_err(AppError::Aborted)?;
+        let artifact = artifact::build(&self.info, &summary, self.records.path());
+        let path = write(&self.args.out, &format!("{stem}.json"), &artifact)?;
         if !self.args.quiet {
             print!("{}", report::level_summary(&summary, &self.info));
         }
         report::print_warnings(&summary.warnings);
-        self.shard.finish_level(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;
+        self.shard.hand_over(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;
         Ok((summary, path))
     }
 }

@@ -10,7 +10,6 @@ use serde_json::Value;
 
 use super::AppError;
 use crate::cli::exit;
-use crate::record::Stamp;
 use crate::record::redact::redact_url;
 use crate::record::run_info::ModelNotListed;
 use crate::record::{ProbeResult, SizingRecord};
@@ -272,12 +271,6 @@ impl StopSignals {
         }
         let _ = tokio::signal::ctrl_c().await;
     }
-}
-
-/// `anvil-<UTC time>-<4 hex>`: sortable, and unique even for runs started in the same second.
-pub(super) fn new_run_id(started: Stamp) -> String {
-    let iso = started.iso().replace(['-', ':'], "");
-    format!("anvil-{}-{:04x}", iso.trim_end_matches('Z').to_string() + "Z", rand::random::<u16>())
 }
 
 /// Decide how prompts are sized: the built-in estimate, a fit to the server's counts for a few

@@ -23,7 +23,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         level: s.level_id.clone(),
         kind,
         rules: s.rules,
-        as_written: None,
+        as_written: s.records_as_written,
     };
     Artifact {
         schema: SCHEMA,
@@ -90,7 +90,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         server_metrics: s.server_metrics.clone(),
         conversations: s.conversations.clone(),
         shard: info.shard.clone(),
-        shards: None,
+        shards: s.shards.clone(),
         metric_notes: s.unstreamed.as_ref().map(|u| u.notes.clone()),
         client: ClientInfo::this(),
     }

@@ -27,12 +27,11 @@ pub use stream::{StreamKind, Streamed};
 use crate::aggregate::load::LoadRecord;
 use crate::aggregate::slo::SloReport;
 use crate::aggregate::snapshots::Drift;
-use crate::aggregate::summary::Population;
+use crate::aggregate::summary::{Population, SessionSummary};
 use crate::aggregate::warnings::Warning;
 use crate::record::{SamplingRecord, ServeFlagsRecord};
 use crate::record::{ShardInfo, ShardsBlock};
 use crate::server_metrics::LevelServerMetrics;
-use crate::session::summary::SessionSummary;
 
 pub const SCHEMA: &str = "anvil-serving.benchmark/v1";
 
@@ -149,15 +148,6 @@ pub struct ClientInfo {
 impl ClientInfo {
     pub fn this() -> Self {
         ClientInfo { name: env!("CARGO_PKG_NAME"), version: env!("CARGO_PKG_VERSION") }
-    }
-}
-
-impl Artifact {
-    /// This process wrote the level's records, under `rules` (see [`Streamed::as_written`]).
-    pub fn records_written_under(&mut self, rules: crate::record::Exclusions) {
-        for stream in [&mut self.request_timings, &mut self.failures, &mut self.dropped] {
-            stream.as_written = Some(rules);
-        }
     }
 }
 

@@ -51,7 +51,7 @@ impl Config {
     }
 
     pub fn gathered_file(&self, index: u32) -> PathBuf {
-        self.gathered_dir().join(super::records_file_name(&self.run_id, index, self.count))
+        self.gathered_dir().join(super::names::records_file_name(&self.run_id, index, self.count))
     }
 }
 

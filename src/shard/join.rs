@@ -9,9 +9,12 @@ use tokio::time::Instant;
 
 use super::link::Link;
 use super::protocol::{self, Msg};
-use super::{LAST_WORD, PINGS, auth, clock};
+use super::{auth, clock};
 use crate::schedule::{Part, RunControl};
 use clock::Offset;
+
+/// Ping exchanges per shard when it joins; the one with the smallest round trip counts.
+const PINGS: u32 = 16;
 
 /// Connect, join, wait for the welcome, and measure the clock offset.
 pub(super) async fn join_coordinator(
@@ -75,7 +78,7 @@ pub(super) async fn join_coordinator(
         Err(e) => {
             let e = format!("shard {}: {e}", part.index);
             if link.failed().is_none() {
-                link.send_flushed(&Msg::Failed { reason: e.clone() }, LAST_WORD).await;
+                link.last_word(&Msg::Failed { reason: e.clone() }).await;
             }
             return Err(e);
         }

@@ -25,6 +25,8 @@ use crate::schedule::RunControl;
 
 /// How long between connection attempts while the coordinator is not up yet (or busy).
 const RETRY: Duration = Duration::from_millis(250);
+/// How long a shard that fails takes at most to tell the coordinator before it ends.
+const LAST_WORD: Duration = Duration::from_secs(2);
 
 enum Frame {
     Line(Msg),
@@ -115,16 +117,16 @@ impl Link {
         self.tx.send(Frame::Line(msg.clone())).await.map_err(|_| self.failure())
     }
 
-    /// Send `msg` and wait (at most `limit`) until it is written: for the last word before this
-    /// process may end.
-    pub async fn send_flushed(&self, msg: &Msg, limit: Duration) {
+    /// Send `msg` and wait (a little) until it is written: the last word before this process
+    /// may end.
+    pub async fn last_word(&self, msg: &Msg) {
         let (done, written) = oneshot::channel();
         let sent = async {
             self.tx.send(Frame::Line(msg.clone())).await.ok()?;
             self.tx.send(Frame::Flush(done)).await.ok()?;
             written.await.ok()
         };
-        let _ = tokio::time::timeout(limit, sent).await;
+        let _ = tokio::time::timeout(LAST_WORD, sent).await;
     }
 
     /// The next message, within `limit`. A closed inbox means the run stopped (`failure` says
@@ -166,21 +168,16 @@ impl Link {
         rx
     }
 
-    /// Send the bytes `from..from + len` of a records file, announced as `lines` lines of `level`
-    /// with their SHA-256.
-    pub async fn send_records(
-        &self,
-        level: &str,
-        path: PathBuf,
-        from: u64,
-        len: u64,
-        lines: u64,
-        sha256: String,
-    ) -> Result<(), String> {
+    /// Send the records file at `path` from byte `from` to its end, announced as the lines of
+    /// `level` with their count and SHA-256; the file's length, once sent.
+    pub async fn send_records(&self, level: &str, path: PathBuf, from: u64) -> Result<u64, String> {
+        let (end, lines, sha256) = count_lines(path.clone(), from).await?;
+        let len = end.saturating_sub(from);
         let header = Msg::Records { level: level.to_string(), lines, bytes: len, sha256 };
         let (sent, result) = oneshot::channel();
         self.tx.send(Frame::Records { header, path, from, len, sent }).await.map_err(|_| self.failure())?;
-        result.await.map_err(|_| self.failure())?
+        result.await.map_err(|_| self.failure())??;
+        Ok(end)
     }
 
     pub fn mark_done(&self) {
@@ -188,6 +185,35 @@ impl Link {
             s.done = true;
         }
     }
+}
+
+/// The records file's length, and the lines in `from..length` and their SHA-256.
+async fn count_lines(path: PathBuf, from: u64) -> Result<(u64, u64, String), String> {
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Seek};
+        let mut file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
+        file.seek(std::io::SeekFrom::Start(from)).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file.take(len.saturating_sub(from)));
+        let mut buf = vec![0u8; 1 << 20];
+        let (mut lines, mut last) = (0u64, b'\n');
+        let mut digest = auth::Digest::default();
+        loop {
+            let n = reader.read(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
+            if n == 0 {
+                break;
+            }
+            lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+            last = buf[n - 1];
+            digest.update(&buf[..n]);
+        }
+        if last != b'\n' {
+            return Err(format!("{}: ends in the middle of a line", path.display()));
+        }
+        Ok((len, lines, digest.finish()))
+    })
+    .await
+    .map_err(|e| format!("counting records: {e}"))?
 }
 
 /// Plain hellos both ways; the connection's key from both nonces.

@@ -1,8 +1,8 @@
 //! The one place a finished sharded run hands its gathered records files to the merge.
 //!
 //! `merge(paths, out)` is what the coordinator calls once every shard's records have arrived:
-//! the merge proper (`crate::merge`). When it fails, the message names the gathered files and
-//! the `anvil-load merge` command, so the files are never silently left behind.
+//! the merge proper (`crate::rebuild::merge::merge`). When it fails, the message names the
+//! gathered files and the `anvil-load merge` command, so the files are never silently left behind.
 
 use std::path::{Path, PathBuf};
 
@@ -33,12 +33,13 @@ pub fn merge(paths: &[PathBuf], out: &Path) -> Result<MergeOutcome, String> {
             return Err(format!("{}: empty; its shard sent no records", path.display()));
         }
     }
-    let merged =
-        crate::merge::merge(paths, out, false, std::time::Duration::from_secs(60)).map_err(|e| e.to_string())?;
-    for note in &merged.notes {
-        eprintln!("warning: {note}");
+    let mut notices = Vec::new();
+    let merged = crate::rebuild::merge::merge(paths, out, false, std::time::Duration::from_secs(60), &mut notices);
+    for notice in &notices {
+        eprintln!("{notice}");
     }
-    Ok(MergeOutcome::Written(merged.levels.into_iter().map(|(_, p)| p).collect()))
+    let merged = merged.map_err(|e| e.to_string())?;
+    Ok(MergeOutcome::Written(merged.levels.into_iter().map(|l| l.artifact).collect()))
 }
 
 /// The command that merges `paths` into `out` by hand.

@@ -10,26 +10,31 @@
 //! is authenticated with the run's shared secret (`auth`); the coordinator admits only shards of
 //! this run (`peer`), and every wait on either side has a deadline and ends at Ctrl-C or SIGTERM.
 //!
-//! The run's steps call `Shard` through a narrow interface: `plan` (validate, before anything is
-//! sent), `join`, `attach`, `start_level`, `finish_level`, `finish`. An unsharded run is
-//! `Shard` in its solo form, for which each step is what the run did before.
+//! `Shard` is the one seam between the run and the other shards: `plan` (validate, before
+//! anything is sent), `join` (the run's id and prompt salt, and the records file it keeps), then
+//! per level the names of its files and its share of the connections, `start_level` (the agreed
+//! instant) and `hand_over` (its records, to the coordinator), and `finish`. A run alone is
+//! `Shard` in its solo form, for which each step is what a lone process does: its own id and
+//! salt, now, nothing to hand over; the run never asks which form it has. A coordinated shard's
+//! side of each step is `coordinated`, the names its files take `names`.
 
 pub mod args;
 pub mod auth;
 pub mod clock;
+mod coordinated;
 mod coordinator;
 mod join;
 mod link;
 pub mod merge;
+mod names;
 mod peer;
 mod protocol;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 pub use crate::record::ShardInfo;
@@ -38,32 +43,16 @@ pub use args::{ShardArgs, ShardSpec, Sync};
 use crate::record::writer::RecordSink;
 use crate::record::{RunInfo, Stamp, fingerprint};
 use crate::scenario::Scenario;
-use crate::schedule::{LevelShard, Part, RunControl, WarmUpSync};
+use crate::schedule::{LevelShard, Part, RunControl};
 use crate::workload::Workload;
-use clock::Offset;
+use coordinated::Coordinated;
 use coordinator::Coordinator;
 pub use join::is_run_id;
-use join::{host_name, join_coordinator, kind};
-use link::Link;
-use protocol::Msg;
+use join::{host_name, join_coordinator};
 
-/// Ping exchanges per shard when it joins; the one with the smallest round trip counts.
-const PINGS: u32 = 16;
 /// A `--start-at` instant may be this far behind when a shard is ready (it starts at once and
 /// its lateness shows as dispatch lag); further behind is an error.
 const START_AT_TOLERANCE: Duration = Duration::from_secs(1);
-/// Waits whose only bound is the liveness of the peers (heartbeats; see `protocol`): the merge.
-const LIVENESS_ONLY: Duration = Duration::from_secs(7 * 86_400);
-/// A shard's own wait at a barrier outlasts the coordinator's by this, so the coordinator's
-/// verdict (naming the late shard) arrives first.
-const BARRIER_MARGIN: Duration = Duration::from_secs(60);
-/// How long a shard that fails takes at most to tell the coordinator before it ends.
-const LAST_WORD: Duration = Duration::from_secs(2);
-
-/// The name of shard `index`'s records file.
-pub fn records_file_name(run_id: &str, index: u32, count: u32) -> String {
-    format!("{run_id}.shard{index}of{count}.records.ndjson")
-}
 
 /// A validated sharding request (or none), before anything is sent.
 #[derive(Debug, Clone)]
@@ -83,13 +72,17 @@ pub struct LevelStart {
     pub shard: LevelShard,
 }
 
-/// This process's place in the run.
+/// This process's place in the run: alone, or one shard of a split run.
 pub struct Shard {
     kind: Kind,
 }
 
 enum Kind {
-    Solo,
+    /// A run alone, with its own id and prompt salt.
+    Solo {
+        run_id: String,
+        salt: u64,
+    },
     StartAt(Box<StartAt>),
     Coordinated(Box<Coordinated>),
 }
@@ -102,30 +95,14 @@ struct StartAt {
     info: ShardInfo,
 }
 
-struct Coordinated {
-    part: Part,
-    link: Arc<Link>,
-    coordinator: tokio::sync::Mutex<Option<Coordinator>>,
-    offset: Offset,
-    run_id: String,
-    salt: u64,
-    info: ShardInfo,
-    plan: std::sync::Mutex<String>,
-    barrier_timeout: Duration,
-    /// Bytes of the records file already sent to the coordinator.
-    sent: AtomicU64,
-    interrupted: AtomicBool,
-}
-
 impl ShardPlan {
-    pub fn is_sharded(&self) -> bool {
-        self.0.is_some()
-    }
-
     /// Join the run: for a coordinated run, serve the coordinator (shard 0), connect, get the
     /// run's id and prompt salt, and measure this host's clock against shard 0's.
     pub async fn join(self, scenario: &Scenario, out: &Path, control: &RunControl) -> Result<Shard, String> {
-        let Some(spec) = self.0 else { return Ok(Shard { kind: Kind::Solo }) };
+        let Some(spec) = self.0 else {
+            let run_id = run_id(SystemTime::now(), rand::random());
+            return Ok(Shard { kind: Kind::Solo { run_id, salt: rand::random() } });
+        };
         let part = spec.part;
         let config_fingerprint = fingerprint(&serde_json::to_value(scenario).unwrap_or_default());
         let kind = match spec.sync {
@@ -197,7 +174,7 @@ impl ShardPlan {
                             run_id,
                             salt,
                             info,
-                            plan: std::sync::Mutex::new(String::new()),
+                            plan: std::sync::Mutex::default(),
                             barrier_timeout,
                             sent: AtomicU64::new(0),
                             interrupted: AtomicBool::new(false),
@@ -218,31 +195,37 @@ impl ShardPlan {
 }
 
 impl Shard {
-    /// The run's id when the shards share one (otherwise the run makes its own).
-    pub fn run_id(&self) -> Option<String> {
+    /// The run's id: the one the shards share, or a lone run's own.
+    pub fn run_id(&self) -> &str {
         match &self.kind {
-            Kind::Solo => None,
-            Kind::StartAt(s) => Some(s.run_id.clone()),
-            Kind::Coordinated(c) => Some(c.run_id.clone()),
+            Kind::Solo { run_id, .. } => run_id,
+            Kind::StartAt(s) => &s.run_id,
+            Kind::Coordinated(c) => &c.run_id,
         }
     }
 
-    /// The prompt salt when the shards share one.
-    pub fn salt(&self) -> Option<u64> {
+    /// The run's prompt salt: the one the shards share, or a lone run's own.
+    pub fn salt(&self) -> u64 {
         match &self.kind {
-            Kind::Solo => None,
-            Kind::StartAt(s) => Some(s.salt),
-            Kind::Coordinated(c) => Some(c.salt),
+            Kind::Solo { salt, .. } => *salt,
+            Kind::StartAt(s) => s.salt,
+            Kind::Coordinated(c) => c.salt,
         }
     }
 
-    pub fn is_sharded(&self) -> bool {
-        !matches!(self.kind, Kind::Solo)
+    fn is_sharded(&self) -> bool {
+        !matches!(self.kind, Kind::Solo { .. })
+    }
+
+    /// The name of the records file the run keeps in its output directory: always for a shard
+    /// (its records are its part of the merge), for a run alone when `keep` asks for it.
+    pub fn kept_records(&self, keep: bool) -> Option<String> {
+        (keep || self.is_sharded()).then(|| self.file_name(self.run_id(), "records.ndjson"))
     }
 
     fn part(&self) -> Part {
         match &self.kind {
-            Kind::Solo => Part::WHOLE,
+            Kind::Solo { .. } => Part::WHOLE,
             Kind::StartAt(s) => s.part,
             Kind::Coordinated(c) => c.part,
         }
@@ -258,7 +241,7 @@ impl Shard {
     pub fn stem(&self, stem: &str) -> String {
         match self.part() {
             Part::WHOLE if !self.is_sharded() => stem.to_string(),
-            p => format!("{stem}.shard{}of{}", p.index, p.count),
+            p => names::stem(stem, p.index, p.count),
         }
     }
 
@@ -270,7 +253,7 @@ impl Shard {
     /// Mark the run's description with this shard, and fix the plan every shard must share.
     pub fn attach(&self, info: &mut RunInfo, workload: &Workload) {
         let shard_info = match &self.kind {
-            Kind::Solo => return,
+            Kind::Solo { .. } => return,
             Kind::StartAt(s) => s.info.clone(),
             Kind::Coordinated(c) => c.info.clone(),
         };
@@ -295,7 +278,7 @@ impl Shard {
     /// is set up, see `schedule::run_level`), not the moment this process woke up.
     pub async fn start_level(&self, level: &str) -> Result<LevelStart, String> {
         match &self.kind {
-            Kind::Solo => {
+            Kind::Solo { .. } => {
                 // Taken together, so that `started + start_offset` places every request.
                 let (started, at) = (Stamp::now(), Instant::now());
                 Ok(LevelStart { started, at, shard: LevelShard::whole() })
@@ -312,185 +295,34 @@ impl Shard {
                 let at = clock::to_monotonic(s.at);
                 Ok(LevelStart { started: Stamp(s.at), at, shard: LevelShard { part: s.part, ..LevelShard::whole() } })
             }
-            Kind::Coordinated(c) => match self.start_coordinated(c, level).await {
-                Ok(start) => Ok(start),
-                Err(e) => Err(c.fail(e).await),
-            },
+            Kind::Coordinated(c) => {
+                let (wall, at, warm_up) = c.start(level).await?;
+                Ok(LevelStart { started: Stamp(wall), at, shard: LevelShard { part: c.part, warm_up } })
+            }
         }
     }
 
-    async fn start_coordinated(&self, c: &Coordinated, level: &str) -> Result<LevelStart, String> {
-        if let Some(failure) = c.link.failed() {
-            return Err(failure);
-        }
-        // Registered before saying ready: shard 0's warm-up can end as soon as the level starts.
-        let warm_up = if c.part.index == 0 {
-            let (tx, rx) = oneshot::channel();
-            let (link, level) = (c.link.clone(), level.to_string());
-            tokio::spawn(async move {
-                if rx.await.is_ok() {
-                    let _ = link.send(&Msg::WarmUpDone { level }).await;
-                }
-            });
-            WarmUpSync::Lead(tx)
-        } else {
-            WarmUpSync::Follow(c.link.follow(level))
-        };
-        let plan = c.plan.lock().map(|p| p.clone()).unwrap_or_default();
-        c.link
-            .send(&Msg::Ready {
-                level: level.to_string(),
-                plan,
-                round_trip_ns: c.offset.round_trip_ns,
-                uncertainty_ns: c.offset.uncertainty_ns,
-            })
-            .await?;
-        let what = format!("the start of level {level}");
-        let at_unix_ns = match c.link.next(&what, c.barrier_timeout + BARRIER_MARGIN).await? {
-            Msg::Start { level: l, at_unix_ns } if l == level => at_unix_ns,
-            other => return Err(format!("the coordinator sent {} instead of {what}", kind(&other))),
-        };
-        let wall = clock::to_local_wall(at_unix_ns, Some(c.offset));
-        // The coordinator never picks an instant further ahead than its slack allows: one that
-        // is would hold this shard (and skew the run) for no reason.
-        let ahead = wall.duration_since(SystemTime::now()).unwrap_or_default();
-        if ahead > clock::MAX_START_LEAD {
-            return Err(format!(
-                "shard {}: the coordinator set the start of level {level} {:.3} s ahead, more than the {} a start instant may lie ahead; refusing it",
-                c.part.index,
-                ahead.as_secs_f64(),
-                humantime::format_duration(clock::MAX_START_LEAD)
-            ));
-        }
-        let at = clock::to_monotonic(wall);
-        let now = Instant::now();
-        if at < now {
-            eprintln!(
-                "warning: shard {}: the start of level {level} arrived {:.3} ms after the agreed instant; this shard starts late (its lag shows in the records)",
-                c.part.index,
-                (now - at).as_secs_f64() * 1e3
-            );
-        }
-        Ok(LevelStart { started: Stamp(wall), at, shard: LevelShard { part: c.part, warm_up } })
-    }
-
-    /// After a level's records are all in the local records file: send them to the coordinator.
-    /// An interrupted level (Ctrl-C, SIGTERM, or an abort from the coordinator) ends the run on
-    /// every shard.
-    pub async fn finish_level(&self, level: &str, records: &RecordSink, interrupted: bool) -> Result<(), String> {
-        let Kind::Coordinated(c) = &self.kind else { return Ok(()) };
-        let sent = async {
-            if let Some(failure) = c.link.failed() {
-                return Err(failure);
-            }
-            if interrupted {
-                c.interrupted.store(true, Ordering::Relaxed);
-                let reason = format!("shard {} was interrupted (Ctrl-C or SIGTERM) during level {level}", c.part.index);
-                let _ = c.link.send(&Msg::Failed { reason: reason.clone() }).await;
-                return Err(format!("{reason}; the other shards are stopped too"));
-            }
-            records.sync().await?;
-            let path = records.path().to_path_buf();
-            let from = c.sent.load(Ordering::Relaxed);
-            let (len, lines, sha256) = count_lines(path.clone(), from).await?;
-            c.link.send_records(level, path, from, len - from, lines, sha256).await?;
-            let limit = Duration::from_secs(60) + Duration::from_secs((len - from) / 1_000_000);
-            match c.link.next("records receipt", limit).await? {
-                Msg::RecordsOk { level: l } if l == level => {}
-                other => {
-                    return Err(format!(
-                        "the coordinator sent {} instead of a receipt for level {level}",
-                        kind(&other)
-                    ));
-                }
-            }
-            c.sent.store(len, Ordering::Relaxed);
-            Ok(())
-        };
-        match sent.await {
-            Ok(()) => Ok(()),
-            Err(e) => Err(c.fail(e).await),
+    /// After a level's records are all in the local records file: hand them over to the
+    /// coordinator (nothing to do for a run alone or started at an instant). An interrupted level
+    /// ends a coordinated run on every shard.
+    pub async fn hand_over(&self, level: &str, records: &RecordSink, interrupted: bool) -> Result<(), String> {
+        match &self.kind {
+            Kind::Coordinated(c) => c.hand_over(level, records, interrupted).await,
+            Kind::Solo { .. } | Kind::StartAt(_) => Ok(()),
         }
     }
 
     /// The end of the run: every shard finished (and shard 0 merged), or the reason it failed.
     pub async fn finish(&self) -> Result<(), String> {
-        let Kind::Coordinated(c) = &self.kind else { return Ok(()) };
-        let done = async {
-            c.link.send(&Msg::Finished).await?;
-            // Every shard finishing is a barrier; the merge after it is bounded by liveness alone.
-            let mut limit = c.barrier_timeout + BARRIER_MARGIN;
-            loop {
-                match c.link.next("end of the run", limit).await? {
-                    Msg::Merging => limit = LIVENESS_ONLY,
-                    Msg::Done { merged } => return Ok(protocol::printable(&merged)),
-                    other => {
-                        return Err(format!("the coordinator sent {} instead of the end of the run", kind(&other)));
-                    }
-                }
-            }
-        };
-        let merged = match done.await {
-            Ok(merged) => merged,
-            Err(e) => return Err(c.fail(e).await),
-        };
-        c.link.mark_done();
-        if let Some(coordinator) = c.coordinator.lock().await.take() {
-            coordinator.finish(Duration::from_secs(60)).await?;
+        match &self.kind {
+            Kind::Coordinated(c) => c.finish().await,
+            Kind::Solo { .. } | Kind::StartAt(_) => Ok(()),
         }
-        println!("shards: {merged}");
-        Ok(())
     }
 }
 
-impl Coordinated {
-    /// Tell the coordinator this shard stopped (unless the run already failed), and on shard 0,
-    /// let the coordinator finish telling the others before this process ends.
-    async fn fail(&self, e: String) -> String {
-        if self.link.failed().is_none() {
-            self.link.send_flushed(&Msg::Failed { reason: e.clone() }, LAST_WORD).await;
-        }
-        if let Some(coordinator) = self.coordinator.lock().await.take() {
-            if let Err(verdict) = coordinator.finish(Duration::from_secs(3)).await {
-                if !self.interrupted.load(Ordering::Relaxed) && verdict != e {
-                    return format!("{e} (coordinator: {verdict})");
-                }
-            }
-        }
-        e
-    }
-}
-
-/// The records file's length, and the lines in `from..length` and their SHA-256.
-async fn count_lines(path: PathBuf, from: u64) -> Result<(u64, u64, String), String> {
-    tokio::task::spawn_blocking(move || {
-        use std::io::{Read, Seek};
-        let mut file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
-        file.seek(std::io::SeekFrom::Start(from)).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut reader = std::io::BufReader::with_capacity(1 << 20, file.take(len.saturating_sub(from)));
-        let mut buf = vec![0u8; 1 << 20];
-        let (mut lines, mut last) = (0u64, b'\n');
-        let mut digest = auth::Digest::default();
-        loop {
-            let n = reader.read(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
-            if n == 0 {
-                break;
-            }
-            lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
-            last = buf[n - 1];
-            digest.update(&buf[..n]);
-        }
-        if last != b'\n' {
-            return Err(format!("{}: ends in the middle of a line", path.display()));
-        }
-        Ok((len, lines, digest.finish()))
-    })
-    .await
-    .map_err(|e| format!("counting records: {e}"))?
-}
-
-/// `anvil-<UTC time>-<4 hex>`, the run ids' format.
+/// `anvil-<UTC time>-<4 hex>`, the run ids' format (`is_run_id`): sortable, and unique even for
+/// runs started in the same second.
 fn run_id(at: SystemTime, tag: u16) -> String {
     let iso = Stamp(at).iso().replace(['-', ':'], "");
     format!("anvil-{}Z-{tag:04x}", iso.trim_end_matches('Z'))
@@ -502,8 +334,10 @@ mod tests {
 
     #[test]
     fn file_names_carry_the_shard() {
-        let solo = Shard { kind: Kind::Solo };
+        let solo = Shard { kind: Kind::Solo { run_id: "r".into(), salt: 1 } };
         assert_eq!(solo.file_name("anvil-x-c4", "json"), "anvil-x-c4.json");
+        assert_eq!(solo.kept_records(false), None);
+        assert_eq!(solo.kept_records(true).as_deref(), Some("r.records.ndjson"));
         let info = ShardInfo {
             index: 2,
             count: 4,
@@ -518,8 +352,10 @@ mod tests {
             kind: Kind::StartAt(Box::new(StartAt { part, at: SystemTime::now(), run_id: "r".into(), salt: 1, info })),
         };
         assert_eq!(sharded.file_name("anvil-x-c4", "json"), "anvil-x-c4.shard2of4.json");
-        assert_eq!(sharded.file_name("r", "records.ndjson"), records_file_name("r", 2, 4));
+        assert_eq!(sharded.file_name("r", "records.ndjson"), names::records_file_name("r", 2, 4));
         assert_eq!(sharded.share(10), 2);
+        // A shard keeps its records whatever the scenario says: they are its part of the merge.
+        assert_eq!(sharded.kept_records(false), Some(names::records_file_name("r", 2, 4)));
     }
 
     #[test]

@@ -1,75 +1,22 @@
 //! What a level's records say about its conversations, computed from the per-request records
-//! alone (so `summarize` can recompute it from a records file): latency by turn index (turn 1
-//! cold, later turns warm), the expected reusable prefix against the server's cached tokens (a
+//! alone (so a rebuild recomputes it from a records file): latency by turn index (turn 1 cold,
+//! later turns warm), the expected reusable prefix against the server's cached tokens (a
 //! cache-effectiveness ratio, per turn and overall), per-session duration and turns, session
 //! goodput (the share of sessions whose every turn met the `[slo]`), per-backend latency and
-//! whether sessions stayed on one backend, and cross-session contamination.
+//! whether sessions stayed on one backend, and cross-session contamination. The result is the
+//! level summary's `SessionSummary`.
 //!
-//! Records without a `session` are ignored; percentiles are nearest-rank over exact values, over
-//! performance-eligible records, like the level's own summaries.
+//! Records without a `session` are ignored; statistics are the level's own (`stats::Summary`:
+//! nearest-rank percentiles over exact values), over performance-eligible records.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use crate::aggregate::sample::Sample;
-use crate::aggregate::slo::meets_request_slos;
-use crate::contract::nearest_rank;
+use super::sample::Sample;
+use super::slo::meets_request_slos;
+use super::stats::Summary;
+use super::summary::{BackendSummary, CacheEffectiveness, SessionGoodput, SessionSummary, SessionTotals, TurnSummary};
 use crate::record::{FailureRecord, RequestTiming};
 use crate::scenario::Slo;
-
-/// Nearest-rank statistics of one quantity.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Stats {
-    pub samples: u64,
-    pub mean: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub max: f64,
-}
-
-impl Stats {
-    pub fn of(mut values: Vec<f64>) -> Option<Stats> {
-        if values.is_empty() {
-            return None;
-        }
-        values.sort_by(f64::total_cmp);
-        Some(Stats {
-            samples: values.len() as u64,
-            mean: values.iter().sum::<f64>() / values.len() as f64,
-            p50: nearest_rank(&values, 50),
-            p90: nearest_rank(&values, 90),
-            p99: nearest_rank(&values, 99),
-            max: values[values.len() - 1],
-        })
-    }
-}
-
-/// One turn index across every conversation of the level.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TurnSummary {
-    pub turn: u32,
-    /// Completed requests of this turn index (eligible or not), and failed ones.
-    pub completed: u64,
-    pub failed: u64,
-    pub ttft_ms: Option<Stats>,
-    pub tpot_ms: Option<Stats>,
-    pub e2e_ms: Option<Stats>,
-    pub prompt_tokens: Option<Stats>,
-    pub cache: CacheEffectiveness,
-}
-
-/// The prefix the client expected a cache to hold, against what the server reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct CacheEffectiveness {
-    /// Records with both an expectation and a server count.
-    pub samples: u64,
-    pub expected_cached_tokens: u64,
-    pub cached_tokens: u64,
-    /// `cached_tokens / expected_cached_tokens`; `None` when nothing was expected.
-    pub ratio: Option<f64>,
-}
 
 impl CacheEffectiveness {
     fn add(&mut self, r: &RequestTiming) {
@@ -87,53 +34,8 @@ impl CacheEffectiveness {
     }
 }
 
-/// Conversations as wholes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SessionTotals {
-    pub sessions: u64,
-    /// Sessions none of whose requests failed.
-    pub without_failures: u64,
-    /// From the first turn's start to the last turn's end, per session.
-    pub duration_ms: Option<Stats>,
-    /// Requests (turns) per session, completed or failed.
-    pub turns: Option<Stats>,
-}
-
-/// Sessions whose every turn completed, passed its checks and met every per-request objective.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SessionGoodput {
-    pub sessions: u64,
-    pub good_sessions: u64,
-    pub ratio: f64,
-}
-
-/// Requests served by one backend (from the configured backend header).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BackendSummary {
-    pub backend: String,
-    pub completed: u64,
-    pub failed: u64,
-    pub ttft_ms: Option<Stats>,
-    pub e2e_ms: Option<Stats>,
-}
-
-/// Everything about a level's conversations.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SessionSummary {
-    pub by_turn: Vec<TurnSummary>,
-    pub cache: CacheEffectiveness,
-    pub totals: SessionTotals,
-    /// `None` without `[slo]` objectives.
-    pub goodput: Option<SessionGoodput>,
-    pub backends: Vec<BackendSummary>,
-    /// Sessions whose requests all named one backend, of those with any backend recorded.
-    pub sessions_on_one_backend: Option<(u64, u64)>,
-    /// Responses holding a marker of another session.
-    pub cross_session_contaminated: u64,
-}
-
 /// The summary of a level's conversations; `None` when no record belongs to one.
-pub fn summarize(records: &[RequestTiming], failures: &[FailureRecord], slo: &Slo) -> Option<SessionSummary> {
+pub fn summarise(records: &[RequestTiming], failures: &[FailureRecord], slo: &Slo) -> Option<SessionSummary> {
     let records: Vec<&RequestTiming> = records.iter().filter(|r| r.replay.session.is_some()).collect();
     let failures: Vec<&FailureRecord> = failures.iter().filter(|f| f.replay.session.is_some()).collect();
     if records.is_empty() && failures.is_empty() {
@@ -179,10 +81,10 @@ fn by_turn(records: &[&RequestTiming], failures: &[&FailureRecord]) -> Vec<TurnS
                 turn,
                 completed: rs.len() as u64,
                 failed,
-                ttft_ms: Stats::of(ok.iter().filter_map(|r| r.ttft_ms).collect()),
-                tpot_ms: Stats::of(ok.iter().filter_map(|r| r.tpot_ms).collect()),
-                e2e_ms: Stats::of(ok.iter().map(|r| r.e2e_ms).collect()),
-                prompt_tokens: Stats::of(ok.iter().filter_map(|r| r.prompt_tokens.map(|p| p as f64)).collect()),
+                ttft_ms: Summary::of(ok.iter().filter_map(|r| r.ttft_ms).collect()),
+                tpot_ms: Summary::of(ok.iter().filter_map(|r| r.tpot_ms).collect()),
+                e2e_ms: Summary::of(ok.iter().map(|r| r.e2e_ms).collect()),
+                prompt_tokens: Summary::of(ok.iter().filter_map(|r| r.prompt_tokens.map(|p| p as f64)).collect()),
                 cache: cache.finish(),
             }
         })
@@ -213,8 +115,8 @@ fn totals(records: &[&RequestTiming], failures: &[&FailureRecord]) -> SessionTot
     SessionTotals {
         sessions: spans.len() as u64,
         without_failures: spans.values().filter(|s| s.3 == 0).count() as u64,
-        duration_ms: Stats::of(spans.values().map(|s| s.1 - s.0).collect()),
-        turns: Stats::of(spans.values().map(|s| s.2 as f64).collect()),
+        duration_ms: Summary::of(spans.values().map(|s| s.1 - s.0).collect()),
+        turns: Summary::of(spans.values().map(|s| s.2 as f64).collect()),
     }
 }
 
@@ -259,8 +161,8 @@ fn backends(records: &[&RequestTiming], failures: &[&FailureRecord]) -> Vec<Back
                 backend: backend.to_string(),
                 completed: rs.len() as u64,
                 failed,
-                ttft_ms: Stats::of(ok.iter().filter_map(|r| r.ttft_ms).collect()),
-                e2e_ms: Stats::of(ok.iter().map(|r| r.e2e_ms).collect()),
+                ttft_ms: Summary::of(ok.iter().filter_map(|r| r.ttft_ms).collect()),
+                e2e_ms: Summary::of(ok.iter().map(|r| r.e2e_ms).collect()),
             }
         })
         .collect()

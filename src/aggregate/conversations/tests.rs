@@ -115,22 +115,22 @@ fn turns_cache_and_sessions() {
         record(r("b", 1, 10, 280, 390, 0, 0)),
         record(r("b", 2, 450, 40, 140, 1000, 1000)),
     ];
-    let s = summarize(&records, &[], &Slo::default()).unwrap();
+    let s = summarise(&records, &[], &Slo::default()).unwrap();
     assert_eq!(s.by_turn.iter().map(|t| (t.turn, t.completed)).collect::<Vec<_>>(), vec![(1, 2), (2, 2), (3, 1)]);
-    let t1 = s.by_turn[0].ttft_ms.unwrap();
-    let t2 = s.by_turn[1].ttft_ms.unwrap();
-    assert_eq!((t1.p50, t1.max, t1.mean), (280.0, 300.0, 290.0));
-    assert!(t2.max < t1.p50, "later turns are warm");
+    let t1 = s.by_turn[0].ttft_ms.clone().unwrap();
+    let t2 = s.by_turn[1].ttft_ms.clone().unwrap();
+    assert_eq!((t1.stat(Stat::P50), t1.max, t1.mean), (280.0, 300.0, 290.0));
+    assert!(t2.max < t1.stat(Stat::P50), "later turns are warm");
     assert_eq!(s.by_turn[1].cache.ratio, Some(1990.0 / 2000.0));
     assert_eq!(s.by_turn[0].cache.ratio, None, "nothing expected of first turns");
     assert_eq!((s.cache.expected_cached_tokens, s.cache.cached_tokens), (4000, 3890));
     assert_eq!(s.totals.sessions, 2);
     // Session a: 0 → 700 + 100; session b: 10 → 450 + 140.
-    let d = s.totals.duration_ms.unwrap();
-    assert_eq!((d.p50, d.max), (580.0, 800.0));
-    assert_eq!((s.totals.turns.unwrap().max, s.totals.without_failures), (3.0, 2));
+    let d = s.totals.duration_ms.clone().unwrap();
+    assert_eq!((d.stat(Stat::P50), d.max), (580.0, 800.0));
+    assert_eq!((s.totals.turns.as_ref().unwrap().max, s.totals.without_failures), (3.0, 2));
     assert!(s.goodput.is_none() && s.backends.is_empty() && s.sessions_on_one_backend.is_none());
-    assert!(summarize(&[], &[], &Slo::default()).is_none());
+    assert!(summarise(&[], &[], &Slo::default()).is_none());
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn goodput_needs_every_turn_to_pass() {
         record(r("c", 1, 0, 50, 60, 0, 0)),
     ];
     let failures = vec![failure("c", 2, 100)];
-    let g = summarize(&records, &failures, &slo).unwrap().goodput.unwrap();
+    let g = summarise(&records, &failures, &slo).unwrap().goodput.unwrap();
     assert_eq!((g.sessions, g.good_sessions), (3, 1));
 }
 
@@ -165,7 +165,7 @@ fn backends_and_contamination() {
     b.cross = 1;
     let records = vec![record(a), record(a2), record(b)];
     let failures = vec![failure("b", 2, 40)];
-    let s = summarize(&records, &failures, &Slo::default()).unwrap();
+    let s = summarise(&records, &failures, &Slo::default()).unwrap();
     assert_eq!(
         s.backends.iter().map(|b| (b.backend.as_str(), b.completed, b.failed)).collect::<Vec<_>>(),
         vec![("b1", 2, 1), ("b2", 1, 0)]

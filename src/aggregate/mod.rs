@@ -6,7 +6,7 @@
 //! interval snapshots. "All done" is the channel closing when the last worker drops its sender.
 //! `finish_level` then turns a level's samples and records into its typed `LevelSummary` — the
 //! only place numbers are computed, whether the level was just run, rebuilt from its records
-//! file or merged from a sharded run's; the renderers (`artifact`, `report`) read its fields.
+//! file or merged from a sharded run's; the renderers (`artifact`, `console`) read its fields.
 
 mod collected;
 pub mod conversations;

@@ -2,7 +2,7 @@
 //! `timing_methodology.distributions` says: mean, sample standard deviation, normal-approximation
 //! 95 % confidence interval of the mean, min, nearest-rank p25…p99 (the rule is the contract's:
 //! `contract::nearest_rank`), max. The distribution-free interval of a percentile
-//! ([`quantile_ci`]), which `compare` and `report` use, is here too.
+//! ([`quantile_ci`]), which `compare` and `console` use, is here too.
 
 use serde::Serialize;
 

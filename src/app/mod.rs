@@ -14,11 +14,11 @@ use crate::aggregate::warnings::Warning;
 use crate::aggregate::{self, LevelInput, LevelSink, Origin};
 use crate::artifact;
 use crate::cli::{Cli, Command, MergeArgs, RunArgs, SummarizeArgs, exit};
+use crate::console::{self, Progress, SweepRow};
 use crate::rebuild::{self, Notice, RebuildError, Rebuilt};
 use crate::record::file::{self as records, RecordLine};
 use crate::record::writer::{self, RecordSink};
 use crate::record::{RunInfo, Stamp};
-use crate::report::{self, Progress, SweepRow};
 use crate::scenario::{LevelPacing, Pacing, Scenario, ScenarioError};
 use crate::schedule::lateness::LatenessProbe;
 use crate::schedule::{self, LevelPlan, RunControl};
@@ -163,8 +163,8 @@ fn print_rebuilt(notices: &[Notice], rebuilt: Rebuilt) -> Rebuilt {
         eprintln!("{notice}");
     }
     for level in &rebuilt.levels {
-        print!("{}", report::level_summary(&level.summary, rebuilt.info(level)));
-        report::print_warnings(&level.summary.warnings);
+        print!("{}", console::level_summary(&level.summary, rebuilt.info(level)));
+        console::print_warnings(&level.summary.warnings);
         println!("artifact: {}", level.artifact.display());
     }
     for path in &rebuilt.files {
@@ -345,7 +345,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         return Ok(exit::ABORTED);
     }
     if !artifacts.iter().any(|(a, _)| a.completed > 0) {
-        report::print_warnings(&[Warning::NoSuccess]);
+        console::print_warnings(&[Warning::NoSuccess]);
         return Ok(exit::ABORTED);
     }
     if args.strict {
@@ -490,7 +490,7 @@ impl Session<'_> {
                     }
                 }
                 if !self.args.quiet {
-                    print!("{}", report::search_table(&search));
+                    print!("{}", console::search_table(&search));
                 }
                 let trace =
                     serde_json::json!({ "schema": "anvil-load.search/v1", "run_id": self.run_id, "search": search });
@@ -500,7 +500,7 @@ impl Session<'_> {
         if artifacts.len() > 1 {
             let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
             if !self.args.quiet {
-                print!("{}", report::sweep_table(&rows));
+                print!("{}", console::sweep_table(&rows));
             }
             let summary = serde_json::json!({ "schema": "anvil-load.sweep/v1", "run_id": self.run_id, "levels": rows });
             let name = format!("{}-sweep.json", self.shard.stem(&self.run_id));
@@ -615,9 +615,9 @@ impl Session<'_> {
         let artifact = artifact::build(&self.info, &summary, self.records.path());
         let path = write(&self.args.out, &format!("{stem}.json"), &artifact)?;
         if !self.args.quiet {
-            print!("{}", report::level_summary(&summary, &self.info));
+            print!("{}", console::level_summary(&summary, &self.info));
         }
-        report::print_warnings(&summary.warnings);
+        console::print_warnings(&summary.warnings);
         self.shard.hand_over(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;
         Ok((summary, path))
     }

@@ -10,10 +10,10 @@ use serde_json::Value;
 
 use super::AppError;
 use crate::cli::exit;
+use crate::console;
 use crate::record::redact::redact_url;
 use crate::record::run_info::ModelNotListed;
 use crate::record::{ProbeResult, SizingRecord};
-use crate::report;
 use crate::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode};
 use crate::schedule::RunControl;
 use crate::sys;
@@ -105,7 +105,7 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Opt
             // with invalid size") or hangs; every request of the run would do the same.
             let h2_problem = match failed {
                 Ok(Err(e)) => secrets.message(&error_chain(&e.without_url())),
-                _ => format!("no answer within {}", report::fmt_duration(limit)),
+                _ => format!("no answer within {}", console::fmt_duration(limit)),
             };
             return Err(match get(false).await? {
                 Ok(Ok(resp)) => AppError::BadInput(format!(
@@ -195,8 +195,8 @@ fn unreachable(shown: &str, e: &reqwest::Error) -> AppError {
 fn hung(shown: &str, shown_url: &str, limit: Duration) -> AppError {
     AppError::Aborted(format!(
         "the server at {shown} accepted the connection, but GET {shown_url} did not answer within {} (client.connect_timeout + {}); it may be stuck or overloaded. Check the server; if its /models is merely slow, raise client.connect_timeout",
-        report::fmt_duration(limit),
-        report::fmt_duration(PREFLIGHT_ANSWER)
+        console::fmt_duration(limit),
+        console::fmt_duration(PREFLIGHT_ANSWER)
     ))
 }
 
@@ -213,7 +213,7 @@ pub(super) fn watch_signals(control: RunControl, grace: Duration, records: Recor
         signals.next().await;
         eprintln!(
             "\nstopping: no new requests; in-flight requests get {} to finish (signal again to cut them now)",
-            report::fmt_duration(grace)
+            console::fmt_duration(grace)
         );
         control.stop_issuing.cancel();
         let cut = control.cut_in_flight.clone();

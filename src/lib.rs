@@ -6,6 +6,7 @@
 //!
 //! The ground floor: words every stage uses:
 //! - `contract`: the contract's vocabulary: error kinds, metrics, statistics, totals, SLO objectives.
+//! - `redact`: credentials and query values out of every URL the tool writes.
 //! - `sys`: the few system calls (file limits, CPU time, input files); `unsafe` is denied elsewhere.
 //! - `mock`: the simulator, a crate of its own (`anvil_sim`), under the name it has always had here.
 //!
@@ -48,6 +49,7 @@
 
 // The ground floor: words every stage uses.
 pub mod contract;
+pub mod redact;
 pub mod sys;
 pub use anvil_sim as mock;
 

@@ -33,7 +33,7 @@ fn main() -> ExitCode {
         Ok(Err(e)) => {
             // One URL redaction for everything written: an error that quotes a URL (the
             // scenario's, a library's) never shows its credentials or query values.
-            eprintln!("error: {}", anvil_load::record::redact::redact_urls_in(&e.to_string()));
+            eprintln!("error: {}", anvil_load::redact::redact_urls_in(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
         // A panic is a bug: it ends the program as it would have on this thread.

@@ -10,12 +10,10 @@ use std::path::Path;
 
 /// Imports of a later stage still in the tree: `(from, to, why)`.
 const LATER_STAGE_IMPORTS: &[(&str, &str, &str)] = &[
-    ("scenario", "record", "URL redaction lives in record::redact; it belongs below the plan"),
     ("workload", "openai", "prompts are built as the wire's message types"),
     ("workload", "record", "canary results are record types the plan's checks fill in"),
     ("workload", "worker", "the run's secrets (worker::Secrets) travel with a conversation"),
     ("worker", "record", "a request's outcome is a record type (record holds both words and files)"),
-    ("server_metrics", "record", "scrapes are stamped with record::Stamp and URLs redacted by record::redact"),
 ];
 
 /// `lib.rs`'s list of modules (its crate doc) in order, each with its stage (0 = the ground

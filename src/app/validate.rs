@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::{AppError, scenario_path};
 use crate::cli::{RunArgs, exit};
-use crate::record::redact::{redact_url, redact_urls_in};
+use crate::redact::{redact_url, redact_urls_in};
 use crate::scenario::bounds::{fmt_duration, fmt_number};
 use crate::scenario::{
     Api, Arrival, Bound, Endpoint, MetricsEndpoint, Pacing, Phase, PromptCache, PromptEncoding, PromptSource, Scenario,

@@ -8,6 +8,7 @@
 //! - [`Total`]: every other key of that map (totals, rates, counts).
 //! - [`Objective`]: what an `[slo]` key names, read once when the scenario is validated.
 //! - [`Worse`]: which way a number gets worse, for objectives' bounds and `compare`'s verdicts.
+//! - [`Stamp`]: a wall-clock instant as the artifact and the records write it.
 //!
 //! This module imports nothing from the rest of the crate: the scenario, the worker, the records,
 //! the summary, the artifact and the commands that read artifacts all take their words from here,
@@ -16,11 +17,13 @@
 mod error_kind;
 mod metric;
 mod objective;
+mod stamp;
 mod total;
 
 pub use error_kind::ErrorKind;
 pub use metric::{Metric, Stat, metric_key, nearest_rank, nearest_rank_position};
 pub use objective::Objective;
+pub use stamp::Stamp;
 pub use total::Total;
 
 /// Which way a number gets worse.

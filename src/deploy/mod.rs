@@ -267,7 +267,7 @@ fn check_url(what: &str, url: &str) -> Result<(), String> {
     if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return Err(format!("{what}: the URL holds a control character or a space; write it without"));
     }
-    let clean = crate::record::redact::redact_url(url);
+    let clean = crate::redact::redact_url(url);
     if clean != url {
         return Err(format!(
             "{what} {clean}: the URL carries credentials (user:password@ or a secret query value), which the manifests would show to anyone who can read the Job or the ConfigMap; give the URL without them and the key through target.api_key_env (filled from a Secret)"

@@ -5,8 +5,8 @@
 //! `failures[]`, `dropped[]`) and decides phases and exclusions, once, from plain facts; `file`
 //! keeps them in the append-only records file; `run_info` is the run's fixed description (the
 //! file's first line); `level` is what a level's pacing knew; `shard` says which shard of a split
-//! run it was; `checks` holds the canary and controlled-output results; `redact` takes
-//! credentials out of URLs; `integrity` tallies what each level wrote and checks that a file
+//! run it was; `checks` holds the canary and controlled-output results; `integrity`
+//! tallies what each level wrote and checks that a file
 //! still holds it. Nothing here computes a summary.
 
 pub mod checks;
@@ -16,21 +16,19 @@ pub mod gaps;
 pub mod integrity;
 pub mod level;
 pub mod outcome;
-pub mod redact;
 pub mod replay;
 pub mod run_info;
 pub mod shard;
 pub mod timing;
 pub mod writer;
 
+pub use crate::contract::Stamp;
 pub use checks::{CanaryCheck, CanaryFailure, ControlledOutput, UsageSetAside, canary_failure_counts, usage_plausible};
 pub use client::ClientLoad;
 pub use gaps::GapSketch;
 pub use level::{Dispatch, Issued, LevelPacing};
 pub use outcome::{Completed, Dropped, Failed, Outcome, TokenSource};
 pub use replay::ReplayFacts;
-pub use run_info::{
-    ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, Stamp, fingerprint,
-};
+pub use run_info::{ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, fingerprint};
 pub use shard::{ShardInfo, ShardPart, ShardsBlock};
 pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};

@@ -3,14 +3,12 @@
 //! first line of the records file, so `anvil-load summarize` rebuilds the same artifacts from the
 //! records alone.
 
-use std::time::SystemTime;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::level::Issued;
-use super::redact::{REDACTED, redact_url};
 use super::timing::{Exclusions, ms};
+use crate::redact::{REDACTED, redact_url};
 use crate::scenario::{Api, ControlledOutputPolicy, Endpoint, Phase, ReasoningEffort, Scenario, Slo, ThinkingMode};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -292,25 +290,6 @@ impl SizingRecord {
     /// is still off needs another explanation (prompts of a shape the probes did not have).
     pub fn calibration_would_help(&self) -> bool {
         self.mode == "estimate" || self.fallback_reason.is_some()
-    }
-}
-
-/// A wall-clock instant as the artifact writes it: ISO label (seconds) and Unix nanoseconds.
-#[derive(Debug, Clone, Copy)]
-pub struct Stamp(pub SystemTime);
-
-impl Stamp {
-    pub fn now() -> Self {
-        Stamp(SystemTime::now())
-    }
-    pub fn from_unix_ns(ns: u64) -> Self {
-        Stamp(SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(ns))
-    }
-    pub fn iso(self) -> String {
-        humantime::format_rfc3339_seconds(self.0).to_string()
-    }
-    pub fn unix_ns(self) -> u64 {
-        self.0.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
     }
 }
 

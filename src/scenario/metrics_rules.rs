@@ -67,7 +67,7 @@ fn metrics_url(c: &Checker, text: &str) -> Result<String, ScenarioError> {
     super::url_rules::check(text).map_err(|problem| c.err("target.metrics_url", problem, super::url_rules::FIX))?;
     let fix = "write it like \"http://127.0.0.1:8000/metrics\"";
     let url = reqwest::Url::parse(text).map_err(|e| {
-        c.err("target.metrics_url", format!("{:?} is not a URL ({e})", crate::record::redact::redact_url(text)), fix)
+        c.err("target.metrics_url", format!("{:?} is not a URL ({e})", crate::redact::redact_url(text)), fix)
     })?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(c.err("target.metrics_url", format!("{:?} is not an http:// or https:// URL", url.scheme()), fix));

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::bounds::humantime_serde;
-use crate::record::redact::redact_url;
+use crate::redact::redact_url;
 
 /// `[target]`: the server under test and how to speak to it.
 #[derive(Debug, Clone, Serialize)]

@@ -68,9 +68,9 @@ pub fn resolve_url(endpoint: &MetricsEndpoint, base_url: &str) -> Result<String,
 }
 
 /// A URL fit for files and messages: the one redaction of every URL written
-/// (`record::redact::redact_url`: no user-info, no query value).
+/// (`redact::redact_url`: no user-info, no query value).
 pub fn display_url(url: &str) -> String {
-    crate::record::redact::redact_url(url)
+    crate::redact::redact_url(url)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use super::names::{Engine, Norm, normalise};
 use super::parse::parse;
 use super::raw::{RAW_BUDGET_BYTES, raw_series};
 use super::summary::{Accumulator, LevelServerMetrics, Phase};
-use crate::record::Stamp;
+use crate::contract::Stamp;
 use crate::worker::Secrets;
 
 /// One scrape may take this long, connecting included. A server too busy to answer its

@@ -8,7 +8,7 @@ use reqwest::header::{CONTENT_ENCODING, HeaderMap, LOCATION, RETRY_AFTER};
 
 use super::transport::SendError;
 use crate::contract::ErrorKind;
-use crate::record::redact::redact_url;
+use crate::redact::redact_url;
 
 /// Why a client could not be set up, naming the scenario key at fault. Validation refuses each of
 /// these first; the client checks again rather than trust that it did.

@@ -1,7 +1,7 @@
 //! The one sanitizer for every string that came from the server or the configuration and is
 //! written anywhere (artifact, records, the server-metrics file, the console): one line, bounded,
 //! without control, bidi or other invisible formatting characters, URLs redacted
-//! (`record::redact`), and never a secret of the run (the API key, the credentials and query
+//! (`redact`), and never a secret of the run (the API key, the credentials and query
 //! values of the base and metrics URLs, as written and percent-decoded), which a hostile server
 //! can echo in any field, header, model id or metric label.
 //!
@@ -13,7 +13,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::record::redact::{REDACTED, redact_urls_in, url_credentials};
+use crate::redact::{REDACTED, redact_urls_in, url_credentials};
 use crate::scenario::{ApiKey, Endpoint, MetricsEndpoint, Scenario};
 
 /// Longest failure message kept.

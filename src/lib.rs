@@ -8,6 +8,7 @@
 //! - `contract`: the contract's vocabulary: error kinds, metrics, statistics, totals, SLO objectives.
 //! - `redact`: credentials and query values out of every URL the tool writes.
 //! - `sys`: the few system calls (file limits, CPU time, input files); `unsafe` is denied elsewhere.
+//! - `text`: the words synthetic prompts are made of, and the built-in token estimate.
 //! - `mock`: the simulator, a crate of its own (`anvil_sim`), under the name it has always had here.
 //!
 //! The plan: what to send, and when:
@@ -15,18 +16,18 @@
 //! - `search`: the capacity search: which level to run next.
 //! - `session`: conversations, the plan side: shape, turns, history, turn canaries.
 //! - `trace`: trace files (timestamps and sizes) replayed as arrivals.
-//! - `workload`: prompts: synthetic text sized by calibration, datasets, canaries.
 //!
-//! The request side: one streamed request, timed:
+//! The request side: one request built, streamed, timed, checked and recorded:
 //! - `openai`: wire formats of the six APIs: requests, SSE streams, usage.
+//! - `record`: what a request produced and how it is kept: outcomes, records file, the run's description.
 //! - `server_metrics`: the server's own `/metrics`, scraped around and through each level.
 //! - `worker`: one request sent, streamed and timed to the byte; failures classified.
+//! - `workload`: the prompts a request carries (synthetic text sized by calibration, datasets, traces, conversations) and their canaries, checked against its answer.
 //!
-//! The results side: records → one summary per level → renderers:
+//! The results side: one summary per level, and its renderers:
 //! - `aggregate`: one task owning every sample: collects, then `finish_level` makes one typed summary.
 //! - `artifact`: the `anvil-serving.benchmark/v1` artifact: a pure mapping of the summary.
 //! - `console`: what the user sees during and after a run: progress, warnings, level summary, sweep table.
-//! - `record`: what one request produced and how it is kept: outcomes, records file, the run's description.
 //!
 //! Running a level:
 //! - `schedule`: pacing (closed and open loop, sessions, traces) and the workers it drives.
@@ -51,6 +52,7 @@
 pub mod contract;
 pub mod redact;
 pub mod sys;
+pub mod text;
 pub use anvil_sim as mock;
 
 // The plan: what to send, and when.
@@ -58,18 +60,18 @@ pub mod scenario;
 pub mod search;
 pub mod session;
 pub mod trace;
-pub mod workload;
 
-// The request side: one streamed request, timed.
+// The request side: one request built, streamed, timed, checked and recorded.
 pub mod openai;
+pub mod record;
 pub mod server_metrics;
 pub mod worker;
+pub mod workload;
 
-// The results side: records → one summary per level → renderers.
+// The results side: one summary per level, and its renderers.
 pub mod aggregate;
 pub mod artifact;
 pub mod console;
-pub mod record;
 
 // Running a level.
 pub mod schedule;

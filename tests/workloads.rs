@@ -77,7 +77,7 @@ fn build_tokenizer(path: &Path) {
     use tokenizers::pre_tokenizers::whitespace::Whitespace;
     let mut vocab: HashMap<String, u32> = HashMap::new();
     vocab.insert("[UNK]".into(), 0);
-    for w in anvil_load::workload::text::filler_words() {
+    for w in anvil_load::text::filler_words() {
         let next = vocab.len() as u32;
         vocab.entry((*w).to_string()).or_insert(next);
     }
@@ -397,7 +397,7 @@ async fn conversations_with_their_own_system_message_are_sized_as_the_server_cou
     // brings its own (as Qwen2.5's do): the calibration probes include it, these prompts do not.
     let server = MockServer::start(Profile { default_system_prompt_tokens: 40, ..fast() }).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let words = anvil_load::workload::text::filler_words();
+    let words = anvil_load::text::filler_words();
     let block =
         |offset: usize| (0..words.len()).map(|i| words[(i + offset) % words.len()]).collect::<Vec<_>>().join(" ");
     let mut lines = Vec::new();

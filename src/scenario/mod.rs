@@ -12,6 +12,7 @@
 mod api_rules;
 pub mod bounds;
 mod checker;
+mod dataset;
 mod load_rules;
 mod metrics_rules;
 mod overrides;

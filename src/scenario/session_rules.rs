@@ -207,7 +207,7 @@ pub(super) fn source(
                 }
             }
             let path = c.path(&k("dataset"), file);
-            let set = crate::workload::conversations::load(&path).map_err(|e| {
+            let set = crate::session::dataset::load(&path).map_err(|e| {
                 c.err(
                     &k("dataset"),
                     format!("{}: {e}", path.display()),

@@ -72,7 +72,7 @@ fn prompts(
         )),
         (Some(file), None) => {
             let path = c.path("workload.prompts", file);
-            let dataset = crate::workload::dataset::load(&path).map_err(|e| {
+            let dataset = super::dataset::load(&path).map_err(|e| {
                 c.err(
                     "workload.prompts",
                     format!("{}: {e}", path.display()),

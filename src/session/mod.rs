@@ -7,6 +7,7 @@
 //! `aggregate::conversations`; nothing here does I/O.
 
 pub mod canary;
+pub mod dataset;
 pub mod dist;
 pub mod plan;
 pub mod spec;

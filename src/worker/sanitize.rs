@@ -281,7 +281,7 @@ fn quotes_prompt(message: &str) -> bool {
     }
     let mut run = 0;
     for word in message.split_whitespace() {
-        if crate::workload::is_filler_word(word) {
+        if crate::text::is_filler_word(word) {
             run += 1;
             if run >= 6 {
                 return true;

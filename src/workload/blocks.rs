@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use rand::RngExt;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use super::text::{self, Stream};
+use crate::text::{self, Stream};
 
 /// The filler list grouped by byte length, and the stratified sequence of groups over one period
 /// (the list's length: after it every group has been taken exactly its size).

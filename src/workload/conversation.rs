@@ -28,7 +28,6 @@ use bytes::Bytes;
 
 use super::blocks::{block_rng, push_block};
 use super::exchange::{Exchange, Reply};
-use super::text::{self, Stream};
 use super::{EXTRA_MESSAGE_TOKENS, PreparedRequest, Workload, task_text};
 use crate::openai::{self, PromptBody};
 use crate::record::{Outcome, ReplayFacts};
@@ -36,6 +35,7 @@ use crate::scenario::ChatMessage;
 use crate::session::canary::{cross_session_markers, turn_marker};
 use crate::session::plan::{plan, session_id};
 use crate::session::{ConversationPlan, History, ReasoningHistory, SessionSpec};
+use crate::text::{self, Stream};
 
 /// Group `g`'s system prompt is tagged as index `GROUP_TAGS − g`: below the probes' tags (the
 /// top of the tag space), above any request or conversation number.

@@ -13,27 +13,24 @@ mod api_prompts;
 mod blocks;
 pub mod canary;
 mod conversation;
-pub mod conversations;
-pub mod dataset;
 pub mod exchange;
 mod probes;
 pub mod sizing;
-pub mod text;
 mod trace_prompt;
 
 use bytes::Bytes;
 use rand::RngExt;
 use rand::seq::SliceRandom;
 
+pub use crate::text::{estimate_tokens, is_filler_word};
 pub use canary::{CANARY_PREFIX, CanaryScan, canary_marker, check_canary, check_controlled_output};
 pub use conversation::Conversation;
 pub use sizing::Sizer;
-pub use text::{estimate_tokens, is_filler_word};
 
 use crate::openai::{self, PromptBody, RequestParams};
 use crate::record::ReplayFacts;
 use crate::scenario::{ChatMessage, ContextDistribution, Dataset, DatasetPrompt, PromptCache, PromptSource, Scenario};
-use text::Stream;
+use crate::text::{self, Stream};
 
 /// Template tokens each chat message beyond the first adds (role header, end of turn).
 const EXTRA_MESSAGE_TOKENS: f64 = 4.0;

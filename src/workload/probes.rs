@@ -11,12 +11,12 @@
 
 use bytes::Bytes;
 
-use super::text::{self, Stream};
 use super::{CANARY_PREFIX, TAG_SPACE, Workload, task_text};
 use crate::openai::{self, PromptBody};
 use crate::scenario::{Api, ChatMessage, DatasetPrompt, PromptSource};
 use crate::session::canary::turn_marker;
 use crate::session::plan::session_id;
+use crate::text::{self, Stream};
 
 impl Workload {
     /// Calibration probes: prompts built like real ones (header, filler, task) with `words`

@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn probe_sizes_are_whole_blocks_distinct_and_bounded() {
-        let block = crate::workload::text::filler_words().len();
+        let block = crate::text::filler_words().len();
         let large = probe_sizes(65_536, 262_144);
         assert_eq!(large.len(), 4);
         assert!(large.iter().all(|n| n % block == 0) && large[3] <= 4096 + block, "{large:?}");

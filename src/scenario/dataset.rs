@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::scenario::{ChatMessage, Dataset, DatasetFormat, DatasetPrompt};
+use super::{ChatMessage, Dataset, DatasetFormat, DatasetPrompt};
 
 /// Load a dataset; the format follows the extension (`.jsonl` → JSON Lines, otherwise the
 /// content decides: a JSON array is ShareGPT).

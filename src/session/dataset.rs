@@ -12,8 +12,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::text::estimate_tokens;
-use crate::session::{ConversationSet, DatasetConversation, DatasetTurn};
+use super::{ConversationSet, DatasetConversation, DatasetTurn};
+use crate::text::estimate_tokens;
 
 pub fn load(path: &Path) -> Result<ConversationSet, String> {
     let text = crate::sys::read_input_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;

@@ -24,5 +24,9 @@ mod tap;
 
 #[path = "engine/apis.rs"]
 mod apis;
+#[path = "engine/cache.rs"]
+mod cache;
 #[path = "engine/generate.rs"]
 mod generate;
+#[path = "engine/lifecycle.rs"]
+mod lifecycle;

@@ -50,6 +50,7 @@ pub struct Exchange {
     pub sent: SystemTime,
     pub method: String,
     pub path: String,
+    pub request_head: Head,
     pub body: Value,
     /// The answer's head and body (de-chunked); `None` when none arrived.
     pub status: Option<u16>,
@@ -140,7 +141,7 @@ impl Tap {
             assert!(Instant::now() < deadline, "connections through the tap still open 30 s after the run");
             std::thread::sleep(Duration::from_millis(20));
         }
-        let finished = std::mem::take(&mut *self.shared.finished.lock().expect("tap lock"));
+        let finished = self.shared.finished.lock().expect("tap lock");
         let mut out: Vec<Exchange> = finished.iter().flat_map(exchanges_of).collect();
         out.sort_by_key(|e| e.sent);
         out
@@ -252,6 +253,7 @@ fn exchanges_of(conn: &Connection) -> Vec<Exchange> {
             sent,
             method: head.start.first().cloned().unwrap_or_default(),
             path: head.start.get(1).cloned().unwrap_or_default(),
+            request_head: head,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
             status,
             response_head,

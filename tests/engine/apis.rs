@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::harness::{int, num, records, run, scenario, warning, warnings};
-use crate::server::{Kind, LlamaServer};
+use crate::server::{Kind, LlamaServer, MODEL};
 use crate::tap::{Exchange, Tap};
 
 /// The streamed requests the engine answered, in order; unanswered sends (on connections the
@@ -192,5 +192,58 @@ fn embeddings_and_rerank_counts_and_shapes_are_the_engines() {
         assert_eq!(a["metrics"]["prompt_tokens"].as_u64(), Some(total), "{api}");
         assert!(a["metric_notes"].is_object(), "{api}: the artifact says why streaming metrics are null");
         assert!(num(&a["metrics"], "input_throughput_tok_s") > 0.0, "{api}");
+    }
+}
+
+#[test]
+fn a_responses_conversation_sends_typed_history_the_engine_accepts_and_caches() {
+    let server = LlamaServer::start(Kind::Generate { slots: 2 });
+    // Pinned: an assistant history item without `"type": "message"` is refused.
+    let untyped = serde_json::json!({"model": MODEL, "max_output_tokens": 1, "input": [
+        {"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}, {"role": "user", "content": "bye"}]});
+    let (status, body) = crate::http::post(server.addr, "/v1/responses", &untyped).unwrap_or_else(|e| panic!("{e}"));
+    let body = String::from_utf8_lossy(&body);
+    assert!(status == 400 && body.contains("Cannot determine type of 'item'"), "{status}: {body}");
+    let tap = Tap::start(server.addr);
+    let text = scenario(
+        "responses",
+        "",
+        "[run]\nseed = 24\n\n[load]\nsessions = 2\n\n[workload]\nmax_context_tokens = 2048\nmax_tokens = 12\n\
+         canaries = false\n\n[workload.sessions]\nconversations = 2\nturns = 3\nfirst_tokens = 200\nuser_tokens = 40\n\
+         output_tokens = 12\n\n[output]\nignore_eos = true\n",
+    );
+    let finished = run(&text, &tap.base_url(), &[]);
+    finished.succeeded();
+    let a = finished.one();
+    assert_eq!((a["completed"].as_u64(), a["failed"].as_u64()), (Some(6), Some(0)), "{}", a["failures"]);
+    let records = records(&a);
+    // Each record against the engine's answer to its turn (the conversation's id in the
+    // affinity header, the turn in the user items sent).
+    let answered = answered(&tap, &records);
+    let turn_of = |ex: &Exchange| {
+        let session = ex.request_head.header("x-session-id").expect("the affinity header").to_string();
+        let items = ex.body["input"].as_array().expect("input items");
+        (session, items.iter().filter(|i| i["role"] == "user").count() as u64)
+    };
+    let mut prompt_of = std::collections::HashMap::new();
+    for r in &records {
+        let key = (r["session"].as_str().expect("session").to_string(), int(r, "turn"));
+        let ex = answered.iter().find(|ex| turn_of(ex) == key).unwrap_or_else(|| panic!("no answer for {key:?}"));
+        // Every earlier answer went back as a typed message item.
+        let items = ex.body["input"].as_array().expect("input items");
+        let assistant: Vec<&Value> = items.iter().filter(|i| i["role"] == "assistant").collect();
+        assert_eq!(assistant.len() as u64, key.1 - 1, "{}", ex.body);
+        assert!(assistant.iter().all(|i| i["type"] == "message"), "{}", ex.body);
+        let completed = event(ex, "response.completed");
+        let usage = &completed["response"]["usage"];
+        assert_eq!(int(r, "prompt_tokens"), int(usage, "input_tokens"), "{r}");
+        assert_eq!(int(r, "cached_tokens"), int(&usage["input_tokens_details"], "cached_tokens"), "{r}");
+        assert_eq!((int(r, "output_tokens"), r["finish_reason"].as_str()), (12, Some("length")), "{r}");
+        prompt_of.insert(key, int(r, "prompt_tokens"));
+    }
+    // Later turns found the whole previous prompt in the engine's prefix cache.
+    for r in records.iter().filter(|r| int(r, "turn") > 1) {
+        let previous = prompt_of[&(r["session"].as_str().expect("session").to_string(), int(r, "turn") - 1)];
+        assert!(int(r, "cached_tokens") >= previous, "previous prompt {previous}: {r}");
     }
 }

@@ -145,6 +145,15 @@ fn chat_counts_timings_and_sizing_are_the_engines() {
         assert!(last["usage"].is_object() && last["timings"].is_object(), "{last}");
         assert_eq!(ex.events().last().map(|e| e.data.as_str()), Some("[DONE]"));
     }
+    // Pinned: the engine's head says keep-alive, yet it closes the connection after every
+    // stream: nothing sent after a stream on its connection is answered (the client sent it
+    // again on a new one, untimed; see `compare_requests`).
+    for ex in streamed.iter().filter(|e| e.status.is_some()) {
+        let head = ex.response_head.as_ref().expect("a head");
+        assert!(head.header("keep-alive").is_some() && head.header("connection").is_none(), "{:?}", head.headers);
+        let mut later = all.iter().filter(|e| e.connection == ex.connection && e.position > ex.position);
+        assert!(later.all(|e| e.status.is_none()), "an answer after a stream on one connection");
+    }
     assert!(a["performance_eligible"].as_bool() == Some(true), "{:?}", warnings(&a));
     assert!(!warnings(&a).contains(&"prompt_sizing_off".to_string()));
 }

@@ -1,6 +1,7 @@
 //! Just enough HTTP/1.1 to read what passed between the client and a real engine: message heads,
 //! bodies framed by `Content-Length`, chunked transfer or the connection's end, server-sent
-//! events, and a one-shot `GET` for the engine's own endpoints (`/health`, `/metrics`, `/slots`).
+//! events, and a one-shot `GET` for the engine's own endpoints (`/health`, `/metrics`, `/slots`)
+//! or `POST` for a request a test sends the engine itself.
 //! Everything here reads bytes an engine wrote, so nothing is unwrapped: a message that does not
 //! parse is reported with what was found.
 
@@ -125,17 +126,32 @@ pub fn sse_events(body: &[u8]) -> Vec<Event> {
 
 /// `GET path` on a connection of its own, bounded to 10 s: the status and the body.
 pub fn get(addr: SocketAddr, path: &str) -> Result<(u16, Vec<u8>), String> {
+    exchange(addr, &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").into_bytes(), path)
+}
+
+/// `POST path` of a JSON body (not streamed) on a connection of its own, bounded to 10 s past
+/// the engine's first byte: the status and the body.
+pub fn post(addr: SocketAddr, path: &str, body: &Value) -> Result<(u16, Vec<u8>), String> {
+    let body = body.to_string();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    exchange(addr, &[head.as_bytes(), body.as_bytes()].concat(), path)
+}
+
+/// Send one whole request and read the answer to the connection's end.
+fn exchange(addr: SocketAddr, request: &[u8], path: &str) -> Result<(u16, Vec<u8>), String> {
     let mut stream =
         TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| format!("connect to {addr}: {e}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
-        .map_err(|e| format!("GET {path}: {e}"))?;
+    stream.write_all(request).map_err(|e| format!("{path}: {e}"))?;
     let mut bytes = Vec::new();
-    stream.read_to_end(&mut bytes).map_err(|e| format!("GET {path}: {e}"))?;
+    stream.read_to_end(&mut bytes).map_err(|e| format!("{path}: {e}"))?;
     let (head, body, _) =
-        message(&bytes, true).ok_or_else(|| format!("GET {path}: no HTTP answer ({} bytes)", bytes.len()))?;
-    let status = head.start.get(1).and_then(|s| s.parse().ok()).ok_or_else(|| format!("GET {path}: no status"))?;
+        message(&bytes, true).ok_or_else(|| format!("{path}: no HTTP answer ({} bytes)", bytes.len()))?;
+    let status = head.start.get(1).and_then(|s| s.parse().ok()).ok_or_else(|| format!("{path}: no status"))?;
     Ok((status, body))
 }
 

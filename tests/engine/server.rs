@@ -134,15 +134,6 @@ impl LlamaServer {
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
-    /// The server's whole log.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.log.path()).unwrap_or_default()
-    }
-
-    pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
-    }
-
     /// `GET path` answered 200 with JSON.
     pub fn json(&self, path: &str) -> Value {
         let (status, body) = http::get(self.addr, path).unwrap_or_else(|e| panic!("{e}"));

@@ -47,6 +47,9 @@ struct Shared {
 /// One request and the engine's answer to it, as they crossed the tap.
 #[derive(Debug, Clone)]
 pub struct Exchange {
+    /// The connection it went on (numbered by the tap) and its place there, from 0.
+    pub connection: usize,
+    pub position: usize,
     pub sent: SystemTime,
     pub method: String,
     pub path: String,
@@ -142,7 +145,7 @@ impl Tap {
             std::thread::sleep(Duration::from_millis(20));
         }
         let finished = self.shared.finished.lock().expect("tap lock");
-        let mut out: Vec<Exchange> = finished.iter().flat_map(exchanges_of).collect();
+        let mut out: Vec<Exchange> = finished.iter().enumerate().flat_map(|(n, c)| exchanges_of(n, c)).collect();
         out.sort_by_key(|e| e.sent);
         out
     }
@@ -234,8 +237,8 @@ fn count_streamed_posts(bytes: &[u8]) -> usize {
     count
 }
 
-/// The requests of one connection paired with its answers, in order.
-fn exchanges_of(conn: &Connection) -> Vec<Exchange> {
+/// The requests of connection `number` paired with its answers, in order.
+fn exchanges_of(number: usize, conn: &Connection) -> Vec<Exchange> {
     let mut out = Vec::new();
     let (mut up_at, mut down_at) = (0, 0);
     while let Some((head, body, used)) = message(&conn.up.bytes[up_at..], false) {
@@ -250,6 +253,8 @@ fn exchanges_of(conn: &Connection) -> Vec<Exchange> {
             None => (None, None, Vec::new()),
         };
         out.push(Exchange {
+            connection: number,
+            position: out.len(),
             sent,
             method: head.start.first().cloned().unwrap_or_default(),
             path: head.start.get(1).cloned().unwrap_or_default(),

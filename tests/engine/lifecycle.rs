@@ -63,11 +63,15 @@ fn sigint_mid_run_writes_an_interrupted_artifact_accounting_for_every_request() 
 fn a_model_too_small_for_canaries_gets_one_plain_warning_and_no_eligible_request() {
     let server = LlamaServer::start(Kind::Generate { slots: 1 });
     let tap = Tap::start(server.addr);
+    // The same prompts every run and greedy sampling: the engine gives the same answers, so
+    // what this model does with these six instructions is pinned, not drawn anew. (With unique
+    // prompts it follows one now and then: a run of six once had one marker in place.)
     let text = scenario(
         "chat",
         "",
         "[run]\nrequests = 6\nseed = 42\n\n[load]\nconcurrency = 1\n\n[workload]\ncontext_tokens = 160\n\
-         max_context_tokens = 2048\nmax_tokens = 24\ntokenizer = \"estimate\"\n",
+         max_context_tokens = 2048\nmax_tokens = 24\ntokenizer = \"estimate\"\nreproducible = true\n\n\
+         [sampling]\ntemperature = 0.0\n",
     );
     let finished = run(&text, &tap.base_url(), &["--strict"]);
     // With --strict a level with nothing eligible exits 3, and its artifact is written.
@@ -80,6 +84,12 @@ fn a_model_too_small_for_canaries_gets_one_plain_warning_and_no_eligible_request
         // Each prompt asked for its own marker, and the engine's answer did not begin with it.
         let marker = r["request_canary"]["marker"].as_str().expect("a marker");
         assert!(ex.body.to_string().contains(marker), "the request asked for {marker}");
+        let answer: String = ex
+            .payloads()
+            .iter()
+            .filter_map(|p| p["choices"].get(0)?["delta"]["content"].as_str().map(str::to_string))
+            .collect();
+        assert!(!answer.trim_start().starts_with(marker), "the engine's answer began with {marker}: {answer:?}");
         assert_eq!(r["request_canary"]["passed"], false, "the model followed the instruction: {r}");
         assert_eq!(
             (r["performance_eligible"].as_bool(), r["exclusion_reason"].as_str()),
@@ -104,7 +114,7 @@ fn a_model_too_small_for_canaries_gets_one_plain_warning_and_no_eligible_request
     assert_eq!(a["performance_eligible"], false);
     assert_eq!(a["metrics"]["ttft_samples"], 0);
     // The way out works: the same run without canaries has every request eligible.
-    let text = text.replace("tokenizer = \"estimate\"", "tokenizer = \"estimate\"\ncanaries = false");
+    let text = text.replace("reproducible = true", "reproducible = true\ncanaries = false");
     let finished = run(&text, &tap.base_url(), &[]);
     finished.succeeded();
     let a = finished.one();

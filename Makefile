@@ -1,7 +1,7 @@
 # The two commands a new user runs: `make demo` and `make test`.
 CARGO ?= cargo
 
-.PHONY: all build demo test test-slurm lint bench clean
+.PHONY: all build demo test test-engine test-slurm lint bench clean
 
 all: build
 
@@ -17,14 +17,23 @@ demo:
 	./target/release/anvil-load scenarios/capacity-v4.toml --out results/demo
 	./target/release/anvil-load report "$$(ls -t results/demo/anvil-*.json | head -n 1)" --out results/demo/report.html
 
-# Formatting, clippy, and the API docs with broken or private intra-doc links denied.
+# Formatting, clippy (the engine tests, test = false in Cargo.toml, are linted only when named;
+# linting them needs no engine), and the API docs with broken or private intra-doc links denied.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --test engine -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --locked
 
 test: lint
 	$(CARGO) test --locked
+
+# Every API against a real engine: llama.cpp's llama-server and a 135M model, fetched by pinned
+# version and hash and built once per machine into a cache outside the clone (.ci/engine.sh),
+# then the engine tests, which start their servers on 127.0.0.1 and stop them by PID. Not part
+# of `make test` (that target needs no engine); a missing engine fails this one loudly.
+test-engine:
+	bash .ci/engine.sh $(CARGO) test --locked --test engine -- --test-threads=1
 
 # The Slurm deployment for real: a one-node cluster on this machine (installs slurm-wlm and munge
 # from the system packages when missing; needs root), the sbatch script with 4 tasks against the

@@ -29,11 +29,27 @@ impl Workload {
     }
 
     /// A probe prompt: the header of a request (same length, a tag no request uses), filler and
-    /// the task, so the fit sees exactly the fixed parts every request carries.
+    /// the task, so the fit sees exactly the fixed parts every request carries. Synthetic
+    /// conversations open with a session header and a turn marker instead, so their probes do
+    /// too (of a conversation no run reaches): the fit's intercept then holds what the sizer
+    /// miscounts in them (an id of hex digits and dashes), and a first turn is sized as the
+    /// server counts it (a 200-token first turn was counted 204 by llama.cpp when the probes
+    /// carried a request's header).
     fn probe_text(&self, k: u64, words: usize) -> String {
-        let marker = self.canaries.then(|| format!("{CANARY_PREFIX}{}_P{k:04}", self.seed));
-        let task = task_text(marker.as_deref(), self.response_words);
-        let mut prompt = self.header(TAG_SPACE - 1 - k);
+        let conversation = self.synthetic_sessions().then(|| 99_999 - k.min(99_999));
+        let (mut prompt, task) = match conversation {
+            Some(c) => (
+                format!("{} turn 1 reference text:", self.session_header(c, &session_id(self.salt, self.seed, c))),
+                task_text(self.canaries.then(|| turn_marker(self.seed, c, 1)).as_deref(), None),
+            ),
+            None => (
+                self.header(TAG_SPACE - 1 - k),
+                task_text(
+                    self.canaries.then(|| format!("{CANARY_PREFIX}{}_P{k:04}", self.seed)).as_deref(),
+                    self.response_words,
+                ),
+            ),
+        };
         text::push_filler(&mut prompt, words, &mut text::rng(self.seed, self.salt ^ 0x5052_4f42, k, Stream::Text));
         prompt.push_str(&task);
         prompt
@@ -72,6 +88,12 @@ impl Workload {
             ChatMessage { role: "user".into(), content: user.clone() },
         ];
         (self.messages_probe(&messages), system, user)
+    }
+
+    /// Conversations drawn by the run (not a dataset's): their first prompts open with the
+    /// session header.
+    fn synthetic_sessions(&self) -> bool {
+        self.sessions.as_ref().is_some_and(|(spec, _)| spec.dataset.is_none())
     }
 
     /// Whether some conversation has a later turn (then one more probe measures what a turn

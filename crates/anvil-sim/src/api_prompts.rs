@@ -62,6 +62,23 @@ pub(crate) fn responses_prompt(body: &Value) -> Result<Prompt<'_>, String> {
     Ok(chat(out))
 }
 
+/// llama.cpp's rule for a Responses `input` array: a message of role `user`, `system` or
+/// `developer` is placed by its role; an assistant message only with `"type": "message"`; a
+/// function call, its output or a reasoning item by its type. Anything else is refused with
+/// llama.cpp's own words (`None`: every item is placed, or `input` is a string).
+pub(crate) fn llamacpp_unplaceable_item(body: &Value) -> Option<String> {
+    let items = body.get("input")?.as_array()?;
+    let placed = |item: &Value| {
+        let role = item.get("role").and_then(Value::as_str);
+        let kind = item.get("type").and_then(Value::as_str);
+        matches!(role, Some("user" | "system" | "developer"))
+            || (role == Some("assistant") && kind == Some("message"))
+            || matches!(kind, Some("function_call" | "function_call_output" | "reasoning"))
+    };
+    let at = items.iter().position(|item| !placed(item))?;
+    Some(format!("Cannot determine type of 'item' (input[{at}])"))
+}
+
 /// Messages API: `system` (a string or text blocks), then `messages`.
 pub(crate) fn messages_prompt(body: &Value) -> Result<Prompt<'_>, String> {
     let mut out = Vec::new();
@@ -115,6 +132,21 @@ mod tests {
         let p = messages_prompt(&body).unwrap();
         assert_eq!(p.messages.len(), 2);
         assert!(messages_prompt(&json!({"messages": [{"role": "user", "content": "x"}]})).is_err());
+    }
+
+    #[test]
+    fn llamacpp_places_responses_items_by_role_or_type() {
+        let typed = json!({"input": [
+            {"role": "user", "content": "a"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "b"}]},
+            {"role": "developer", "content": "c"},
+        ]});
+        assert_eq!(llamacpp_unplaceable_item(&typed), None);
+        assert_eq!(llamacpp_unplaceable_item(&json!({"input": "a string"})), None);
+        let untyped = json!({"input": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
+        let refusal = llamacpp_unplaceable_item(&untyped).expect("an untyped assistant item is refused");
+        assert!(refusal.starts_with("Cannot determine type of 'item'") && refusal.contains("input[1]"), "{refusal}");
+        assert!(llamacpp_unplaceable_item(&json!({"input": [{"content": "no role"}]})).is_some());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! `ChunkWriter` calls in here for those APIs: its `role` is the opening of the response
 //! (`response.created` / `message_start` with the input usage), `delta` one text or reasoning
 //! delta, `finish` the closing event with the usage (`response.completed` or, cut by the
-//! budget, `response.incomplete`; `message_delta`), `done` the Messages API's `message_stop`.
+//! budget, `response.incomplete`, or `response.completed` as llama.cpp sends it; see
+//! `completed_at_budget`; `message_delta`), `done` the Messages API's `message_stop`.
 
 use std::cell::Cell;
 
@@ -35,6 +36,9 @@ pub(crate) struct ApiEvents {
     sequence: Cell<u64>,
     /// The content block (Messages) or output item (Responses) open now, and its index.
     open: Cell<Option<(Channel, u32)>>,
+    /// Responses: an answer cut by the budget ends `response.completed`, status `completed`,
+    /// as llama.cpp's conversion does (the budget, not the event, says it was cut).
+    completed_at_budget: bool,
 }
 
 impl ApiEvents {
@@ -50,7 +54,14 @@ impl ApiEvents {
             usage,
             sequence: Cell::new(0),
             open: Cell::new(None),
+            completed_at_budget: false,
         }
+    }
+
+    /// End budget-cut Responses answers with `response.completed` (see `completed_at_budget`).
+    pub fn completed_at_budget(mut self, yes: bool) -> ApiEvents {
+        self.completed_at_budget = yes;
+        self
     }
 
     /// `event: <name>\ndata: {"type":"<name>"` (the caller closes the object).
@@ -224,6 +235,7 @@ impl ApiEvents {
             WireApi::Responses => {
                 let (name, status, incomplete) = match finish {
                     Finish::Stop => ("response.completed", "completed", false),
+                    Finish::Length if self.completed_at_budget => ("response.completed", "completed", false),
                     Finish::Length => ("response.incomplete", "incomplete", true),
                 };
                 self.head(buf, name);

@@ -126,6 +126,16 @@ pub struct Profile {
     /// ready, so the time per output token stays `time_per_output_token`.
     #[serde(default)]
     pub speculative: bool,
+    /// llama.cpp's server converts the Responses and Messages APIs into a chat request, and
+    /// the conversion shows on the wire: a Responses answer cut at `max_output_tokens` ends
+    /// with `response.completed` and `"status": "completed"` (never `response.incomplete`); a
+    /// Responses `input` item it cannot place (an assistant message without `"type":
+    /// "message"`, an item with neither a known role nor a known type) is refused with 400
+    /// "Cannot determine type of 'item'"; and a Messages request loses `ignore_eos` and
+    /// `min_tokens` (the conversion keeps only the sampling fields), so its answers stop at
+    /// their natural length. Off by default; the `llamacpp` preset turns it on.
+    #[serde(default)]
+    pub llamacpp_conversions: bool,
 }
 
 impl Profile {
@@ -152,6 +162,7 @@ impl Profile {
             default_system_prompt_tokens: 0,
             backends: 0,
             speculative: false,
+            llamacpp_conversions: false,
         };
         match name {
             // Measures the client's own cost per chunk: nothing on the server side may sleep,
@@ -189,6 +200,7 @@ impl Profile {
                 close_connection: true,
                 prefix_cache: true,
                 metrics_names: MetricsNames::Llamacpp,
+                llamacpp_conversions: true,
                 ..base
             }),
             // A broken server for robustness runs: `fast`, with every kind of failure now
@@ -330,7 +342,7 @@ mod tests {
         assert_eq!(instant.content_tokens, (256, 256));
         assert_eq!(instant.reasoning_tokens, (0, 0));
         let llama = Profile::named("llamacpp").expect("llamacpp");
-        assert!(llama.eos_in_usage && llama.close_connection);
+        assert!(llama.eos_in_usage && llama.close_connection && llama.llamacpp_conversions);
         assert_eq!(llama.usage_placement, UsagePlacement::FinishChunk);
         let realistic = Profile::named("realistic").expect("realistic");
         assert_eq!(realistic.time_per_output_token, Duration::from_micros(4_300));
@@ -364,6 +376,7 @@ mod tests {
         object.remove("record_ground_truth");
         object.remove("tokenizer");
         object.remove("metrics_names");
+        object.remove("llamacpp_conversions");
         let profile: Profile = serde_json::from_value(json).expect("deserialize");
         assert_eq!(profile, Profile::named("fast").expect("fast"));
     }

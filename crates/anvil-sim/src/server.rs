@@ -253,6 +253,19 @@ fn accept(
             return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
         }
     };
+    if profile.llamacpp_conversions {
+        // What llama.cpp's conversion to a chat request keeps and refuses (see the field).
+        match api {
+            WireApi::Messages => (req.ignore_eos, req.min_tokens) = (false, 0),
+            WireApi::Responses => {
+                if let Some(message) = super::api_prompts::llamacpp_unplaceable_item(value) {
+                    let body = wire::invalid_request_body(&message);
+                    return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
+                }
+            }
+            WireApi::OpenAi => {}
+        }
+    }
     if !req.stream && api != WireApi::OpenAi {
         let body = wire::invalid_request_body("the simulator answers this API streamed only: set stream = true");
         return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
@@ -335,7 +348,8 @@ fn accept(
 
     let mut writer = ChunkWriter::new(kind, reasoning_key, &ids);
     if api != WireApi::OpenAi {
-        writer = writer.with_events(ApiEvents::new(api, &ids, plan.reasoning, generation.usage));
+        let events = ApiEvents::new(api, &ids, plan.reasoning, generation.usage);
+        writer = writer.with_events(events.completed_at_budget(profile.llamacpp_conversions));
     }
     let recorder = profile.record_ground_truth.then(|| {
         let per_chunk = profile.tokens_per_chunk.max(1);

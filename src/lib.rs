@@ -6,9 +6,9 @@
 //!
 //! The ground floor: words every stage uses:
 //! - `contract`: the contract's vocabulary: error kinds, metrics, statistics, totals, SLO objectives.
-//! - `redact`: credentials and query values out of every URL the tool writes.
+//! - `redact`: what may be written: URLs without credentials, server strings sanitized, never a secret.
 //! - `sys`: the few system calls (file limits, CPU time, input files); `unsafe` is denied elsewhere.
-//! - `text`: the words synthetic prompts are made of, and the built-in token estimate.
+//! - `text`: the words synthetic prompts are made of, the built-in token estimate, numbers as people write them.
 //! - `mock`: the simulator, a crate of its own (`anvil_sim`), under the name it has always had here.
 //!
 //! The plan: what to send, and when:

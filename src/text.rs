@@ -1,5 +1,6 @@
-//! Synthetic prompt text: seeded filler words, the built-in token estimate, and the random
-//! streams every per-request draw comes from.
+//! Text as the tool makes and writes it: synthetic prompt text (seeded filler words, the
+//! built-in token estimate, the random streams every per-request draw comes from), and numbers
+//! and durations as a person writes them in a message.
 //!
 //! Filler is *block-balanced*: it is the word list shuffled, then shuffled again, and so on, so
 //! every run of `WORDS.len()` words holds each word exactly once. Any server tokenizer therefore
@@ -116,6 +117,26 @@ const WORDS: &[&str] = &[
     "design", "season", "station", "member", "report", "service", "version", "process", "problem", "result", "program",
     "level", "model", "value",
 ];
+
+/// A duration for people: `"1ms"`, `"24h"`, `"30days"`.
+pub fn fmt_duration(d: std::time::Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// A number as a person would write it: `4`, `0.5`, `1e300`, `1e-300` (never 301 digits, never a
+/// saturated integer).
+pub fn fmt_number(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    let a = v.abs();
+    if a != 0.0 && !(1e-4..1e15).contains(&a) {
+        format!("{v:e}")
+    } else {
+        // Display gives the shortest form that reads back to the same value (`0.1`, `4`).
+        v.to_string()
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,7 @@
 //! The house as `src/lib.rs` and `docs/development.md` describe it: every module of `src/`
 //! listed in `lib.rs`'s crate doc with a line saying what it is, declared in that order, listed
 //! in the same order in the manual's Layout, and grouped in stages (the list's headings) that
-//! import only from their own stage or an earlier one.
+//! import only from their own stage or an earlier one, with no import cycle between modules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -94,25 +94,56 @@ fn imports_of(text: &str) -> BTreeSet<String> {
     out
 }
 
-#[test]
-fn no_module_imports_a_later_stage_beyond_the_listed_ones() {
-    let stages: BTreeMap<String, usize> = declared().into_iter().collect();
+/// Every import of one module of `src/` by another: `(from, to)` → the files that make it.
+fn module_imports(stages: &BTreeMap<String, usize>) -> BTreeMap<(String, String), Vec<String>> {
     let mut files = Vec::new();
     rust_files(Path::new("src"), &mut files);
     let mut found: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for file in files {
         let rel = file.strip_prefix("src").unwrap();
         let top = rel.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
-        let Some(&own) = stages.get(&top) else { continue };
+        if !stages.contains_key(&top) {
+            continue;
+        }
         let text = std::fs::read_to_string(&file).unwrap();
         for name in imports_of(&text) {
-            if let Some(&theirs) = stages.get(&name) {
-                if theirs > own {
-                    found.entry((top.clone(), name)).or_default().push(file.display().to_string());
+            if name != top && stages.contains_key(&name) {
+                found.entry((top.clone(), name)).or_default().push(file.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_import_cycle_crosses_a_module() {
+    let stages: BTreeMap<String, usize> = declared().into_iter().collect();
+    let imports = module_imports(&stages);
+    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (from, to) in imports.keys() {
+        next.entry(from).or_default().push(to);
+    }
+    // From each module, every module it reaches; reaching itself is a cycle.
+    for start in stages.keys() {
+        let (mut seen, mut todo) = (BTreeSet::new(), vec![(start.as_str(), vec![start.as_str()])]);
+        while let Some((at, path)) = todo.pop() {
+            for &to in next.get(at).map(Vec::as_slice).unwrap_or_default() {
+                assert!(to != start, "an import cycle: {} → {start}", path.join(" → "));
+                if seen.insert(to) {
+                    let mut longer = path.clone();
+                    longer.push(to);
+                    todo.push((to, longer));
                 }
             }
         }
     }
+}
+
+#[test]
+fn no_module_imports_a_later_stage_beyond_the_listed_ones() {
+    let stages: BTreeMap<String, usize> = declared().into_iter().collect();
+    let found: BTreeMap<(String, String), Vec<String>> =
+        module_imports(&stages).into_iter().filter(|((from, to), _)| stages[to] > stages[from]).collect();
     let listed: BTreeSet<(String, String)> =
         LATER_STAGE_IMPORTS.iter().map(|(a, b, _)| (a.to_string(), b.to_string())).collect();
     let new: Vec<String> = found

@@ -222,7 +222,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     setup::ensure_file_limit(&setup::DescriptorNeed::for_scenario(&scenario))?;
     let target = RunTarget::start(&scenario).await?;
     // Every secret of the run, withheld from everything the client and the scraper record.
-    let secrets = crate::worker::Secrets::for_scenario(&scenario);
+    let secrets = scenario.secrets();
     let scraper = match &scenario.target.metrics {
         Some(m) => {
             let url = server_metrics::resolve_url(&m.endpoint, &target.base_url).map_err(AppError::BadInput)?;

@@ -13,11 +13,12 @@ use crate::cli::exit;
 use crate::console;
 use crate::record::run_info::ModelNotListed;
 use crate::record::{ProbeResult, SizingRecord};
+use crate::redact::Secrets;
 use crate::redact::redact_url;
 use crate::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode};
 use crate::schedule::RunControl;
 use crate::sys;
-use crate::worker::{Client, Secrets, error_chain, http_client};
+use crate::worker::{Client, error_chain, http_client};
 use crate::workload::sizing::{self, default_overhead, probe_sizes};
 use crate::workload::{Sizer, Workload};
 use tokio_util::sync::CancellationToken;
@@ -87,7 +88,7 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Opt
     let url = crate::scenario::url_rules::endpoint(base_url, "/models");
     let shown = redact_url(base_url);
     let shown_url = redact_url(&url);
-    let secrets = Secrets::for_scenario(scenario).and_url(base_url);
+    let secrets = scenario.secrets().and_url(base_url);
     let limit = settings.connect.saturating_add(PREFLIGHT_ANSWER);
     let get = |http2: bool| {
         let url = url.clone();

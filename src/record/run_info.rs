@@ -100,7 +100,7 @@ impl RunInfo {
         }
         // Every other string through the one sanitizer too: a URL anywhere (a path given as
         // one, an `extra_body` field) loses its credentials, and no secret of the run is kept.
-        crate::worker::Secrets::for_scenario(s).scrub_json(&mut scenario);
+        s.secrets().scrub_json(&mut scenario);
         let configuration_fingerprint = fingerprint(&scenario);
         if s.target.redact_base_url {
             if let Some(Value::String(url)) = scenario.pointer_mut("/target/endpoint/base_url") {
@@ -284,6 +284,26 @@ pub struct SizingRecord {
 }
 
 impl SizingRecord {
+    /// A sizing by a straight line (`slope` server tokens per estimated token, `intercept` added
+    /// to every prompt), before any probe is recorded.
+    pub fn line(mode: &str, slope: f64, intercept: f64, tokenizer_path: Option<String>) -> Self {
+        SizingRecord {
+            mode: mode.to_string(),
+            tokenizer_path,
+            probes: Vec::new(),
+            slope,
+            intercept,
+            fit_residual_max: None,
+            fallback_reason: None,
+            system_probe: None,
+            system_message_overhead: None,
+            turn_probe: None,
+            turn_overhead: None,
+        }
+    }
+}
+
+impl SizingRecord {
     /// Whether a `prompt_sizing_off` warning should advise `workload.tokenizer = "calibrate"` (or a
     /// tokenizer.json): only when the run did not already size prompts from the server's own counts,
     /// i.e. it used the built-in estimate or its calibration fell back to it. A calibrated run that
@@ -308,14 +328,13 @@ pub fn fingerprint(config: &Value) -> String {
 mod tests {
     use super::*;
     use crate::scenario::Overrides;
-    use crate::workload::Sizer;
 
     fn info(base_url: &str, redact: bool) -> (Scenario, RunInfo) {
         let text = format!(
             "[target]\nmodel = \"m\"\nbase_url = \"{base_url}\"\nredact_base_url = {redact}\n[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 8\n"
         );
         let s = Scenario::from_toml(std::path::Path::new("t.toml"), &text, &Overrides::default()).unwrap();
-        let sizing = SizingRecord::for_sizer("estimate", &Sizer::Estimate { overhead: 8.0 }, None);
+        let sizing = SizingRecord::line("estimate", 1.0, 8.0, None);
         let url = match &s.target.endpoint {
             Endpoint::Remote { base_url } => base_url.clone(),
             Endpoint::Simulator { .. } => unreachable!(),

@@ -38,25 +38,7 @@ pub fn duration_range(key: &str) -> (Duration, Duration) {
     }
 }
 
-/// A duration for people: `"1ms"`, `"24h"`, `"30days"`.
-pub fn fmt_duration(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
-}
-
-/// A number as a person would write it: `4`, `0.5`, `1e300`, `1e-300` (never 301 digits, never a
-/// saturated integer).
-pub fn fmt_number(v: f64) -> String {
-    if !v.is_finite() {
-        return v.to_string();
-    }
-    let a = v.abs();
-    if a != 0.0 && !(1e-4..1e15).contains(&a) {
-        format!("{v:e}")
-    } else {
-        // Display gives the shortest form that reads back to the same value (`0.1`, `4`).
-        v.to_string()
-    }
-}
+pub use crate::text::{fmt_duration, fmt_number};
 
 /// Durations are written the way they are read (`"1m 30s"`), for the resolved plan.
 pub(super) mod humantime_serde {

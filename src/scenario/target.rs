@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::bounds::humantime_serde;
-use crate::redact::redact_url;
+use crate::redact::{Secrets, redact_url};
 
 /// `[target]`: the server under test and how to speak to it.
 #[derive(Debug, Clone, Serialize)]
@@ -166,5 +166,23 @@ impl ApiKey {
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ApiKey([hidden])")
+    }
+}
+
+impl super::Scenario {
+    /// Every secret the scenario holds, which nothing written may carry: its API key, and its
+    /// base URL's and metrics URL's credentials and query values.
+    pub fn secrets(&self) -> Secrets {
+        let mut urls: Vec<&str> = Vec::new();
+        if let Endpoint::Remote { base_url } = &self.target.endpoint {
+            urls.push(base_url);
+        }
+        if let Some(MetricsEndpoint::Url { url }) = self.target.metrics.as_ref().map(|m| &m.endpoint) {
+            urls.push(url);
+        }
+        Secrets::with_urls(
+            self.target.api_key.as_ref().map(ApiKey::expose).into_iter().map(str::to_string).collect(),
+            &urls,
+        )
     }
 }

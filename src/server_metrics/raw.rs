@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use super::names::{Engine, lookup};
 use super::parse::Series;
-use crate::worker::Secrets;
+use crate::redact::Secrets;
 
 /// Series kept in one scrape line's `raw`.
 pub const MAX_RAW_SERIES: usize = 4096;

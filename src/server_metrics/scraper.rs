@@ -25,7 +25,7 @@ use super::parse::parse;
 use super::raw::{RAW_BUDGET_BYTES, raw_series};
 use super::summary::{Accumulator, LevelServerMetrics, Phase};
 use crate::contract::Stamp;
-use crate::worker::Secrets;
+use crate::redact::Secrets;
 
 /// One scrape may take this long, connecting included. A server too busy to answer its
 /// metrics endpoint in 5 s is itself a finding, recorded as a failed scrape.

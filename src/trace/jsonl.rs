@@ -122,7 +122,7 @@ impl Objects {
 /// other numbers in their shortest form (`1e300`, never `1e+300` or 301 digits).
 fn as_written(v: &Value) -> String {
     match v {
-        Value::Number(n) if n.is_f64() => n.as_f64().map_or_else(|| n.to_string(), crate::scenario::bounds::fmt_number),
+        Value::Number(n) if n.is_f64() => n.as_f64().map_or_else(|| n.to_string(), crate::text::fmt_number),
         other => other.to_string(),
     }
 }

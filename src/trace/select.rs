@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{MAX_REPLAY, MAX_TRACE_SPAN, Skipped, TraceError, TraceOptions, TraceRow, chain};
-use crate::scenario::bounds::{fmt_duration, fmt_number};
+use crate::text::{fmt_duration, fmt_number};
 
 /// A row as a parser read it, its time in the format's own clock (nanoseconds).
 #[derive(Debug)]

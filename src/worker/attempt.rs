@@ -7,10 +7,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::StreamState;
-use super::sanitize::Secrets;
 use crate::contract::ErrorKind;
 use crate::record::outcome::Corrections;
 use crate::record::{Completed, Dispatch, Failed, Outcome, ReplayFacts};
+use crate::redact::Secrets;
 use crate::workload::{PreparedRequest, check_controlled_output};
 
 pub(super) struct Attempt<'a> {

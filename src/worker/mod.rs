@@ -28,7 +28,6 @@ mod errors;
 mod limits;
 mod next;
 mod probe;
-mod sanitize;
 mod stream;
 mod transport;
 
@@ -47,13 +46,13 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 pub use errors::{ClientError, MAX_RETRY_WAIT, error_chain};
 pub use limits::RequestLimits;
-pub use sanitize::{FIELD_CHARS, Secrets, is_unsafe_char, sanitize_message, visible};
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 pub use transport::READ_BUFFER_MAX;
 
 use crate::contract::ErrorKind;
 use crate::openai::parse_error_body;
 use crate::record::{Dispatch, Outcome};
+use crate::redact::Secrets;
 use crate::scenario::{Api, ApiKey, ClientSettings};
 use crate::workload::PreparedRequest;
 use attempt::Attempt;

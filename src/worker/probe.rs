@@ -122,7 +122,7 @@ impl Answer {
     }
 
     /// What arrived instead of a count, in a few words.
-    fn describe(&self, content_type: &str, secrets: &super::Secrets) -> String {
+    fn describe(&self, content_type: &str, secrets: &crate::redact::Secrets) -> String {
         let n = self.total_bytes;
         let what = match (&self.sse, serde_json::from_slice::<serde_json::Value>(&self.body)) {
             (Some(state), _) => {
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn a_failed_probe_says_what_arrived() {
-        let secrets = crate::worker::Secrets::default();
+        let secrets = crate::redact::Secrets::default();
         let mut a = answer(
             "text/event-stream",
             &[b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n"],

@@ -51,7 +51,7 @@ pub(super) struct SessionsState {
     /// The server's context window: a prompt and its output must fit in it.
     pub max_context_tokens: u32,
     /// The run's secrets: the backend header a server sends is recorded through the sanitizer.
-    pub secrets: crate::worker::Secrets,
+    pub secrets: crate::redact::Secrets,
 }
 
 /// What the server reported for the last turn.

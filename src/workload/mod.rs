@@ -149,7 +149,7 @@ impl Workload {
             let state = conversation::SessionsState {
                 order,
                 max_context_tokens: w.max_context_tokens,
-                secrets: crate::worker::Secrets::for_scenario(scenario),
+                secrets: scenario.secrets(),
                 ..Default::default()
             };
             workload.sessions = Some((spec.clone(), std::sync::Arc::new(state)));

@@ -120,19 +120,7 @@ impl SizingRecord {
             Sizer::Fit { slope, intercept } => (*slope, *intercept),
             other => (1.0, other.overhead()),
         };
-        SizingRecord {
-            mode: mode.to_string(),
-            tokenizer_path,
-            probes: Vec::new(),
-            slope,
-            intercept,
-            fit_residual_max: None,
-            fallback_reason: None,
-            system_probe: None,
-            system_message_overhead: None,
-            turn_probe: None,
-            turn_overhead: None,
-        }
+        SizingRecord::line(mode, slope, intercept, tokenizer_path)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The one sanitizer for every string that came from the server or the configuration and is
 //! written anywhere (artifact, records, the server-metrics file, the console): one line, bounded,
 //! without control, bidi or other invisible formatting characters, URLs redacted
-//! (`redact`), and never a secret of the run (the API key, the credentials and query
+//! (`redact::url`), and never a secret of the run (the API key, the credentials and query
 //! values of the base and metrics URLs, as written and percent-decoded), which a hostile server
 //! can echo in any field, header, model id or metric label.
 //!
@@ -13,8 +13,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::redact::{REDACTED, redact_urls_in, url_credentials};
-use crate::scenario::{ApiKey, Endpoint, MetricsEndpoint, Scenario};
+use super::url::{REDACTED, redact_urls_in, url_credentials};
 
 /// Longest failure message kept.
 const MESSAGE_CHARS: usize = 200;
@@ -37,20 +36,9 @@ impl Secrets {
         Secrets::from_parts(api_key.into_iter().map(str::to_string).collect(), &[base_url])
     }
 
-    /// Every secret a scenario holds: its API key, its base URL's and its metrics URL's
-    /// credentials and query values.
-    pub fn for_scenario(s: &Scenario) -> Self {
-        let mut urls: Vec<&str> = Vec::new();
-        if let Endpoint::Remote { base_url } = &s.target.endpoint {
-            urls.push(base_url);
-        }
-        if let Some(MetricsEndpoint::Url { url }) = s.target.metrics.as_ref().map(|m| &m.endpoint) {
-            urls.push(url);
-        }
-        Secrets::from_parts(
-            s.target.api_key.as_ref().map(ApiKey::expose).into_iter().map(str::to_string).collect(),
-            &urls,
-        )
+    /// The given secrets (an API key) and the credentials and query values of each URL.
+    pub fn with_urls(secrets: Vec<String>, urls: &[&str]) -> Self {
+        Secrets::from_parts(secrets, urls)
     }
 
     /// These secrets and those of `other`.

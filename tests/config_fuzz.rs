@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anvil_load::scenario::{Arrival, Overrides, Pacing, Phase, Scenario};
+use anvil_load::scenario::{Arrival, Overrides, Pacing, PhaseLength, Scenario};
 use common::{anvil, artifacts, check_artifact, run, text};
 use proptest::prelude::*;
 
@@ -185,7 +185,7 @@ fn assert_bounded(s: &Scenario) {
         ("client.retry_backoff", s.client.retry.backoff.checked_mul(u32::MAX)),
     ];
     for (key, phase) in [("run.warmup", s.run.warmup), ("run.cooldown", s.run.cooldown)] {
-        if let Some(Phase::Time(t)) = phase {
+        if let Some(PhaseLength::Time(t)) = phase {
             durations.push((key, Some(t)));
         }
     }

@@ -9,8 +9,8 @@ use crate::cli::{RunArgs, exit};
 use crate::redact::{redact_url, redact_urls_in};
 use crate::scenario::bounds::{fmt_duration, fmt_number};
 use crate::scenario::{
-    Api, Arrival, Bound, Endpoint, MetricsEndpoint, Pacing, Phase, PromptCache, PromptEncoding, PromptSource, Scenario,
-    SizingMode,
+    Api, Arrival, Bound, Endpoint, MetricsEndpoint, Pacing, PhaseLength, PromptCache, PromptEncoding, PromptSource,
+    Scenario, SizingMode,
 };
 use crate::workload::sizing::default_overhead;
 use crate::workload::{Sizer, Workload};
@@ -25,11 +25,11 @@ pub(super) fn run(args: &RunArgs) -> Result<u8, AppError> {
     Ok(exit::OK)
 }
 
-fn phase(p: Option<Phase>) -> String {
+fn phase(p: Option<PhaseLength>) -> String {
     match p {
         None => "none".to_string(),
-        Some(Phase::Requests(n)) => format!("first {n} requests"),
-        Some(Phase::Time(t)) => format!("{} of sending", fmt_duration(t)),
+        Some(PhaseLength::Requests(n)) => format!("first {n} requests"),
+        Some(PhaseLength::Time(t)) => format!("{} of sending", fmt_duration(t)),
     }
 }
 
@@ -190,8 +190,8 @@ fn limits(out: &mut String, s: &Scenario) {
     let _ = writeln!(out, "per level: {limit}; seed {}; grace {}", r.seed, fmt_duration(r.grace));
     let _ = writeln!(out, "excluded from the distributions: warm-up {}, cool-down {}", phase(r.warmup), {
         match r.cooldown {
-            Some(Phase::Time(t)) => format!("last {} of sending", fmt_duration(t)),
-            Some(Phase::Requests(n)) => format!("last {n} requests"),
+            Some(PhaseLength::Time(t)) => format!("last {} of sending", fmt_duration(t)),
+            Some(PhaseLength::Requests(n)) => format!("last {n} requests"),
             None => "none".to_string(),
         }
     });

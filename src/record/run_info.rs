@@ -9,7 +9,9 @@ use serde_json::Value;
 use super::level::Issued;
 use super::timing::{Exclusions, ms};
 use crate::redact::{REDACTED, redact_url};
-use crate::scenario::{Api, ControlledOutputPolicy, Endpoint, Phase, ReasoningEffort, Scenario, Slo, ThinkingMode};
+use crate::scenario::{
+    Api, ControlledOutputPolicy, Endpoint, PhaseLength, ReasoningEffort, Scenario, Slo, ThinkingMode,
+};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -50,8 +52,8 @@ pub struct RunInfo {
     pub response_words: u32,
     pub sampling: SamplingRecord,
     pub serve_flags: ServeFlagsRecord,
-    pub warmup: Option<Phase>,
-    pub cooldown: Option<Phase>,
+    pub warmup: Option<PhaseLength>,
+    pub cooldown: Option<PhaseLength>,
     /// Planned issuing duration, for time-based cool-down.
     pub duration_ms: Option<f64>,
     pub max_dispatch_lag_ms: f64,
@@ -179,8 +181,8 @@ impl RunInfo {
             ..Exclusions::default()
         };
         match self.warmup {
-            Some(Phase::Requests(n)) => rules.warmup_below_index = Some(n),
-            Some(Phase::Time(t)) => rules.warmup_before_ms = Some(ms(t)),
+            Some(PhaseLength::Requests(n)) => rules.warmup_below_index = Some(n),
+            Some(PhaseLength::Time(t)) => rules.warmup_before_ms = Some(ms(t)),
             None => {}
         }
         rules
@@ -191,13 +193,13 @@ impl RunInfo {
     pub fn final_rules(&self, indices: impl Iterator<Item = u64>, last_start_ms: f64, issued: Issued) -> Exclusions {
         let mut rules = self.initial_rules();
         match self.cooldown {
-            Some(Phase::Requests(n)) if n > 0 => {
+            Some(PhaseLength::Requests(n)) if n > 0 => {
                 let mut indices: Vec<u64> = indices.collect();
                 indices.sort_unstable();
                 let n = n as usize;
                 rules.cooldown_from_index = Some(if n < indices.len() { indices[indices.len() - n] } else { 0 });
             }
-            Some(Phase::Time(t)) => {
+            Some(PhaseLength::Time(t)) => {
                 let end = issued.planned_window.map(ms).or(self.duration_ms).unwrap_or(last_start_ms);
                 rules.cooldown_from_ms = Some((end - ms(t)).max(0.0));
             }

@@ -73,8 +73,8 @@ pub struct RunLimits {
     pub protocol: Option<String>,
     pub tier: Option<String>,
     pub clock_domain_id: Option<String>,
-    pub warmup: Option<Phase>,
-    pub cooldown: Option<Phase>,
+    pub warmup: Option<PhaseLength>,
+    pub cooldown: Option<PhaseLength>,
     /// How long in-flight requests may finish after `duration` (or Ctrl-C) before being cut.
     #[serde(with = "humantime_serde")]
     pub grace: Duration,
@@ -122,7 +122,7 @@ impl Bound {
 /// Requests at the start or end of a level kept out of the distributions.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
+pub enum PhaseLength {
     Requests(u64),
     #[serde(with = "humantime_serde")]
     Time(Duration),

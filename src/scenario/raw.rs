@@ -114,9 +114,9 @@ pub struct RawRun {
     /// their Unix timestamps may be compared.
     pub clock_domain_id: Option<String>,
     /// Leading requests kept out of the distributions: a count (`20`) or a time (`"30s"`).
-    pub warmup: Option<Phase>,
+    pub warmup: Option<RawPhaseLength>,
     /// Trailing requests kept out of the distributions: a count or a time before the end.
-    pub cooldown: Option<Phase>,
+    pub cooldown: Option<RawPhaseLength>,
     /// After `duration`, how long in-flight requests may finish before they are cut and counted
     /// as interrupted (default `"30s"`). Also the wait after Ctrl-C.
     pub grace: Option<String>,
@@ -133,7 +133,7 @@ pub struct RawRun {
 /// A number of requests or a duration.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged, expecting = "expected a number of requests (20) or a duration (\"30s\")")]
-pub enum Phase {
+pub enum RawPhaseLength {
     Requests(i64),
     Time(String),
 }

@@ -13,8 +13,8 @@ use reqwest::header::HeaderValue;
 use super::checker::Checker;
 use super::raw::{self, RawScenario};
 use super::{
-    Api, ApiKey, ClientSettings, Dialect, Endpoint, Load, OutputControl, Overrides, Phase, PromptSource, RetryPolicy,
-    RunLimits, Sampling, Scenario, ScenarioError, ServeFlags, Target, ThinkingMode, Workload,
+    Api, ApiKey, ClientSettings, Dialect, Endpoint, Load, OutputControl, Overrides, PhaseLength, PromptSource,
+    RetryPolicy, RunLimits, Sampling, Scenario, ScenarioError, ServeFlags, Target, ThinkingMode, Workload,
 };
 use super::{load_rules, overrides, session_rules, trace_rules, url_rules, wording, workload_rules};
 use crate::contract::ErrorKind;
@@ -287,14 +287,16 @@ fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, Sc
             "add requests = N, duration = \"10m\", or both",
         ));
     }
-    let phase = |key: &str, p: &Option<raw::Phase>| -> Result<Option<Phase>, ScenarioError> {
+    let phase = |key: &str, p: &Option<raw::RawPhaseLength>| -> Result<Option<PhaseLength>, ScenarioError> {
         match p {
             None => Ok(None),
-            Some(raw::Phase::Requests(n)) if *n >= 0 => Ok(Some(Phase::Requests(*n as u64))),
-            Some(raw::Phase::Requests(n)) => {
+            Some(raw::RawPhaseLength::Requests(n)) if *n >= 0 => Ok(Some(PhaseLength::Requests(*n as u64))),
+            Some(raw::RawPhaseLength::Requests(n)) => {
                 Err(c.err(key, format!("{n} is negative"), "give a number of requests (20) or a duration (\"30s\")"))
             }
-            Some(raw::Phase::Time(text)) => Ok(Some(Phase::Time(c.duration(key, Some(text), Duration::ZERO)?))),
+            Some(raw::RawPhaseLength::Time(text)) => {
+                Ok(Some(PhaseLength::Time(c.duration(key, Some(text), Duration::ZERO)?)))
+            }
         }
     };
     Ok(RunLimits {

@@ -41,7 +41,7 @@ pub use names::{ALIASES, Alias, Engine, Norm, Normalised, normalise};
 pub use parse::{Parsed, Series, parse};
 pub use raw::{MAX_KEY_BYTES, MAX_RAW_SERIES, RAW_BUDGET_BYTES, disk_bytes_per_level};
 pub use scraper::{LevelScraper, MAX_BODY_BYTES, PreparedLevel, SCRAPE_TIMEOUT, Scraper};
-pub use summary::{GaugeSummary, LevelServerMetrics, Phase, SpecDecode};
+pub use summary::{GaugeSummary, LevelServerMetrics, ScrapePoint, SpecDecode};
 
 use crate::scenario::MetricsEndpoint;
 

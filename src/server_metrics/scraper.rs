@@ -23,7 +23,7 @@ use super::file::LineWriter;
 use super::names::{Engine, Norm, normalise};
 use super::parse::parse;
 use super::raw::{RAW_BUDGET_BYTES, raw_series};
-use super::summary::{Accumulator, LevelServerMetrics, Phase};
+use super::summary::{Accumulator, LevelServerMetrics, ScrapePoint};
 use crate::contract::Stamp;
 use crate::redact::Secrets;
 
@@ -125,7 +125,7 @@ impl Scraper {
                 .name("server-metrics".into())
                 .spawn(move || write_level(&level, file, &url, interval_ms, &secrets, &backlog, &rx))
         };
-        let start = self.inner.fetch(Phase::Start).await;
+        let start = self.inner.fetch(ScrapePoint::Start).await;
         backlog.send(&tx, start);
         PreparedLevel { inner: Arc::clone(&self.inner), tx, writer: writer.ok(), backlog }
     }
@@ -197,7 +197,7 @@ impl PreparedLevel {
                     // A scrape cut by the end of the level is superseded by the end scrape.
                     let fetched = tokio::select! {
                         () = stop.cancelled() => break,
-                        fetched = inner.fetch(Phase::Interval) => fetched,
+                        fetched = inner.fetch(ScrapePoint::Interval) => fetched,
                     };
                     if !backlog.send(&tx, fetched) {
                         break;
@@ -234,7 +234,7 @@ impl LevelScraper {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
-        let end = self.inner.fetch(Phase::End).await;
+        let end = self.inner.fetch(ScrapePoint::End).await;
         if let Some(tx) = self.tx.take() {
             self.backlog.send(&tx, end);
         }
@@ -266,7 +266,7 @@ enum Message {
 }
 
 struct Fetched {
-    phase: Phase,
+    phase: ScrapePoint,
     sent: Instant,
     unix_ns: u64,
     latency: Duration,
@@ -274,7 +274,7 @@ struct Fetched {
 }
 
 impl Inner {
-    async fn fetch(&self, phase: Phase) -> Fetched {
+    async fn fetch(&self, phase: ScrapePoint) -> Fetched {
         let unix_ns = Stamp::now().unix_ns();
         let sent = Instant::now();
         let result = match tokio::time::timeout(self.timeout, self.get()).await {
@@ -338,7 +338,7 @@ fn describe(e: &reqwest::Error, secrets: &Secrets) -> String {
 #[derive(Serialize)]
 struct ScrapeLine<'a> {
     level: &'a str,
-    phase: Phase,
+    phase: ScrapePoint,
     /// Seconds from the level's start to the request (negative for the start scrape).
     t_s: f64,
     unix_ns: u64,
@@ -493,7 +493,7 @@ mod tests {
         let backlog = Arc::new(Backlog::default());
         let (tx, rx) = mpsc::channel();
         let fetched = || Fetched {
-            phase: Phase::Interval,
+            phase: ScrapePoint::Interval,
             sent: Instant::now(),
             unix_ns: 0,
             latency: Duration::ZERO,

@@ -131,7 +131,7 @@ impl GaugeAcc {
 /// Where a scrape sits in the level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
+pub enum ScrapePoint {
     Start,
     Interval,
     End,
@@ -165,7 +165,7 @@ impl Accumulator {
     }
 
     /// A scrape that failed (unreachable, timed out, not the format).
-    pub fn failed(&mut self, phase: Phase, error: &str) {
+    pub fn failed(&mut self, phase: ScrapePoint, error: &str) {
         self.scrapes += 1;
         self.failed += 1;
         if self.first_error.is_none() {
@@ -174,13 +174,13 @@ impl Accumulator {
     }
 
     /// A successful scrape taken `t_s` seconds into the level.
-    pub fn ok(&mut self, phase: Phase, t_s: f64, series: &[Series], skipped_lines: usize) {
+    pub fn ok(&mut self, phase: ScrapePoint, t_s: f64, series: &[Series], skipped_lines: usize) {
         self.scrapes += 1;
         self.skipped_lines += skipped_lines as u64;
         match phase {
-            Phase::Start => self.start_ok = true,
-            Phase::End => self.end_ok = true,
-            Phase::Interval => {}
+            ScrapePoint::Start => self.start_ok = true,
+            ScrapePoint::End => self.end_ok = true,
+            ScrapePoint::Interval => {}
         }
         let baseline = self.first_ok_t.is_none();
         self.first_ok_t.get_or_insert(t_s);
@@ -273,11 +273,11 @@ impl Accumulator {
     }
 }
 
-pub(crate) fn phase_name(phase: Phase) -> &'static str {
+pub(crate) fn phase_name(phase: ScrapePoint) -> &'static str {
     match phase {
-        Phase::Start => "start",
-        Phase::Interval => "interval",
-        Phase::End => "end",
+        ScrapePoint::Start => "start",
+        ScrapePoint::Interval => "interval",
+        ScrapePoint::End => "end",
     }
 }
 
@@ -297,7 +297,7 @@ mod tests {
     fn counter_deltas_gauges_and_rates() {
         let mut acc = Accumulator::new();
         acc.ok(
-            Phase::Start,
+            ScrapePoint::Start,
             -0.01,
             &[
                 s("vllm:generation_tokens_total", "0", 1000.0),
@@ -308,7 +308,7 @@ mod tests {
             0,
         );
         acc.ok(
-            Phase::Interval,
+            ScrapePoint::Interval,
             1.0,
             &[
                 s("vllm:generation_tokens_total", "0", 1600.0),
@@ -320,9 +320,9 @@ mod tests {
             ],
             1,
         );
-        acc.failed(Phase::Interval, "timed out after 5s");
+        acc.failed(ScrapePoint::Interval, "timed out after 5s");
         acc.ok(
-            Phase::End,
+            ScrapePoint::End,
             2.99,
             &[
                 s("vllm:generation_tokens_total", "0", 1700.0),
@@ -355,20 +355,20 @@ mod tests {
     fn a_reset_counts_from_zero_per_series() {
         let mut acc = Accumulator::new();
         acc.ok(
-            Phase::Start,
+            ScrapePoint::Start,
             0.0,
             &[s("vllm:prompt_tokens_total", "0", 500.0), s("vllm:prompt_tokens_total", "1", 10.0)],
             0,
         );
         acc.ok(
-            Phase::Interval,
+            ScrapePoint::Interval,
             1.0,
             &[s("vllm:prompt_tokens_total", "0", 800.0), s("vllm:prompt_tokens_total", "1", 30.0)],
             0,
         );
         // Engine 0 restarted: 800 → 40. Engine 1 went on: 30 → 90. The sum (130) would hide it.
         acc.ok(
-            Phase::End,
+            ScrapePoint::End,
             2.0,
             &[s("vllm:prompt_tokens_total", "0", 40.0), s("vllm:prompt_tokens_total", "1", 90.0)],
             0,
@@ -381,9 +381,9 @@ mod tests {
     #[test]
     fn a_failed_start_makes_the_level_incomplete_and_later_values_the_baseline() {
         let mut acc = Accumulator::new();
-        acc.failed(Phase::Start, "connection refused");
-        acc.ok(Phase::Interval, 1.0, &[s("sglang:generation_tokens_total", "0", 100.0)], 0);
-        acc.ok(Phase::End, 2.0, &[s("sglang:generation_tokens_total", "0", 150.0)], 0);
+        acc.failed(ScrapePoint::Start, "connection refused");
+        acc.ok(ScrapePoint::Interval, 1.0, &[s("sglang:generation_tokens_total", "0", 100.0)], 0);
+        acc.ok(ScrapePoint::End, 2.0, &[s("sglang:generation_tokens_total", "0", 150.0)], 0);
         let m = finish(acc);
         assert!(!m.complete);
         assert_eq!(m.counter(Norm::GenerationTokens), Some(50.0));
@@ -393,8 +393,8 @@ mod tests {
     #[test]
     fn nothing_scraped_gives_an_empty_summary() {
         let mut acc = Accumulator::new();
-        acc.failed(Phase::Start, "x");
-        acc.failed(Phase::End, "y");
+        acc.failed(ScrapePoint::Start, "x");
+        acc.failed(ScrapePoint::End, "y");
         let m = finish(acc);
         assert!(!m.complete && m.counters.is_empty() && m.gauges.is_empty() && m.engine.is_none());
         assert_eq!(m.window_ms, None);
@@ -412,8 +412,8 @@ mod tests {
                 s("vllm:spec_decode_num_accepted_tokens_total", "0", a),
             ]
         };
-        acc.ok(Phase::Start, 0.0, &at(10.0, 30.0, 20.0), 0);
-        acc.ok(Phase::End, 1.0, &at(110.0, 330.0, 220.0), 0);
+        acc.ok(ScrapePoint::Start, 0.0, &at(10.0, 30.0, 20.0), 0);
+        acc.ok(ScrapePoint::End, 1.0, &at(110.0, 330.0, 220.0), 0);
         let spec = finish(acc).spec_decode.expect("spec decode");
         assert_eq!(spec.accepted_tokens, 200.0);
         assert_eq!(spec.acceptance_rate, Some(200.0 / 300.0));
@@ -423,8 +423,8 @@ mod tests {
     #[test]
     fn the_block_serializes_with_snake_case_names() {
         let mut acc = Accumulator::new();
-        acc.ok(Phase::Start, 0.0, &[s("llamacpp:tokens_predicted_total", "0", 1.0)], 0);
-        acc.ok(Phase::End, 1.0, &[s("llamacpp:tokens_predicted_total", "0", 5.0)], 0);
+        acc.ok(ScrapePoint::Start, 0.0, &[s("llamacpp:tokens_predicted_total", "0", 1.0)], 0);
+        acc.ok(ScrapePoint::End, 1.0, &[s("llamacpp:tokens_predicted_total", "0", 5.0)], 0);
         let json = serde_json::to_value(finish(acc)).expect("serialize");
         assert_eq!(json["engine"], "llamacpp");
         assert_eq!(json["counters"]["generation_tokens"], 4.0);
@@ -440,8 +440,8 @@ mod tests {
                 Series { name: "llamacpp:prompt_tokens_cached_total".into(), labels: vec![], value: cached },
             ]
         };
-        acc.ok(Phase::Start, 0.0, &at(1000.0, 500.0), 0);
-        acc.ok(Phase::End, 1.0, &at(1300.0, 1400.0), 0);
+        acc.ok(ScrapePoint::Start, 0.0, &at(1000.0, 500.0), 0);
+        acc.ok(ScrapePoint::End, 1.0, &at(1300.0, 1400.0), 0);
         let m = finish(acc);
         assert_eq!(m.counter(Norm::PrefixCacheHits), Some(900.0));
         assert_eq!(m.counter(Norm::PrefixCacheQueries), Some(1200.0));

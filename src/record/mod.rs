@@ -1,4 +1,5 @@
-//! The bottom of the results side: what one request produced and how it is kept.
+//! What one request produced and how it is kept: the last step of the request side, and what
+//! the results side reads.
 //!
 //! `outcome` is what a worker hands over (a completed measurement, a failure, a dropped arrival);
 //! `timing` turns it into the per-request records of the artifact (`request_timings[]`,

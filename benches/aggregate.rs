@@ -8,18 +8,18 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use anvil_load::aggregate::sample::Sample;
-use anvil_load::aggregate::snapshots::Snapshots;
-use anvil_load::aggregate::stats::Summary;
-use anvil_load::aggregate::{AsWritten, Collected, LevelInput, LevelSink, Origin, collect, finish_level};
-use anvil_load::console::Progress;
-use anvil_load::record::CanaryCheck;
-use anvil_load::record::timing::{Exclusions, RequestTiming};
-use anvil_load::record::writer;
-use anvil_load::record::{Completed, Outcome, TokenSource};
-use anvil_load::record::{Issued, LevelPacing, RunInfo, SizingRecord, Stamp};
-use anvil_load::scenario::{Overrides, Scenario};
-use anvil_load::workload::Sizer;
+use anvil_load::plan::scenario::{Overrides, Scenario};
+use anvil_load::request::record::CanaryCheck;
+use anvil_load::request::record::timing::{Exclusions, RequestTiming};
+use anvil_load::request::record::writer;
+use anvil_load::request::record::{Completed, Outcome, TokenSource};
+use anvil_load::request::record::{Issued, LevelPacing, RunInfo, SizingRecord, Stamp};
+use anvil_load::request::workload::Sizer;
+use anvil_load::results::aggregate::sample::Sample;
+use anvil_load::results::aggregate::snapshots::Snapshots;
+use anvil_load::results::aggregate::stats::Summary;
+use anvil_load::results::aggregate::{AsWritten, Collected, LevelInput, LevelSink, Origin, collect, finish_level};
+use anvil_load::results::console::Progress;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use tokio::sync::mpsc;
 

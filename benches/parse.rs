@@ -4,7 +4,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use anvil_load::worker::StreamState;
+use anvil_load::request::worker::StreamState;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const CONTENT: &str = r#"data: {"id":"chatcmpl-7SbJZDz8Incavod4IS5DFPSvCqJ3NkKp","object":"chat.completion.chunk","created":1795983988,"model":"SmolLM2-135M-Instruct","choices":[{"index":0,"delta":{"content":" the"},"finish_reason":null}]}"#;

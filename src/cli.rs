@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::scenario::Overrides;
+use crate::plan::scenario::Overrides;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -42,7 +42,7 @@ pub enum Command {
     /// have written (every summary recomputed from the union of the records).
     Merge(MergeArgs),
     /// Print what runs a scenario as N shards on a cluster (Kubernetes manifests).
-    Deploy(crate::deploy::DeployArgs),
+    Deploy(crate::distributed::deploy::DeployArgs),
     /// Write one self-contained HTML report (or Markdown) of artifacts, sweeps, capacity
     /// searches and soaks.
     Report(ReportArgs),
@@ -65,7 +65,7 @@ pub struct ReportArgs {
     /// html: one self-contained page with plots; md: the same tables and text as
     /// GitHub-flavoured Markdown.
     #[arg(long, value_enum, default_value = "html")]
-    pub format: crate::present::Format,
+    pub format: crate::after_run::present::Format,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -82,7 +82,7 @@ pub struct CompareArgs {
     pub max_regress: Vec<String>,
     /// text: a benchstat-style table; md: the same as Markdown; json: everything, for tools.
     #[arg(long, value_enum, default_value = "text")]
-    pub format: crate::compare::run::CompareFormat,
+    pub format: crate::after_run::compare::run::CompareFormat,
     /// Compare even when the configurations differ (levels are then matched by level alone).
     #[arg(long)]
     pub force: bool,
@@ -192,7 +192,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub strict: bool,
     #[command(flatten)]
-    pub shard: crate::shard::ShardArgs,
+    pub shard: crate::distributed::shard::ShardArgs,
 }
 
 impl RunArgs {

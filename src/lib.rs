@@ -1,44 +1,43 @@
 //! anvil-load: a load generator for OpenAI-compatible LLM inference servers.
 //!
-//! The modules in pipeline order, one line each, grouped by stage; a module imports only from its
-//! own stage or an earlier one (`tests/layout.rs` checks it, and that this list, the declarations
-//! below and the Layout of `docs/development.md` name the same modules in the same order).
+//! `src/` reads like the pipeline: a folder per stage, each module one line below, in order. A
+//! module imports only from its own stage or an earlier one, and no two modules import each other
+//! (`tests/layout.rs` checks both, and that this list, the declarations, each stage's own list and
+//! the Layout of `docs/development.md` name the same modules in the same order).
 //!
-//! The ground floor: words every stage uses:
+//! The ground floor, words every stage uses:
 //! - `contract`: the contract's vocabulary: error kinds, metrics, statistics, totals, SLO objectives.
 //! - `redact`: what may be written: URLs without credentials, server strings sanitized, never a secret.
 //! - `sys`: the few system calls (file limits, CPU time, input files); `unsafe` is denied elsewhere.
 //! - `text`: the words synthetic prompts are made of, the built-in token estimate, numbers as people write them.
 //! - `mock`: the simulator, a crate of its own (`anvil_sim`), under the name it has always had here.
 //!
-//! The plan: what to send, and when:
+//! `plan/`, the plan: what to send, and when:
 //! - `scenario`: TOML (or flags) → one validated, typed plan; the checker and every rule.
 //! - `search`: the capacity search: which level to run next.
 //! - `session`: conversations, the plan side: shape, turns, history, turn canaries.
 //! - `trace`: trace files (timestamps and sizes) replayed as arrivals.
 //!
-//! The request side: one request built, streamed, timed, checked and recorded:
+//! `request/`, the request side: requests paced, built, sent, timed, checked and recorded:
 //! - `openai`: wire formats of the six APIs: requests, SSE streams, usage.
 //! - `record`: what a request produced and how it is kept: outcomes, records file, the run's description.
+//! - `schedule`: pacing (closed and open loop, sessions, traces) and the workers it drives.
 //! - `server_metrics`: the server's own `/metrics`, scraped around and through each level.
 //! - `worker`: one request sent, streamed and timed to the byte; failures classified.
 //! - `workload`: the prompts a request carries (synthetic text sized by calibration, datasets, traces, conversations) and their canaries, checked against its answer.
 //!
-//! The results side: one summary per level, and its renderers:
+//! `results/`, the results side: one summary per level, and its renderers:
 //! - `aggregate`: one task owning every sample: collects, then `finish_level` makes one typed summary.
 //! - `artifact`: the `anvil-serving.benchmark/v1` artifact: a pure mapping of the summary.
 //! - `console`: what the user sees during and after a run: progress, warnings, level summary, sweep table.
 //!
-//! Running a level:
-//! - `schedule`: pacing (closed and open loop, sessions, traces) and the workers it drives.
-//!
-//! After a run: records and artifacts read back:
+//! `after_run/`, after a run: records and artifacts read back:
 //! - `compare`: `anvil-load compare`: levels matched, tested and gated.
 //! - `gather`: result files read back typed and grouped into runs (artifacts, sweeps, searches, time series).
 //! - `present`: `anvil-load report`: one document as HTML or Markdown.
 //! - `rebuild`: records files back into artifacts: `summarize` and `merge`, through one checked reader.
 //!
-//! One run over many processes or hosts:
+//! `distributed/`, one run over many processes or hosts:
 //! - `deploy`: `anvil-load deploy`: manifests that run the shards on a cluster.
 //! - `shard`: sharded runs: options, coordinator, authenticated link, clocks, the run's seam to the others.
 //!
@@ -48,43 +47,23 @@
 
 #![deny(unsafe_code)]
 
-// The ground floor: words every stage uses.
+// The ground floor.
 pub mod contract;
 pub mod redact;
 pub mod sys;
 pub mod text;
 pub use anvil_sim as mock;
 
-// The plan: what to send, and when.
-pub mod scenario;
-pub mod search;
-pub mod session;
-pub mod trace;
+// The stages, in pipeline order (one to a group, so that rustfmt keeps the order).
+pub mod plan;
 
-// The request side: one request built, streamed, timed, checked and recorded.
-pub mod openai;
-pub mod record;
-pub mod server_metrics;
-pub mod worker;
-pub mod workload;
+pub mod request;
 
-// The results side: one summary per level, and its renderers.
-pub mod aggregate;
-pub mod artifact;
-pub mod console;
+pub mod results;
 
-// Running a level.
-pub mod schedule;
+pub mod after_run;
 
-// After a run: records and artifacts read back.
-pub mod compare;
-pub mod gather;
-pub mod present;
-pub mod rebuild;
-
-// One run over many processes or hosts.
-pub mod deploy;
-pub mod shard;
+pub mod distributed;
 
 // The program.
 pub mod app;

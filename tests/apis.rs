@@ -155,7 +155,7 @@ fn build_tokenizer(path: &Path, seed: u64, requests: u64) {
     let mut vocab: HashMap<String, u32> = HashMap::new();
     vocab.insert("[UNK]".into(), 0);
     let task = "Task : begin your reply with the exact text and then summarise reference text in one sentence .";
-    let markers: Vec<String> = (0..requests).map(|i| anvil_load::workload::canary_marker(seed, i)).collect();
+    let markers: Vec<String> = (0..requests).map(|i| anvil_load::request::workload::canary_marker(seed, i)).collect();
     let words = anvil_load::text::filler_words().iter().map(|w| w.to_string());
     for w in words.chain(task.split(' ').map(str::to_string)).chain(markers) {
         let next = vocab.len() as u32;

@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anvil_load::scenario::{Arrival, Overrides, Pacing, PhaseLength, Scenario};
+use anvil_load::plan::scenario::{Arrival, Overrides, Pacing, PhaseLength, Scenario};
 use common::{anvil, artifacts, check_artifact, run, text};
 use proptest::prelude::*;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use anvil_load::worker::StreamState;
+use anvil_load::request::worker::StreamState;
 use proptest::prelude::*;
 
 /// Feed `bytes` in reads ending at `cuts` (offsets, any order), then end the stream.

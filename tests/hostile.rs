@@ -759,10 +759,10 @@ async fn the_stale_connection_retry_never_takes_another_pooled_connection() {
 
 /// One round: `None` when the request did not land on a warmed connection.
 async fn stale_retry_round() -> Option<()> {
-    use anvil_load::record::{Dispatch, Outcome};
-    use anvil_load::scenario::{Overrides, Scenario};
-    use anvil_load::worker::Client;
-    use anvil_load::workload::PreparedRequest;
+    use anvil_load::plan::scenario::{Overrides, Scenario};
+    use anvil_load::request::record::{Dispatch, Outcome};
+    use anvil_load::request::worker::Client;
+    use anvil_load::request::workload::PreparedRequest;
 
     let server = Hostile::start(one_answer_per_connection).await;
     let text = "[target]\nmodel = \"m\"\n[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 8\n";
@@ -806,7 +806,7 @@ async fn stale_retry_round() -> Option<()> {
 
 #[test]
 fn request_timeout_defaults_to_the_first_output_deadline_plus_a_second_per_token() {
-    use anvil_load::scenario::{Overrides, Scenario};
+    use anvil_load::plan::scenario::{Overrides, Scenario};
     let load = |client: &str| {
         let text = format!(
             "[target]\nmodel = \"m\"\n[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 256\n[client]\n{client}\n"

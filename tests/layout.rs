@@ -10,40 +10,75 @@ use std::path::Path;
 /// avoided goes here with its reason, and the test fails once it is gone.
 const LATER_STAGE_IMPORTS: &[(&str, &str, &str)] = &[];
 
-/// `lib.rs`'s list of modules (its crate doc) in order, each with its stage (0 = the ground
-/// floor); the declarations below the list must name the same modules in the same order.
-fn declared() -> Vec<(String, usize)> {
+/// One module of the list: its name, the stage folder it lives in (`None` on the ground floor
+/// and for the program), and its stage's rank (0 = the ground floor).
+struct Module {
+    name: String,
+    folder: Option<String>,
+    stage: usize,
+}
+
+/// `lib.rs`'s list of modules (its crate doc), in order. A heading names its stage's folder in
+/// backquotes (`` `plan/`, the plan: ``); the ground floor and the program have none.
+fn declared() -> Vec<Module> {
     let lib = std::fs::read_to_string("src/lib.rs").unwrap();
-    let (mut listed, mut stage) = (Vec::new(), None::<usize>);
+    let (mut listed, mut stage, mut folder) = (Vec::new(), None::<usize>, None::<String>);
     for line in lib.lines().filter_map(|l| l.strip_prefix("//! ")) {
         if let Some(item) = line.strip_prefix("- `") {
             let (name, what) = item.split_once("`: ").expect("a module line reads - `name`: what it is");
             assert!(!what.trim().is_empty(), "src/lib.rs: `{name}` has no line saying what it is");
-            listed.push((name.to_string(), stage.expect("a module line under a stage")));
+            let stage = stage.expect("a module line under a stage");
+            listed.push(Module { name: name.to_string(), folder: folder.clone(), stage });
         } else if line.ends_with(':') {
             stage = Some(stage.map_or(0, |s| s + 1));
+            folder = line.strip_prefix('`').and_then(|l| l.split_once("/`")).map(|(f, _)| f.to_string());
         }
     }
-    let declarations: Vec<String> = lib
+    listed
+}
+
+/// The `pub mod`/`pub use … as` names a module file declares, in order.
+fn declarations(path: &str) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
         .lines()
         .filter_map(|l| l.strip_prefix("pub mod ").or_else(|| l.strip_prefix("pub use anvil_sim as ")))
         .map(|l| l.trim_end_matches(';').to_string())
-        .collect();
-    let names: Vec<String> = listed.iter().map(|(m, _)| m.clone()).collect();
-    assert_eq!(declarations, names, "src/lib.rs declares the modules its list names, in its order");
-    listed
+        .collect()
+}
+
+fn entries(dir: &str) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".rs").to_string())
+        .filter(|m| !["lib", "main", "mod"].contains(&m.as_str()))
+        .collect()
 }
 
 #[test]
 fn every_module_is_declared_with_a_line_and_listed_in_the_manual_in_the_same_order() {
-    let declared: Vec<String> = declared().into_iter().map(|(m, _)| m).collect();
-    let on_disk: BTreeSet<String> = std::fs::read_dir("src")
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".rs").to_string())
-        .filter(|m| m != "lib" && m != "main")
-        .collect();
-    let in_lib: BTreeSet<String> = declared.iter().filter(|m| *m != "mock").cloned().collect();
-    assert_eq!(in_lib, on_disk, "src/lib.rs must list every module of src/, and only those");
+    let modules = declared();
+    // lib.rs declares the ground floor, each stage's folder and the program, in the list's order.
+    let mut top: Vec<String> = Vec::new();
+    for m in &modules {
+        let name = m.folder.clone().unwrap_or_else(|| m.name.clone());
+        if top.last() != Some(&name) {
+            top.push(name);
+        }
+    }
+    assert_eq!(declarations("src/lib.rs"), top, "src/lib.rs declares what its list names, in its order");
+    let on_disk: BTreeSet<String> = entries("src");
+    let expected: BTreeSet<String> = top.iter().filter(|m| *m != "mock").cloned().collect();
+    assert_eq!(on_disk, expected, "src/ holds the ground floor, one folder per stage and the program");
+    // Each stage's folder declares its modules, in the list's order, and holds nothing else.
+    let folders: BTreeSet<&String> = modules.iter().filter_map(|m| m.folder.as_ref()).collect();
+    for folder in folders {
+        let names: Vec<String> =
+            modules.iter().filter(|m| m.folder.as_ref() == Some(folder)).map(|m| m.name.clone()).collect();
+        assert_eq!(declarations(&format!("src/{folder}/mod.rs")), names, "src/{folder}/mod.rs");
+        let inside: BTreeSet<String> = names.iter().cloned().collect();
+        assert_eq!(entries(&format!("src/{folder}")), inside, "src/{folder}/ holds its stage's modules only");
+    }
     let manual = std::fs::read_to_string("docs/development.md").unwrap();
     let layout = &manual[manual.find("## Layout").expect("docs/development.md has a Layout section")..];
     let listed: Vec<String> = layout
@@ -52,7 +87,8 @@ fn every_module_is_declared_with_a_line_and_listed_in_the_manual_in_the_same_ord
         .filter_map(|l| l.trim_start().strip_prefix("- `"))
         .filter_map(|l| l.split_once("`:").map(|(m, _)| m.to_string()))
         .collect();
-    assert_eq!(listed, declared, "docs/development.md's Layout lists the modules of src/lib.rs, in its order");
+    let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
+    assert_eq!(listed, names, "docs/development.md's Layout lists the modules of src/lib.rs, in its order");
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -66,49 +102,73 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// Every `crate::module` a line names, outside comments.
-fn imports_of(text: &str) -> BTreeSet<String> {
+/// Every path under `crate::` a line names outside comments, as its first two segments
+/// (`crate::plan::scenario::Scenario` gives `["plan", "scenario"]`; a group `crate::{a, b::c}`
+/// gives each).
+fn imports_of(text: &str) -> BTreeSet<Vec<String>> {
+    fn segments(path: &str) -> Vec<String> {
+        path.split("::")
+            .take(2)
+            .map(|s| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>())
+            .take_while(|s| !s.is_empty())
+            .collect()
+    }
     let mut out = BTreeSet::new();
     for line in text.lines() {
         let code = line.split("//").next().unwrap_or("");
         let mut rest = code;
         while let Some(at) = rest.find("crate::") {
             let tail = &rest[at + "crate::".len()..];
-            let name: String = tail.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-            // `crate::{a, b}` names several.
-            if name.is_empty() && tail.starts_with('{') {
-                let group = &tail[1..tail.find('}').unwrap_or(tail.len())];
-                for part in group.split(',') {
-                    let part = part.trim();
-                    let name: String = part.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-                    if !name.is_empty() {
-                        out.insert(name);
+            if let Some(group) = tail.strip_prefix('{') {
+                for part in group[..group.find('}').unwrap_or(group.len())].split(',') {
+                    let found = segments(part.trim());
+                    if !found.is_empty() {
+                        out.insert(found);
                     }
                 }
-            } else if !name.is_empty() {
-                out.insert(name.clone());
+            } else {
+                let found = segments(tail);
+                if !found.is_empty() {
+                    out.insert(found);
+                }
             }
-            rest = &tail[name.len().min(tail.len())..];
+            rest = &tail[1.min(tail.len())..];
         }
     }
     out
 }
 
+/// Each module's stage rank, by name.
+fn stages() -> BTreeMap<String, usize> {
+    declared().into_iter().map(|m| (m.name, m.stage)).collect()
+}
+
 /// Every import of one module of `src/` by another: `(from, to)` → the files that make it.
 fn module_imports(stages: &BTreeMap<String, usize>) -> BTreeMap<(String, String), Vec<String>> {
+    let folders: BTreeSet<String> = declared().into_iter().filter_map(|m| m.folder).collect();
+    // The module a path names: the segment after a stage's folder, else the first.
+    let module = |segments: &[String]| -> Option<String> {
+        match segments {
+            [folder, name, ..] if folders.contains(folder) => Some(name.clone()),
+            [name, ..] if stages.contains_key(name) => Some(name.clone()),
+            _ => None,
+        }
+    };
     let mut files = Vec::new();
     rust_files(Path::new("src"), &mut files);
     let mut found: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for file in files {
-        let rel = file.strip_prefix("src").unwrap();
-        let top = rel.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
-        if !stages.contains_key(&top) {
-            continue;
-        }
+        let parts: Vec<String> = file
+            .strip_prefix("src")
+            .unwrap()
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string())
+            .collect();
+        let Some(own) = module(&parts) else { continue };
         let text = std::fs::read_to_string(&file).unwrap();
-        for name in imports_of(&text) {
-            if name != top && stages.contains_key(&name) {
-                found.entry((top.clone(), name)).or_default().push(file.display().to_string());
+        for path in imports_of(&text) {
+            if let Some(to) = module(&path).filter(|to| *to != own) {
+                found.entry((own.clone(), to)).or_default().push(file.display().to_string());
             }
         }
     }
@@ -117,7 +177,7 @@ fn module_imports(stages: &BTreeMap<String, usize>) -> BTreeMap<(String, String)
 
 #[test]
 fn no_import_cycle_crosses_a_module() {
-    let stages: BTreeMap<String, usize> = declared().into_iter().collect();
+    let stages = stages();
     let imports = module_imports(&stages);
     let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (from, to) in imports.keys() {
@@ -141,7 +201,7 @@ fn no_import_cycle_crosses_a_module() {
 
 #[test]
 fn no_module_imports_a_later_stage_beyond_the_listed_ones() {
-    let stages: BTreeMap<String, usize> = declared().into_iter().collect();
+    let stages = stages();
     let found: BTreeMap<(String, String), Vec<String>> =
         module_imports(&stages).into_iter().filter(|((from, to), _)| stages[to] > stages[from]).collect();
     let listed: BTreeSet<(String, String)> =
@@ -158,6 +218,13 @@ fn no_module_imports_a_later_stage_beyond_the_listed_ones() {
 
 #[test]
 fn the_import_scanner_sees_grouped_and_nested_paths_and_skips_comments() {
-    let names = imports_of("use crate::{record::Stamp, worker};\nlet x = crate::openai::wire(); // crate::app\n");
-    assert_eq!(names, ["openai", "record", "worker"].map(String::from).into_iter().collect());
+    let names = imports_of(
+        "use crate::{contract::Stamp, request::worker};\nlet x = crate::request::openai::wire(); // crate::app\n",
+    );
+    let expected: BTreeSet<Vec<String>> =
+        [vec!["contract", "Stamp"], vec!["request", "worker"], vec!["request", "openai"]]
+            .into_iter()
+            .map(|v| v.into_iter().map(String::from).collect())
+            .collect();
+    assert_eq!(names, expected);
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use anvil_load::scenario::{Overrides, Pacing, Scenario};
+use anvil_load::plan::scenario::{Overrides, Pacing, Scenario};
 use common::{anvil, manifest_dir, run, text};
 
 fn shipped_scenarios() -> Vec<std::path::PathBuf> {

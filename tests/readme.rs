@@ -3,7 +3,7 @@
 
 mod common;
 
-use anvil_load::scenario::{Overrides, RawScenario, Scenario};
+use anvil_load::plan::scenario::{Overrides, RawScenario, Scenario};
 
 /// The keys a section accepts, read from the parser itself: an unknown key makes serde list the
 /// expected ones. `None` for a free-form table (such as `[slo]`).

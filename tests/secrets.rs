@@ -316,7 +316,7 @@ async fn a_150000_series_metrics_endpoint_is_bounded_per_scrape_and_said() {
     let m = &a["server_metrics"];
     // Every series was read: the counter's increase is exact.
     assert_eq!(m["counters"]["generation_tokens"], 50.0, "{m}");
-    let kept = anvil_load::server_metrics::MAX_RAW_SERIES;
+    let kept = anvil_load::request::server_metrics::MAX_RAW_SERIES;
     assert_eq!(m["raw_series_left_out"].as_u64(), Some((HUGE + 1 - kept) as u64), "{m}");
     let said = a["warnings"].as_array().unwrap().iter().find(|w| w["code"] == "server_metrics_series_left_out");
     let said = said.expect("the cap is said in warnings[]")["message"].as_str().unwrap().to_string();

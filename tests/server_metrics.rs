@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anvil_load::mock::{MockServer, MockStatsSnapshot, Profile};
-use anvil_load::server_metrics::{
+use anvil_load::request::server_metrics::{
     ClientTokens, Engine, LevelServerMetrics, Norm, SERVER_COUNTS_TOLERANCE, Scraper, file_name, server_counts_differ,
     warnings,
 };

@@ -9,11 +9,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anvil_load::aggregate::conversations::summarise;
-use anvil_load::aggregate::summary::SessionSummary;
 use anvil_load::mock::{FaultProfile, MockServer, Profile};
-use anvil_load::record::{FailureRecord, RequestTiming};
-use anvil_load::scenario::Slo;
+use anvil_load::plan::scenario::Slo;
+use anvil_load::request::record::{FailureRecord, RequestTiming};
+use anvil_load::results::aggregate::conversations::summarise;
+use anvil_load::results::aggregate::summary::SessionSummary;
 use common::{anvil, artifacts, check_artifact, run, text};
 use serde_json::Value;
 

@@ -2,9 +2,9 @@
 //! the canary marker a contaminated answer makes up when it knows no other request's, and the
 //! Prometheus text of `/metrics`, each read with the client's own parsers.
 
-use anvil_load::server_metrics::{Engine, Norm, normalise, parse};
-use anvil_load::session::canary::{cross_session_markers, parse_turn_marker, turn_marker};
-use anvil_load::workload::canary::{canary_marker, check_canary, parse_request_marker};
+use anvil_load::plan::session::canary::{cross_session_markers, parse_turn_marker, turn_marker};
+use anvil_load::request::server_metrics::{Engine, Norm, normalise, parse};
+use anvil_load::request::workload::canary::{canary_marker, check_canary, parse_request_marker};
 use anvil_sim::{MockServer, MockStatsSnapshot, Profile, metrics};
 use serde_json::{Value, json};
 

@@ -116,7 +116,7 @@ async fn load(
         .pool_timer(TokioTimer::new())
         .pool_max_idle_per_host(concurrency)
         .pool_idle_timeout(Duration::from_secs(90))
-        .http1_max_buf_size(anvil_load::worker::READ_BUFFER_MAX);
+        .http1_max_buf_size(anvil_load::request::worker::READ_BUFFER_MAX);
     let http: Client<HttpConnector, Full<Bytes>> = builder.build(tcp);
     let url: http::Uri = format!("{base_url}/chat/completions").parse().map_err(|e| format!("base URL: {e}"))?;
     open_connections(&http, &base_url, concurrency).await?;

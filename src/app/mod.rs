@@ -8,25 +8,25 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::aggregate::snapshots::{SnapshotConfig, Snapshots};
-use crate::aggregate::summary::LevelSummary;
-use crate::aggregate::warnings::Warning;
-use crate::aggregate::{self, LevelInput, LevelSink, Origin};
-use crate::artifact;
+use crate::after_run::rebuild::{self, Notice, RebuildError, Rebuilt};
 use crate::cli::{Cli, Command, MergeArgs, RunArgs, SummarizeArgs, exit};
-use crate::console::{self, Progress, SweepRow};
-use crate::rebuild::{self, Notice, RebuildError, Rebuilt};
-use crate::record::file::{self as records, RecordLine};
-use crate::record::writer::{self, RecordSink};
-use crate::record::{RunInfo, Stamp};
-use crate::scenario::{LevelPacing, Pacing, Scenario, ScenarioError};
-use crate::schedule::lateness::LatenessProbe;
-use crate::schedule::{self, LevelPlan, RunControl};
-use crate::search::{CapacitySearch, Probe};
-use crate::server_metrics;
-use crate::shard::{self, Shard};
-use crate::worker::Client;
-use crate::workload::Workload;
+use crate::distributed::shard::{self, Shard};
+use crate::plan::scenario::{LevelPacing, Pacing, Scenario, ScenarioError};
+use crate::plan::search::{CapacitySearch, Probe};
+use crate::request::record::file::{self as records, RecordLine};
+use crate::request::record::writer::{self, RecordSink};
+use crate::request::record::{RunInfo, Stamp};
+use crate::request::schedule::lateness::LatenessProbe;
+use crate::request::schedule::{self, LevelPlan, RunControl};
+use crate::request::server_metrics;
+use crate::request::worker::Client;
+use crate::request::workload::Workload;
+use crate::results::aggregate::snapshots::{SnapshotConfig, Snapshots};
+use crate::results::aggregate::summary::LevelSummary;
+use crate::results::aggregate::warnings::Warning;
+use crate::results::aggregate::{self, LevelInput, LevelSink, Origin};
+use crate::results::artifact;
+use crate::results::console::{self, Progress, SweepRow};
 use setup::RunTarget;
 
 /// Why the program stopped early.
@@ -91,12 +91,12 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
         Some(Command::Summarize(args)) => summarize(&args),
         Some(Command::Merge(args)) => merge(&args),
         Some(Command::Deploy(args)) => {
-            print!("{}", crate::deploy::render(&args).map_err(AppError::BadInput)?);
+            print!("{}", crate::distributed::deploy::render(&args).map_err(AppError::BadInput)?);
             Ok(exit::OK)
         }
         Some(Command::Report(args)) => {
-            let (written, notes) =
-                crate::present::report(&args.paths, args.out.as_deref(), args.format).map_err(AppError::BadInput)?;
+            let (written, notes) = crate::after_run::present::report(&args.paths, args.out.as_deref(), args.format)
+                .map_err(AppError::BadInput)?;
             for note in notes {
                 eprintln!("note: {note}");
             }
@@ -109,7 +109,7 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
             Ok(exit::OK)
         }
         Some(Command::Compare(args)) => {
-            let request = crate::compare::run::Request {
+            let request = crate::after_run::compare::run::Request {
                 base: args.base,
                 new: args.new,
                 max_regress: args.max_regress,
@@ -118,7 +118,7 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
                 format: args.format,
                 allow_untested: args.allow_untested,
             };
-            crate::compare::run::compare(&request).map_err(AppError::BadInput)
+            crate::after_run::compare::run::compare(&request).map_err(AppError::BadInput)
         }
         None => benchmark(&cli.run).await,
     }
@@ -234,10 +234,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         }
         None => None,
     };
-    let endpoint = crate::scenario::url_rules::endpoint(&target.base_url, scenario.target.api.path());
+    let endpoint = crate::plan::scenario::url_rules::endpoint(&target.base_url, scenario.target.api.path());
     let client = Client::new(&endpoint, scenario.target.api_key.clone(), scenario.client.clone(), pool_size(&scenario))
         .and_then(|c| c.for_api(scenario.target.api, scenario.target.anthropic_version.as_deref()))
-        .map(|c| c.with_limits(crate::worker::RequestLimits::from_scenario(&scenario)))
+        .map(|c| c.with_limits(crate::request::worker::RequestLimits::from_scenario(&scenario)))
         .map(|c| c.with_secrets(&secrets))
         .map_err(|e| AppError::BadInput(e.to_string()))?;
     let control = RunControl::default();
@@ -377,8 +377,8 @@ fn strict_gates(levels: &[(LevelSummary, PathBuf)], objectives_gate: bool) -> Ve
         for c in slo.criteria.iter().filter(|c| !c.passed) {
             let observed = c.observed.map_or_else(|| "no samples".to_string(), |v| format!("{v:.3}"));
             let bound = match c.bound {
-                crate::scenario::Bound::AtMost => "at most",
-                crate::scenario::Bound::AtLeast => "at least",
+                crate::plan::scenario::Bound::AtMost => "at most",
+                crate::plan::scenario::Bound::AtLeast => "at least",
             };
             lines.push(format!(
                 "{}: missed objective {}: observed {observed}, required {bound} {}",
@@ -529,7 +529,7 @@ impl Session<'_> {
         // Connections are opened before the clock starts (see `Client::warm_connections`).
         self.client
             .warm_connections(
-                &crate::scenario::url_rules::endpoint(&self.target.base_url, "/models"),
+                &crate::plan::scenario::url_rules::endpoint(&self.target.base_url, "/models"),
                 self.shard.share(pacing.warm_connections()),
             )
             .await;

@@ -10,17 +10,17 @@ use serde_json::Value;
 
 use super::AppError;
 use crate::cli::exit;
-use crate::console;
-use crate::record::run_info::ModelNotListed;
-use crate::record::{ProbeResult, SizingRecord};
+use crate::plan::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode};
 use crate::redact::Secrets;
 use crate::redact::redact_url;
-use crate::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode};
-use crate::schedule::RunControl;
+use crate::request::record::run_info::ModelNotListed;
+use crate::request::record::{ProbeResult, SizingRecord};
+use crate::request::schedule::RunControl;
+use crate::request::worker::{Client, error_chain, http_client};
+use crate::request::workload::sizing::{self, default_overhead, probe_sizes};
+use crate::request::workload::{Sizer, Workload};
+use crate::results::console;
 use crate::sys;
-use crate::worker::{Client, error_chain, http_client};
-use crate::workload::sizing::{self, default_overhead, probe_sizes};
-use crate::workload::{Sizer, Workload};
 use tokio_util::sync::CancellationToken;
 
 /// The server under test for this run: a URL, and the simulator when it is embedded.
@@ -85,7 +85,7 @@ const PREFLIGHT_ANSWER: Duration = Duration::from_secs(5);
 /// scenario's model is returned, so the artifact's warnings keep it too.
 pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Option<ModelNotListed>, AppError> {
     let (model, settings) = (&scenario.target.model, &scenario.client);
-    let url = crate::scenario::url_rules::endpoint(base_url, "/models");
+    let url = crate::plan::scenario::url_rules::endpoint(base_url, "/models");
     let shown = redact_url(base_url);
     let shown_url = redact_url(&url);
     let secrets = scenario.secrets().and_url(base_url);

@@ -6,14 +6,14 @@ use std::fmt::Write as _;
 
 use super::{AppError, scenario_path};
 use crate::cli::{RunArgs, exit};
-use crate::redact::{redact_url, redact_urls_in};
-use crate::scenario::bounds::{fmt_duration, fmt_number};
-use crate::scenario::{
+use crate::plan::scenario::bounds::{fmt_duration, fmt_number};
+use crate::plan::scenario::{
     Api, Arrival, Bound, Endpoint, MetricsEndpoint, Pacing, PhaseLength, PromptCache, PromptEncoding, PromptSource,
     Scenario, SizingMode,
 };
-use crate::workload::sizing::default_overhead;
-use crate::workload::{Sizer, Workload};
+use crate::redact::{redact_url, redact_urls_in};
+use crate::request::workload::sizing::default_overhead;
+use crate::request::workload::{Sizer, Workload};
 
 /// Validate the scenario (with the command line's overrides) and print its plan.
 pub(super) fn run(args: &RunArgs) -> Result<u8, AppError> {
@@ -334,7 +334,7 @@ fn first_request(out: &mut String, s: &Scenario) {
 }
 
 /// A trace's statistics and what was left out of it.
-fn trace_text(t: &crate::trace::Trace, s: &Scenario) -> String {
+fn trace_text(t: &crate::plan::trace::Trace, s: &Scenario) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -367,7 +367,7 @@ fn trace_text(t: &crate::trace::Trace, s: &Scenario) -> String {
 }
 
 /// A conversation workload's shape and policies.
-fn sessions_text(spec: &crate::session::SessionSpec, s: &Scenario) -> String {
+fn sessions_text(spec: &crate::plan::session::SessionSpec, s: &Scenario) -> String {
     let mut out = String::new();
     let output = spec.output_tokens.map_or_else(|| "the recorded answer's length".to_string(), |d| d.describe(""));
     let _ = writeln!(

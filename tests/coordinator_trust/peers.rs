@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anvil_load::shard::auth::{self, Direction, Opener, Sealer, SessionKey, Token};
+use anvil_load::distributed::shard::auth::{self, Direction, Opener, Sealer, SessionKey, Token};
 use serde_json::{Value, json};
 
 use super::common::text;

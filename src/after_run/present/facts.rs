@@ -1,0 +1,323 @@
+//! The numbers a report states, taken from the artifacts through `ArtifactFile` (nothing is
+//! recomputed that the artifact already states; percentile intervals come from the records it
+//! carries): provenance, verdict, headline rows with their CI95, sweep points, objectives.
+
+pub use crate::after_run::gather::level_label;
+use crate::after_run::gather::{LevelFile, Run};
+use crate::contract::{Metric, Stat, Total, metric_key};
+use crate::results::aggregate::stats::quantile_ci;
+use crate::results::artifact::ArtifactFile;
+
+/// A number with four significant digits (no exponent at the magnitudes of latencies and rates).
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "–".to_string();
+    }
+    let magnitude = if v == 0.0 { 0 } else { v.abs().log10().floor() as i32 };
+    let decimals = (3 - magnitude).clamp(0, 4) as usize;
+    format!("{v:.decimals$}")
+}
+
+pub fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), num)
+}
+
+pub fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), |v| format!("{v:+.1} %"))
+}
+
+/// What the run measured and with what: the facts a reader needs to trust or reproduce it.
+pub fn provenance(run: &Run) -> Vec<(String, String)> {
+    let a = &run.levels[0].artifact;
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut put = |k: &str, v: String| rows.push((k.to_string(), v));
+    let target = if a.simulated() {
+        "the embedded simulator, not a real engine".to_string()
+    } else {
+        format!("a real server at {}", a.base_url.as_deref().unwrap_or("an unrecorded address"))
+    };
+    put("target", target);
+    put("engine", a.engine.clone().unwrap_or_else(|| "not labelled".into()));
+    put("model", a.model.clone());
+    put("GPU", a.gpu.clone().unwrap_or_else(|| "not labelled".into()));
+    put("API", a.api.clone());
+    put("client", format!("{} {}", a.client.name, a.client.version));
+    let mut prints: Vec<&str> = run.levels.iter().map(|l| l.artifact.configuration_fingerprint.as_str()).collect();
+    prints.sort_unstable();
+    prints.dedup();
+    put("configuration fingerprint", prints.join(", "));
+    put("run", run.run_id.clone());
+    put("started", a.started_at.clone());
+    if let Some(p) = &a.measurement_protocol {
+        put("protocol", p.clone());
+    }
+    if let Some(t) = &a.tier {
+        put("tier", t.clone());
+    }
+    let load = match (a.rate, &a.arrival) {
+        (Some(_), arrival) => format!("open loop, {} arrivals", arrival.as_deref().unwrap_or("planned")),
+        (None, _) => "closed loop (fixed concurrency)".to_string(),
+    };
+    put("load", load);
+    let labels: Vec<String> = run.levels.iter().map(|l| level_label(&l.artifact)).collect();
+    put("levels", labels.join(", "));
+    let requests: Vec<String> = run.levels.iter().map(|l| l.artifact.requests.to_string()).collect();
+    put("requests per level", requests.join(", "));
+    rows
+}
+
+/// Every level valid, not interrupted, and something in its distributions (a level whose
+/// every request failed or was excluded has no number that could describe the server).
+pub fn valid(run: &Run) -> bool {
+    run.levels.iter().all(|l| {
+        let a = &l.artifact;
+        a.validity.valid && !a.interrupted && a.completed > 0 && eligible(a) > 0
+    })
+}
+
+/// Requests of a level in its distributions: the artifact's own count, else its eligible
+/// records.
+pub fn eligible(a: &ArtifactFile) -> u64 {
+    a.other
+        .get("metric_population")
+        .and_then(|p| p.get("performance_eligible_requests"))
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or_else(|| a.request_timings.iter().filter(|r| r.performance_eligible).count() as u64)
+}
+
+/// `kind n, kind n` of a count map.
+fn counted<K: std::fmt::Display>(counts: impl IntoIterator<Item = (K, u64)>) -> String {
+    counts.into_iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+}
+
+/// What a level left out of its distributions, with the reasons: `3 failed (http_500 3), 15
+/// excluded (canary_failed 15)`; empty when nothing was.
+pub fn left_out(a: &ArtifactFile) -> String {
+    let mut excluded: std::collections::BTreeMap<&'static str, u64> = std::collections::BTreeMap::new();
+    for r in a.request_timings.iter().filter(|r| !r.performance_eligible) {
+        *excluded.entry(r.exclusion_reason.map_or("not eligible", |e| e.as_str())).or_default() += 1;
+    }
+    let mut parts = Vec::new();
+    if a.failed > 0 {
+        let kinds = counted(a.error_counts.iter().map(|(k, &n)| (k, n)));
+        parts.push(if kinds.is_empty() {
+            format!("{} failed", a.failed)
+        } else {
+            format!("{} failed ({kinds})", a.failed)
+        });
+    }
+    let n: u64 = excluded.values().sum();
+    if n > 0 {
+        parts.push(format!("{n} excluded ({})", counted(excluded)));
+    }
+    parts.join(", ")
+}
+
+/// Why the run (or some level of it) is not valid, one line each.
+pub fn invalid_reasons(run: &Run) -> Vec<String> {
+    let several = run.levels.len() > 1;
+    let mut out = Vec::new();
+    for l in &run.levels {
+        let a = &l.artifact;
+        let at = if several { format!("{}: ", level_label(a)) } else { String::new() };
+        for r in &a.validity.reasons {
+            out.push(format!("{at}{r}"));
+        }
+        if !a.validity.valid && a.validity.reasons.is_empty() {
+            out.push(format!("{at}failed its validity check"));
+        }
+        if a.interrupted {
+            out.push(format!("{at}interrupted before it finished"));
+        }
+        if a.completed == 0 {
+            out.push(format!("{at}no request completed"));
+        } else if eligible(a) == 0 {
+            out.push(format!(
+                "{at}no request is in the distributions ({}): no figure describes the server",
+                left_out(a)
+            ));
+        }
+    }
+    out
+}
+
+/// Every methodology warning, with its level when the run has several.
+pub fn warnings(run: &Run) -> Vec<(String, String)> {
+    let several = run.levels.len() > 1;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for l in &run.levels {
+        for w in &l.artifact.warnings {
+            let message =
+                if several { format!("{}: {}", level_label(&l.artifact), w.message) } else { w.message.clone() };
+            if !out.iter().any(|(c, m)| c == &w.code && m == &message) {
+                out.push((w.code.clone(), message));
+            }
+        }
+    }
+    out
+}
+
+/// One distribution of the headline table.
+#[derive(Debug, Clone)]
+pub struct HeadlineRow {
+    pub label: &'static str,
+    pub metric: Metric,
+    pub samples: u64,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p50_ci: Option<(f64, f64)>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    pub p99_ci: Option<(f64, f64)>,
+    pub max: Option<f64>,
+}
+
+/// The distributions a person looks at first; open-loop and reasoning rows only where they
+/// mean something.
+pub fn headline_metrics(a: &ArtifactFile) -> Vec<(&'static str, Metric)> {
+    let mut rows = vec![("TTFT (ms)", Metric::Ttft)];
+    let reasoning = a.request_timings.iter().any(|r| r.reasoning_chunks > 0);
+    if reasoning {
+        rows.push(("time to first output (ms)", Metric::TimeToFirstOutput));
+    }
+    rows.extend([("TPOT (ms)", Metric::Tpot), ("end-to-end (ms)", Metric::E2e)]);
+    if a.rate.is_some() {
+        rows.extend([
+            ("TTFT from intended start (ms)", Metric::TtftFromIntended),
+            ("end-to-end from intended start (ms)", Metric::E2eFromIntended),
+            ("schedule lag (ms)", Metric::ScheduleLag),
+        ]);
+    }
+    rows.extend([("output tokens", Metric::CompletionTokens), ("prompt tokens", Metric::PromptTokens)]);
+    rows
+}
+
+pub fn headline(a: &ArtifactFile) -> Vec<HeadlineRow> {
+    headline_metrics(a)
+        .into_iter()
+        .map(|(label, metric)| {
+            // Intervals from the records, only when they are exactly the distribution's sample.
+            let mut values = a.values(metric);
+            values.sort_by(f64::total_cmp);
+            let whole = values.len() as u64 == a.samples(metric) && !values.is_empty();
+            let ci = |p: u32| if whole { quantile_ci(&values, p, 0.95) } else { None };
+            HeadlineRow {
+                label,
+                metric,
+                samples: a.samples(metric),
+                mean: a.stat(metric, Stat::Mean),
+                p50: a.stat(metric, Stat::P50),
+                p50_ci: ci(50),
+                p90: a.stat(metric, Stat::P90),
+                p99: a.stat(metric, Stat::P99),
+                p99_ci: ci(99),
+                max: a.stat(metric, Stat::Max),
+            }
+        })
+        .collect()
+}
+
+pub fn ci(c: Option<(f64, f64)>) -> String {
+    c.map_or_else(|| "–".to_string(), |(lo, hi)| format!("{} – {}", num(lo), num(hi)))
+}
+
+/// One level of a sweep, as the curves plot it.
+#[derive(Debug, Clone)]
+pub struct SweepPoint {
+    pub level: f64,
+    pub label: String,
+    pub tok_s: Option<f64>,
+    pub req_s: Option<f64>,
+    pub ttft_p50: Option<f64>,
+    pub ttft_p99: Option<f64>,
+    pub tpot_p50: Option<f64>,
+    pub tpot_p99: Option<f64>,
+    pub e2e_p50: Option<f64>,
+    pub goodput_rps: Option<f64>,
+    pub slo_passed: Option<bool>,
+    pub valid: bool,
+    pub requests: u64,
+    pub failed: u64,
+}
+
+pub fn sweep_points(levels: &[LevelFile]) -> Vec<SweepPoint> {
+    levels
+        .iter()
+        .map(|l| {
+            let a = &l.artifact;
+            SweepPoint {
+                level: a.level(),
+                label: level_label(a),
+                tok_s: a.value(Total::ThroughputTokS),
+                req_s: a.value(Total::RequestThroughputRps),
+                ttft_p50: a.stat(Metric::Ttft, Stat::P50),
+                ttft_p99: a.stat(Metric::Ttft, Stat::P99),
+                tpot_p50: a.stat(Metric::Tpot, Stat::P50),
+                tpot_p99: a.stat(Metric::Tpot, Stat::P99),
+                e2e_p50: a.stat(Metric::E2e, Stat::P50),
+                goodput_rps: a.value(Total::GoodputRps),
+                slo_passed: a.slo.as_ref().map(|s| s.passed),
+                valid: a.validity.valid,
+                requests: a.requests,
+                failed: a.failed,
+            }
+        })
+        .collect()
+}
+
+/// The knee among the points, by [`super::knee::knee`] on (output tok/s, e2e p50).
+pub fn knee_of(points: &[SweepPoint]) -> Option<usize> {
+    let xy: Option<Vec<(f64, f64)>> = points.iter().map(|p| Some((p.tok_s?, p.e2e_p50?))).collect();
+    super::knee::knee(&xy?)
+}
+
+/// An objective that applies to a plotted statistic: its threshold.
+pub fn objective(a: &ArtifactFile, metric: Metric, stat: Stat) -> Option<f64> {
+    let key = metric_key(metric, stat);
+    a.slo.as_ref()?.criteria.iter().find(|c| c.key == key).map(|c| c.threshold)
+}
+
+/// Canary counts: with canaries, (samples, passed, responses holding another request's marker).
+pub fn canaries(a: &ArtifactFile) -> Option<(u64, u64, u64)> {
+    if !a.request_canaries {
+        return None;
+    }
+    let samples = a.value(Total::RequestCanarySamples).unwrap_or(0.0) as u64;
+    let passed = a.value(Total::RequestCanaryPassed).unwrap_or(0.0) as u64;
+    let foreign = a
+        .request_timings
+        .iter()
+        .filter(|r| r.request_canary.as_ref().is_some_and(|c| c.foreign_marker_count > 0))
+        .count() as u64;
+    Some((samples, passed, foreign))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(num(812.345), "812.3");
+        assert_eq!(num(12_345.6), "12346");
+        assert_eq!(num(0.045_21), "0.0452");
+        assert_eq!(num(f64::NAN), "–");
+        assert_eq!(pct(Some(4.04)), "+4.0 %");
+    }
+
+    #[test]
+    fn headline_rows_state_the_artifact_and_bracket_it() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize/open");
+        let g = crate::after_run::gather::gather(&[dir]).unwrap();
+        let a = &g.runs[0].levels[0].artifact;
+        let rows = headline(a);
+        assert!(rows.iter().any(|r| r.metric == Metric::ScheduleLag));
+        for r in &rows {
+            assert_eq!(r.p50, a.stat(r.metric, Stat::P50));
+            if let (Some(p50), Some((lo, hi))) = (r.p50, r.p50_ci) {
+                assert!(lo <= p50 && p50 <= hi, "{}: {lo} {p50} {hi}", r.label);
+            }
+        }
+        assert!(rows[0].p50_ci.is_some(), "a median interval needs only a handful of requests");
+    }
+}

@@ -1,0 +1,594 @@
+//! One request, sent, streamed and timed.
+//!
+//! The clock starts immediately before the request is handed to the HTTP client and every read
+//! of the body is stamped once, as soon as its bytes are available, before any parsing. Nothing
+//! on this path blocks the runtime or takes a lock shared with other workers.
+//!
+//! # Deadlines
+//!
+//! Each request runs against one deadline at a time, the earliest that applies, and a failure
+//! is labelled by the clock that actually ran out:
+//!
+//! - `client.first_byte_timeout` (`first_byte_timeout`): from the start until the first output
+//!   (a non-empty reasoning or content delta). Response headers, SSE comments, role-only chunks
+//!   and chunks without choices do not stop it.
+//! - `client.idle_timeout` (`idle_timeout`): after the first output, the longest time without
+//!   progress: an event with text, a finish reason, usage, or `[DONE]`. Bytes that carry no
+//!   progress (keep-alive comments, empty chunks) do not reset it.
+//! - `client.request_timeout` (`request_timeout`): the whole request, from the start to `[DONE]`.
+//! - After `[DONE]` the request is complete; the body gets `DRAIN_AFTER_DONE` from `[DONE]` to end
+//!   so the connection can be reused, and is then dropped whatever still arrives.
+//!
+//! Deadlines are checked after every read as well as by the timer, so a server that floods
+//! bytes without progress cannot keep the timer from ever being polled.
+
+mod attempt;
+mod chunks;
+mod errors;
+mod limits;
+mod next;
+mod probe;
+mod stream;
+mod transport;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Uri};
+use http_body_util::Full;
+use next::{Next, Waits};
+use tokio::time::{Instant, timeout_at};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
+pub use errors::{ClientError, MAX_RETRY_WAIT, error_chain};
+pub use limits::RequestLimits;
+pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
+pub use transport::READ_BUFFER_MAX;
+
+use crate::contract::ErrorKind;
+use crate::plan::scenario::{Api, ApiKey, ClientSettings};
+use crate::redact::Secrets;
+use crate::request::openai::parse_error_body;
+use crate::request::record::{Dispatch, Outcome};
+use crate::request::workload::PreparedRequest;
+use attempt::Attempt;
+use errors::{
+    backoff_wait, compressed, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind,
+};
+use transport::Http;
+
+/// Error bodies are read up to this size; the rest is not needed to classify them.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// After `[DONE]`, how long the body may take to end (so the connection can be reused).
+pub const DRAIN_AFTER_DONE: Duration = Duration::from_secs(1);
+/// What a deadline too far to represent becomes.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// The HTTP client for one run: a connection pool sized to the concurrency, no proxy (a proxy
+/// would be measured along with the server), no redirects (a redirect would measure another
+/// server under this one's name), keep-alive, Nagle off (see `transport`).
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: Http,
+    /// A pool that keeps no connection, for the one send repeated after a pooled connection
+    /// turned out closed: the pool may hold more connections the server closed the same way.
+    /// Built on first use.
+    fresh: Arc<OnceLock<Http>>,
+    uri: Uri,
+    auth: Option<HeaderValue>,
+    /// Headers of the API beyond the bearer token (`x-api-key`, `anthropic-version`); the
+    /// key's value is marked sensitive, so it never shows in logs.
+    api_headers: Vec<(HeaderName, HeaderValue)>,
+    /// Which API's answers these are.
+    api: Api,
+    secrets: Secrets,
+    timeouts: ClientSettings,
+    /// Requests in flight across all workers, for the snapshots.
+    in_flight: Arc<AtomicU64>,
+    /// Kept for the API's own key header (see `for_api`); its `Debug` hides the value.
+    api_key: Option<ApiKey>,
+    /// What each request may produce, to judge its answer by (see `limits`).
+    limits: RequestLimits,
+}
+
+/// reqwest with the settings of the measured requests' client (see `transport`), for the requests
+/// around a run (the server check before it, server metrics); `pool_idle` connections per host are
+/// kept for reuse (0: none).
+pub fn http_client(settings: &ClientSettings, pool_idle: usize) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .tcp_nodelay(true)
+        .connect_timeout(settings.connect)
+        .pool_max_idle_per_host(pool_idle)
+        .pool_idle_timeout(Duration::from_secs(90));
+    if settings.http2 {
+        // Cleartext HTTP/2 without an upgrade round trip: every stream shares one connection.
+        builder = builder.http2_prior_knowledge();
+    }
+    builder.build()
+}
+
+/// How long warmed connections get to return to the pool: enough for the tasks that return them
+/// (some 20 µs of a client core each), and bounded.
+fn settle_time(connections: usize) -> Duration {
+    (Duration::from_millis(2) + Duration::from_micros(20).saturating_mul(connections as u32))
+        .min(Duration::from_millis(50))
+}
+
+/// The URI a request to `url` is sent to. Parsed as a URL first: the URI parser alone accepts
+/// what no server could be asked for. Credentials in the URL are not sent (HTTP/2 would carry them
+/// in `:authority`; the key goes in its header), and the pool's key is the same with or without
+/// them.
+fn request_uri(url: &str) -> Result<Uri, ClientError> {
+    let mut url = reqwest::Url::parse(url).map_err(|e| ClientError::Url(e.to_string()))?;
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.as_str().parse().map_err(|e: http::uri::InvalidUri| ClientError::Url(e.to_string()))
+}
+
+/// A header value that is never logged (the API key), or the key the scenario gave it under.
+fn secret_header(value: &str, key: &'static str) -> Result<HeaderValue, ClientError> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| ClientError::Header { key })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// `start + d`, or far in the future when that cannot be represented.
+fn deadline(start: Instant, d: Duration) -> Instant {
+    start.checked_add(d).unwrap_or_else(|| start + FAR_FUTURE)
+}
+
+/// The clock a deadline belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clock {
+    FirstOutput,
+    Idle,
+    Request,
+    /// After `[DONE]`: not a failure.
+    Drain,
+}
+
+impl Clock {
+    /// The failure when this clock runs out; `None` for the drain after `[DONE]`.
+    fn failure(self) -> Option<(ErrorKind, &'static str)> {
+        match self {
+            Clock::FirstOutput => Some((
+                ErrorKind::FirstByteTimeout,
+                "no output (reasoning or content text) within client.first_byte_timeout",
+            )),
+            Clock::Idle => {
+                Some((ErrorKind::IdleTimeout, "no progress for longer than client.idle_timeout after the first output"))
+            }
+            Clock::Request => Some((ErrorKind::RequestTimeout, "the request took longer than client.request_timeout")),
+            Clock::Drain => None,
+        }
+    }
+}
+
+impl Client {
+    pub fn new(
+        endpoint_url: &str,
+        api_key: Option<ApiKey>,
+        timeouts: ClientSettings,
+        pool_size: usize,
+    ) -> Result<Self, ClientError> {
+        let uri = request_uri(endpoint_url)?;
+        let http = Http::new(&timeouts, pool_size, uri.scheme_str() == Some("https"));
+        let auth = match &api_key {
+            Some(key) => Some(secret_header(&format!("Bearer {}", key.expose()), "target.api_key_env")?),
+            None => None,
+        };
+        let secrets = Secrets::new(api_key.as_ref().map(ApiKey::expose), endpoint_url);
+        Ok(Client {
+            http,
+            fresh: Arc::default(),
+            uri,
+            auth,
+            api_headers: Vec::new(),
+            api: Api::Chat,
+            secrets,
+            timeouts,
+            in_flight: Arc::default(),
+            api_key,
+            limits: RequestLimits::default(),
+        })
+    }
+
+    /// Judge answers by what each request may produce: its output budget, its body's size, the
+    /// run's request count (see `RequestLimits`).
+    pub fn with_limits(mut self, limits: RequestLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Speak `api`: read its answers, and for the Messages API send the key as `x-api-key`
+    /// too (Anthropic-style servers read that header, OpenAI-compatible ones the bearer token)
+    /// and the `anthropic-version` header when the scenario sets one.
+    pub fn for_api(mut self, api: Api, anthropic_version: Option<&str>) -> Result<Self, ClientError> {
+        self.api = api;
+        self.api_headers.clear();
+        if api == Api::Messages {
+            if let Some(key) = &self.api_key {
+                let v = secret_header(key.expose(), "target.api_key_env")?;
+                self.api_headers.push((HeaderName::from_static("x-api-key"), v));
+            }
+            if let Some(version) = anthropic_version {
+                let v = HeaderValue::from_str(version)
+                    .map_err(|_| ClientError::Header { key: "target.anthropic_version" })?;
+                self.api_headers.push((HeaderName::from_static("anthropic-version"), v));
+            }
+        }
+        Ok(self)
+    }
+
+    /// The run's other secrets (the metrics URL's credentials, say) withheld from everything
+    /// this client records too.
+    pub fn with_secrets(mut self, secrets: &Secrets) -> Self {
+        self.secrets = self.secrets.and(secrets);
+        self
+    }
+
+    /// Requests in flight right now.
+    pub fn in_flight(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.in_flight)
+    }
+
+    /// The pool for a send repeated after a stale pooled connection: never a pooled one.
+    fn fresh(&self) -> &Http {
+        self.fresh.get_or_init(|| Http::new(&self.timeouts, 0, matches!(self.http, Http::Tls(_))))
+    }
+
+    /// A request to the endpoint (or `uri`), with the run's credentials.
+    fn request(&self, method: Method, uri: Uri, body: Bytes) -> Request<Full<Bytes>> {
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        if let Some(auth) = &self.auth {
+            headers.insert(AUTHORIZATION, auth.clone());
+        }
+        for (name, value) in &self.api_headers {
+            headers.append(name.clone(), value.clone());
+        }
+        request
+    }
+
+    /// A POST of `body` to the endpoint.
+    fn post(&self, body: Bytes) -> Request<Full<Bytes>> {
+        let mut request = self.request(Method::POST, self.uri.clone(), body);
+        request.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        request
+    }
+
+    /// Send one request and stream it to the end. Never panics on what the server sends;
+    /// `cancel` ends an in-flight request as `Interrupted`, keeping what was observed.
+    pub async fn execute(&self, req: &PreparedRequest, dispatch: Dispatch, cancel: &CancellationToken) -> Outcome {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let outcome = self.execute_with_retries(req, dispatch, cancel).await;
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        outcome
+    }
+
+    async fn execute_with_retries(
+        &self,
+        req: &PreparedRequest,
+        dispatch: Dispatch,
+        cancel: &CancellationToken,
+    ) -> Outcome {
+        let policy = &self.timeouts.retry;
+        let mut retried: Vec<ErrorKind> = Vec::new();
+        loop {
+            let outcome = self.attempt(req, dispatch, cancel).await;
+            let retry = match &outcome {
+                // Only failures before any output: a retry after tokens streamed would make the
+                // server generate twice and the record describe neither attempt.
+                Outcome::Failed(f) if (retried.len() as u32) < policy.max_retries && f.first_output.is_none() => policy
+                    .on
+                    .contains(&f.kind)
+                    .then(|| f.retry_after.unwrap_or_else(|| backoff_wait(policy.backoff, retried.len() as u32))),
+                _ => None,
+            };
+            let Some(wait) = retry else { return with_retries(outcome, retried) };
+            let Outcome::Failed(f) = &outcome else { return with_retries(outcome, retried) };
+            retried.push(f.kind);
+            tokio::select! {
+                () = cancel.cancelled() => return with_retries(outcome, retried),
+                () = tokio::time::sleep(wait.min(MAX_RETRY_WAIT)) => {}
+            }
+        }
+    }
+
+    /// The deadline that applies now, and its clock.
+    fn next_deadline(&self, start: Instant, state: &StreamState) -> (Instant, Clock) {
+        if let Some(done) = state.done {
+            return (deadline(start, done.saturating_add(DRAIN_AFTER_DONE)), Clock::Drain);
+        }
+        match state.last_progress.filter(|_| state.first_output.is_some()) {
+            None => self.earliest(start, deadline(start, self.timeouts.first_byte), Clock::FirstOutput),
+            Some(progress) => {
+                self.earliest(start, deadline(start, progress.saturating_add(self.timeouts.idle)), Clock::Idle)
+            }
+        }
+    }
+
+    /// `(due, clock)`, or the whole request's deadline when that comes first.
+    fn earliest(&self, start: Instant, due: Instant, clock: Clock) -> (Instant, Clock) {
+        let request = deadline(start, self.timeouts.request);
+        if request < due { (request, Clock::Request) } else { (due, clock) }
+    }
+
+    /// One attempt: send, stream, time.
+    async fn attempt(&self, req: &PreparedRequest, dispatch: Dispatch, cancel: &CancellationToken) -> Outcome {
+        let level_start = dispatch.level_start;
+        let mut a = Attempt::new(req, dispatch, &self.secrets);
+        // Registered once per request, then polled by every wait below.
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
+        let response = loop {
+            let http = if a.stale_connection_retries == 0 { &self.http } else { self.fresh() };
+            let mut request = self.post(req.body.clone());
+            if let Some(exchange) = &req.exchange {
+                if let Err(what) = add_headers(request.headers_mut(), &exchange.headers) {
+                    return a.fail(ErrorKind::RequestFailed, None, None, &what);
+                }
+            }
+            // The clock starts here, as the request is handed to the pool.
+            a.start = Instant::now();
+            a.start_offset = a.start.saturating_duration_since(level_start);
+            let (due, clock) = self.earliest(a.start, deadline(a.start, self.timeouts.first_byte), Clock::FirstOutput);
+            match wait(&mut cancelled, due, http.send(request)).await {
+                Wait::Cancelled => return a.interrupted(&StreamState::default()),
+                Wait::TimedOut => {
+                    let (kind, what) = match clock {
+                        Clock::Request => {
+                            (ErrorKind::RequestTimeout, "no response headers within client.request_timeout")
+                        }
+                        _ => (ErrorKind::FirstByteTimeout, "no response headers within client.first_byte_timeout"),
+                    };
+                    return a.fail(kind, None, None, what);
+                }
+                Wait::Ready(Ok(response)) => break response,
+                // A pooled connection the server already closed (llama.cpp closes after every
+                // stream while saying keep-alive): send again, untimed, on a new connection,
+                // since the pool may hold more connections closed the same way.
+                Wait::Ready(Err(e)) if a.stale_connection_retries == 0 && is_stale_connection(&e) => {
+                    a.stale_connection_retries += 1;
+                }
+                Wait::Ready(Err(e)) => return a.fail(send_error_kind(&e), None, None, &error_chain(&e)),
+            }
+        };
+        if let Some(exchange) = &req.exchange {
+            exchange.set_headers(read_headers(response.headers(), &exchange.read_headers));
+        }
+        let status = response.status();
+        if status.is_redirection() {
+            return a.fail(
+                ErrorKind::Redirect,
+                Some(status.as_u16()),
+                None,
+                &redirect_message(status.as_u16(), response.headers()),
+            );
+        }
+        if !status.is_success() {
+            return self.http_failure(&a, response).await;
+        }
+        if let Some(what) = compressed(response.headers()) {
+            let kind = if self.api.streams_text() { ErrorKind::MalformedSse } else { ErrorKind::InvalidJson };
+            return a.fail(kind, Some(status.as_u16()), None, &what);
+        }
+        let mut state =
+            StreamState::new(req.response_words.is_some()).for_api(self.api).with_bounds(self.limits.bounds(req));
+        if let Some(marker) = &req.canary {
+            state = state.with_canary(marker).with_canary_index_limit(self.limits.canary_index_limit);
+        }
+        if req.exchange.as_ref().is_some_and(|e| e.keep_answer) {
+            state.keep_answer();
+        }
+        let mut body = transport::body(response);
+        // One timer per request, armed at the earliest deadline that can apply and otherwise left
+        // alone: a read only moves `due`, and when the timer fires early it is re-armed from
+        // there. Reads therefore never touch the timer wheel unless a deadline comes closer.
+        let (mut due, mut clock) = self.next_deadline(a.start, &state);
+        let mut armed = due;
+        let timer = tokio::time::sleep_until(armed);
+        tokio::pin!(timer);
+        let waits = Waits::new();
+        loop {
+            // Data first: when a read is ready, neither the stop signal nor the timer is polled.
+            let next = match waits.next(&mut body, cancelled.as_mut(), timer.as_mut()).await {
+                Next::Read(item) => Some(item),
+                Next::Stopped => return a.interrupted(&state),
+                Next::Timer => None,
+            };
+            // One timestamp per read, taken before any parsing.
+            let now = Instant::now();
+            let at = now.saturating_duration_since(a.start);
+            let Some(item) = next else {
+                if now < due {
+                    armed = due;
+                    timer.as_mut().reset(armed);
+                    waits.timer_moved();
+                    continue;
+                }
+                // The body never ended after [DONE]: the response was complete.
+                let Some((kind, what)) = clock.failure() else { break };
+                return a.fail_with_state(kind, &state, at, None, clock_message(clock, &state, what));
+            };
+            match item {
+                None => {
+                    if let Err(fault) = state.finish(at) {
+                        return a.fail_with_state(fault.kind, &state, at, fault.server_error_type, &fault.message);
+                    }
+                    break;
+                }
+                // A close after [DONE] is not a failure: the response was complete.
+                Some(Err(_)) if state.done.is_some() => break,
+                Some(Err(e)) => {
+                    return a.fail_with_state(ErrorKind::StreamBroken, &state, at, None, &error_chain(&e));
+                }
+                Some(Ok(bytes)) => {
+                    if let Err(fault) = state.observe(&bytes, at) {
+                        return a.fail_with_state(fault.kind, &state, at, fault.server_error_type, &fault.message);
+                    }
+                    (due, clock) = self.next_deadline(a.start, &state);
+                    // Checked here too: a server that never pauses would keep the timer from
+                    // ever being polled.
+                    if now >= due {
+                        let Some((kind, what)) = clock.failure() else { break };
+                        return a.fail_with_state(kind, &state, at, None, clock_message(clock, &state, what));
+                    }
+                    // Only a deadline earlier than the armed one needs the timer moved now.
+                    if due < armed {
+                        armed = due;
+                        timer.as_mut().reset(armed);
+                        waits.timer_moved();
+                    }
+                }
+            }
+        }
+        a.complete(req, state, self.limits.budget(req))
+    }
+
+    /// Open `n` connections before a level's clock starts, so no measured request pays for a TCP
+    /// handshake its neighbours did not: `n` concurrent `GET` requests (to the server's `/models`),
+    /// whose connections stay in the pool. Failures are ignored; a request that finds no idle
+    /// connection simply opens one, as it would have anyway.
+    pub async fn warm_connections(&self, url: &str, n: usize) {
+        let limit = self.timeouts.connect.saturating_add(Duration::from_secs(5));
+        let Ok(uri) = request_uri(url) else { return };
+        let send = |_| {
+            let request = self.request(Method::GET, uri.clone(), Bytes::new());
+            async move {
+                let response = tokio::time::timeout(limit, self.http.send(request)).await.ok()?.ok()?;
+                // The body's first bytes are taken (and dropped) at once: held, they would pin
+                // the connection's read buffer, and hyper would give the connection a second one
+                // for its next read (8 KiB per connection at the peak, held until all answered).
+                let mut body = transport::body(response);
+                let _ = tokio::time::timeout(Duration::from_secs(5), body.next()).await;
+                Some(body)
+            }
+        };
+        // Every response is held until all have their headers, so that almost always `n` are
+        // opened. Not always: a connection whose small body has already arrived goes back to the
+        // pool, and a request still waiting for its own connect may take it instead.
+        let bodies = futures::future::join_all((0..n).map(send)).await;
+        let drain = bodies.into_iter().flatten().map(|mut body| async move {
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), async { while let Some(Ok(_)) = body.next().await {} })
+                    .await;
+        });
+        futures::future::join_all(drain).await;
+        // A drained connection goes back to the pool from a task of its own, once it is ready
+        // for another request, and a connect that lost the race to a returning connection ends
+        // in the background and joins the pool too. Until those tasks have run, the level's first
+        // requests would find the pool short and open connections of their own, a handshake and
+        // the server's accept inside their timings (a block of some 40 requests at 256 streams,
+        // each 1-2 ms late to the server).
+        tokio::time::sleep(settle_time(n)).await;
+    }
+
+    async fn http_failure(&self, a: &Attempt<'_>, response: transport::Response) -> Outcome {
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers());
+        let mut body = Vec::new();
+        let mut stream = transport::body(response);
+        let until = deadline(Instant::now(), self.timeouts.idle).min(deadline(a.start, self.timeouts.request));
+        while let Ok(Some(Ok(bytes))) = timeout_at(until, stream.next()).await {
+            body.extend_from_slice(&bytes[..bytes.len().min(ERROR_BODY_LIMIT - body.len())]);
+            if body.len() >= ERROR_BODY_LIMIT {
+                break;
+            }
+        }
+        let (server_type, message) = parse_error_body(&body);
+        let message = message.unwrap_or_else(|| format!("HTTP {status}"));
+        let kind = if status == 400 && is_context_overflow(server_type.as_deref(), &message) {
+            ErrorKind::ContextLengthExceeded
+        } else {
+            ErrorKind::Http(status)
+        };
+        a.fail_retry_after(kind, status, server_type, &message, retry_after)
+    }
+}
+
+/// The failure message of a clock that ran out, in the words of the answer's API.
+fn clock_message(clock: Clock, state: &StreamState, what: &'static str) -> &'static str {
+    if clock == Clock::FirstOutput { state.first_output_timeout_message() } else { what }
+}
+
+/// Record the retries an outcome took (its timings are the final attempt's).
+fn with_retries(mut outcome: Outcome, retried: Vec<ErrorKind>) -> Outcome {
+    match &mut outcome {
+        Outcome::Completed(c) => {
+            c.retries = retried.len() as u32;
+            c.retried_errors = retried;
+        }
+        Outcome::Failed(f) => {
+            f.retries = retried.len() as u32;
+            f.retried_errors = retried;
+        }
+        Outcome::Dropped(_) => {}
+    }
+    outcome
+}
+
+enum Wait<T> {
+    Ready(T),
+    TimedOut,
+    Cancelled,
+}
+
+/// `fut` until `deadline`, unless the run is stopped first.
+async fn wait<F: std::future::Future>(
+    cancelled: &mut std::pin::Pin<&mut WaitForCancellationFuture<'_>>,
+    deadline: Instant,
+    fut: F,
+) -> Wait<F::Output> {
+    tokio::select! {
+        biased;
+        () = cancelled.as_mut() => Wait::Cancelled,
+        r = timeout_at(deadline, fut) => match r {
+            Ok(v) => Wait::Ready(v),
+            Err(_) => Wait::TimedOut,
+        },
+    }
+}
+
+/// Add a request's own headers (a replayed exchange's), or say which one cannot be sent.
+fn add_headers(headers: &mut HeaderMap, extra: &[(String, String)]) -> Result<(), String> {
+    for (name, value) in extra {
+        let name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("invalid request header name {name:?}"))?;
+        let value = HeaderValue::from_str(value).map_err(|_| format!("invalid value of request header {name}"))?;
+        headers.append(name, value);
+    }
+    Ok(())
+}
+
+/// The named response headers that are present, as text.
+fn read_headers(headers: &HeaderMap, names: &[String]) -> Vec<(String, String)> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(name.as_str())?.to_str().ok()?;
+            Some((name.clone(), value.to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_uris_carry_no_credentials() {
+        let uri = request_uri("http://user:secret@127.0.0.1:8000/v1/chat/completions?x=1").unwrap();
+        assert_eq!(uri.to_string(), "http://127.0.0.1:8000/v1/chat/completions?x=1");
+        assert_eq!(uri.authority(), request_uri("http://127.0.0.1:8000/v1/models").unwrap().authority());
+        assert!(request_uri("not a url").is_err());
+    }
+}

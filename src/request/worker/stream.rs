@@ -1,0 +1,564 @@
+//! The state of one streaming response: what arrived, when, and what it adds up to.
+//!
+//! Fed one timestamp per read (`observe`), so every event decoded from the same read shares the
+//! instant its bytes became available. Nothing here allocates per chunk: visible text is copied
+//! into one growing capture, bounded at `CAPTURE_CHARS` (kept only for the word-count check),
+//! and the canary is checked by a streaming scan that holds no text.
+//!
+//! The response ends at `data: [DONE]` (`response.completed` and `message_stop` in the
+//! Responses and Messages APIs): whatever follows it is not read as SSE at all (a proxy
+//! may append a footer). Embeddings and rerank answers do not stream: their body is kept
+//! (bounded) and read once it has ended, which is then their first output and their end. A response that has sent its finish reason and its usage is complete
+//! as well when a line that is no SSE field follows (a footer where `[DONE]` should be).
+
+use std::time::Duration;
+
+use super::chunks::ChunkClock;
+use crate::contract::ErrorKind;
+use crate::plan::scenario::Api;
+use crate::request::openai::{
+    ChunkError, ChunkShape, PoolingAnswer, SseDecoder, SseError, StreamEvent, Usage, parse_answer, parse_event_of,
+};
+use crate::request::record::TokenSource;
+use crate::request::record::checks::{UsageBounds, UsageImplausible};
+use crate::request::workload::CanaryScan;
+
+/// Visible content kept per response for the word-count check (the reference contract's cap).
+pub const CAPTURE_CHARS: usize = 8192;
+/// Longest `finish_reason` kept from the wire (it is sanitized further when recorded).
+const FINISH_REASON_BYTES: usize = 256;
+/// Largest embeddings or rerank answer read (a batch of 1024 vectors of 4096 floats fits).
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+/// Why a stream could not be read to its end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamFault {
+    pub kind: ErrorKind,
+    pub server_error_type: Option<String>,
+    pub message: String,
+}
+
+impl From<SseError> for StreamFault {
+    fn from(e: SseError) -> Self {
+        StreamFault { kind: ErrorKind::MalformedSse, server_error_type: None, message: e.to_string() }
+    }
+}
+
+impl From<ChunkError> for StreamFault {
+    fn from(e: ChunkError) -> Self {
+        let kind = match e {
+            ChunkError::InvalidUtf8 => ErrorKind::InvalidUtf8,
+            ChunkError::InvalidJson(_) => ErrorKind::InvalidJson,
+        };
+        StreamFault { kind, server_error_type: None, message: e.to_string() }
+    }
+}
+
+/// Why decoding a read stopped early.
+enum Stop {
+    Fault(StreamFault),
+    /// `[DONE]` arrived: the rest of the read is not part of the response.
+    Done,
+}
+
+impl From<SseError> for Stop {
+    fn from(e: SseError) -> Self {
+        Stop::Fault(e.into())
+    }
+}
+
+impl From<StreamFault> for Stop {
+    fn from(f: StreamFault) -> Self {
+        Stop::Fault(f)
+    }
+}
+
+/// Output tokens, where the number came from, and the server's count when it was set aside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputTokens {
+    pub tokens: u64,
+    pub source: TokenSource,
+    /// `usage.completion_tokens` when it was implausible (see `record::usage_plausible`).
+    pub usage_set_aside: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct StreamState {
+    decoder: SseDecoder,
+    pub first_output: Option<Duration>,
+    pub first_content: Option<Duration>,
+    /// `[DONE]` arrived (or the response ended at a footer after its finish reason and usage).
+    pub done: Option<Duration>,
+    /// The last event that carried progress: text, a finish reason, usage or `[DONE]`.
+    /// Comments, role-only chunks and chunks without choices are not progress.
+    pub last_progress: Option<Duration>,
+    pub content_chunks: u32,
+    pub reasoning_chunks: u32,
+    pub usage: Usage,
+    /// Any usage object arrived.
+    usage_seen: bool,
+    pub finish_reason: Option<String>,
+    /// Visible content, up to `CAPTURE_CHARS` characters (kept only when asked for).
+    pub capture: Option<String>,
+    pub visible_chars: usize,
+    canary: Option<CanaryScan>,
+    /// Conversations: the whole visible answer and reasoning text (kept only when asked for).
+    pub answer: Option<(String, String)>,
+    /// Gaps between output chunks and, when the engine reports them, tokens per chunk.
+    pub chunk_clock: ChunkClock,
+    /// Which API's events these are.
+    api: Api,
+    /// Embeddings and rerank: the answer's bytes so far.
+    body: Vec<u8>,
+    /// The last text chunk, against which the next payload is compared first.
+    shape: ChunkShape,
+    /// The most usage this request can report (unbounded but for `MAX_PLAUSIBLE_TOKENS` unless
+    /// set).
+    bounds: UsageBounds,
+    /// The first usage report that could not describe the request, as it arrived.
+    usage_problem: Option<UsageImplausible>,
+    /// The last `completion_tokens` reported: a cumulative count never goes down.
+    last_completion: Option<u64>,
+}
+
+impl StreamState {
+    pub fn new(keep_capture: bool) -> Self {
+        StreamState { capture: keep_capture.then(String::new), ..Default::default() }
+    }
+
+    /// Also scan the whole visible response for canary markers, against `marker`.
+    pub fn with_canary(mut self, marker: &str) -> Self {
+        self.canary = Some(CanaryScan::new(marker));
+        self
+    }
+
+    /// Markers with an index at or above `limit` (the run's requests per level) are no
+    /// request's: a marker that names one is garbled, not contamination.
+    pub fn with_canary_index_limit(mut self, limit: Option<u64>) -> Self {
+        self.canary = self.canary.map(|scan| scan.with_index_limit(limit));
+        self
+    }
+
+    /// Judge the server's usage against what this request can produce.
+    pub fn with_bounds(mut self, bounds: UsageBounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
+    /// Read `api`'s events (chat's by default).
+    pub fn for_api(mut self, api: Api) -> Self {
+        self.api = api;
+        self
+    }
+
+    /// Why no output arrived in time, in the words of its API (embeddings and rerank answers
+    /// arrive whole: their first output is the whole answer).
+    pub fn first_output_timeout_message(&self) -> &'static str {
+        if self.api.streams_text() {
+            "no output (reasoning or content text) within client.first_byte_timeout"
+        } else {
+            "no complete answer within client.first_byte_timeout"
+        }
+    }
+
+    /// Why a response without its last event failed, in the words of its API.
+    pub fn missing_end_message(&self) -> &'static str {
+        match self.api {
+            Api::Chat | Api::Completions => "the stream ended without data: [DONE]",
+            Api::Responses => "the stream ended without response.completed",
+            Api::Messages => "the stream ended without message_stop",
+            Api::Embeddings | Api::Rerank => "the answer ended early",
+        }
+    }
+
+    /// Keep the whole answer (content and reasoning), for a conversation's history.
+    pub fn keep_answer(&mut self) {
+        self.answer = Some((String::new(), String::new()));
+    }
+
+    /// Bytes of one read, all stamped `at` (time since the request started).
+    pub fn observe(&mut self, bytes: &[u8], at: Duration) -> Result<(), StreamFault> {
+        if self.done.is_some() {
+            return Ok(()); // anything after [DONE] is not part of the response
+        }
+        if !self.api.streams_text() {
+            return self.keep_answer_bytes(bytes);
+        }
+        let mut decoder = std::mem::take(&mut self.decoder);
+        let result = decoder.feed(bytes, |data| self.on_event(data, at));
+        self.decoder = decoder;
+        self.settle(result)
+    }
+
+    /// The body ended; an unterminated last event still counts.
+    pub fn finish(&mut self, at: Duration) -> Result<(), StreamFault> {
+        if self.done.is_some() {
+            return Ok(());
+        }
+        if !self.api.streams_text() {
+            return self.read_answer(at);
+        }
+        let mut decoder = std::mem::take(&mut self.decoder);
+        let result = decoder.finish(|data| self.on_event(data, at));
+        self.decoder = decoder;
+        self.settle(result)
+    }
+
+    fn settle(&mut self, result: Result<(), Stop>) -> Result<(), StreamFault> {
+        match result {
+            Ok(()) | Err(Stop::Done) => Ok(()),
+            // A footer where `[DONE]` should be, after a response that said everything else: the
+            // response ended at its last event.
+            Err(Stop::Fault(f)) if f.kind == ErrorKind::MalformedSse && self.finished_but_for_done() => {
+                self.done = self.last_progress;
+                Ok(())
+            }
+            Err(Stop::Fault(f)) => Err(f),
+        }
+    }
+
+    /// The finish reason and the usage both arrived.
+    fn finished_but_for_done(&self) -> bool {
+        self.finish_reason.is_some() && self.usage_seen && self.last_progress.is_some()
+    }
+
+    /// Embeddings and rerank: one more piece of the answer.
+    fn keep_answer_bytes(&mut self, bytes: &[u8]) -> Result<(), StreamFault> {
+        if self.body.len() + bytes.len() > MAX_ANSWER_BYTES {
+            return Err(StreamFault {
+                kind: ErrorKind::InvalidJson,
+                server_error_type: None,
+                message: format!("the answer exceeded {MAX_ANSWER_BYTES} bytes"),
+            });
+        }
+        self.body.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Embeddings and rerank: the whole answer arrived at `at`, which is its first output too.
+    fn read_answer(&mut self, at: Duration) -> Result<(), StreamFault> {
+        let body = std::mem::take(&mut self.body);
+        let answer = parse_answer(self.api, &body).map_err(|e| match e {
+            // The answer is no stream chunk: say what it is.
+            ChunkError::InvalidUtf8 => StreamFault {
+                kind: ErrorKind::InvalidUtf8,
+                server_error_type: None,
+                message: "the answer is not valid UTF-8".into(),
+            },
+            other => StreamFault::from(other),
+        })?;
+        match answer {
+            PoolingAnswer::Ok { usage, .. } => {
+                self.merge_usage(usage);
+                self.first_output = Some(at);
+                self.last_progress = Some(at);
+                self.done = Some(at);
+                Ok(())
+            }
+            PoolingAnswer::Error { kind, message } => {
+                Err(StreamFault { kind: ErrorKind::ServerErrorEvent, server_error_type: kind, message })
+            }
+        }
+    }
+
+    /// The last event of a stream without `[DONE]`: its finish reason and usage, then the end.
+    fn end(&mut self, finish_reason: Option<&str>, usage: Option<Usage>, at: Duration) -> Stop {
+        if let Some(reason) = finish_reason {
+            self.finish_reason = Some(prefix_at_char(reason, FINISH_REASON_BYTES).to_owned());
+        }
+        if let Some(u) = usage {
+            self.merge_usage(u);
+        }
+        self.done = Some(at);
+        self.last_progress = Some(at);
+        Stop::Done
+    }
+
+    fn on_event(&mut self, data: &[u8], at: Duration) -> Result<(), Stop> {
+        match parse_event_of(self.api, data, &mut self.shape).map_err(StreamFault::from)? {
+            StreamEvent::Done => {
+                self.done = Some(at);
+                self.last_progress = Some(at);
+                return Err(Stop::Done);
+            }
+            StreamEvent::Error { kind, message } => {
+                return Err(Stop::Fault(StreamFault {
+                    kind: ErrorKind::ServerErrorEvent,
+                    server_error_type: kind,
+                    message,
+                }));
+            }
+            StreamEvent::End { finish_reason, usage } => return Err(self.end(finish_reason.as_deref(), usage, at)),
+            StreamEvent::Failed { incomplete, kind, message } => {
+                let kind_of = if incomplete { ErrorKind::ResponseIncomplete } else { ErrorKind::ResponseFailed };
+                return Err(Stop::Fault(StreamFault { kind: kind_of, server_error_type: kind, message }));
+            }
+            StreamEvent::Chunk { delta, finish_reason, usage } => {
+                // Role-only and empty deltas are not output: they never start a clock.
+                let mut progress = false;
+                let mut output_chunk = false;
+                if let Some(text) = delta.reasoning.as_deref().filter(|r| !r.is_empty()) {
+                    self.reasoning_chunks = self.reasoning_chunks.saturating_add(1);
+                    self.first_output.get_or_insert(at);
+                    if let Some((_, reasoning)) = &mut self.answer {
+                        reasoning.push_str(text);
+                    }
+                    progress = true;
+                    output_chunk = true;
+                }
+                if let Some(text) = delta.content.as_deref().filter(|c| !c.is_empty()) {
+                    self.content_chunks = self.content_chunks.saturating_add(1);
+                    self.first_output.get_or_insert(at);
+                    self.first_content.get_or_insert(at);
+                    self.capture_text(text);
+                    if let Some(scan) = &mut self.canary {
+                        scan.feed(text);
+                    }
+                    if let Some((content, _)) = &mut self.answer {
+                        content.push_str(text);
+                    }
+                    progress = true;
+                    output_chunk = true;
+                }
+                if let Some(reason) = finish_reason {
+                    let reason = prefix_at_char(&reason, FINISH_REASON_BYTES);
+                    if self.finish_reason.as_deref() != Some(reason) {
+                        self.finish_reason = Some(reason.to_owned());
+                    }
+                    progress = true;
+                }
+                if output_chunk {
+                    self.chunk_clock.chunk(at, usage.as_ref().and_then(|u| u.completion_tokens));
+                }
+                if let Some(u) = usage {
+                    self.merge_usage(u);
+                    progress = true;
+                }
+                if progress {
+                    self.last_progress = Some(at);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn capture_text(&mut self, text: &str) {
+        let room = CAPTURE_CHARS.saturating_sub(self.visible_chars);
+        let chars = text.chars().count();
+        if let Some(capture) = &mut self.capture {
+            if chars <= room {
+                capture.push_str(text);
+            } else if room > 0 {
+                let cut = text.char_indices().nth(room).map_or(text.len(), |(i, _)| i);
+                capture.push_str(&text[..cut]);
+            }
+        }
+        self.visible_chars = self.visible_chars.saturating_add(chars);
+    }
+
+    pub fn visible_truncated(&self) -> bool {
+        self.visible_chars > CAPTURE_CHARS
+    }
+
+    /// The canary verdict over the whole visible response, when canaries are on.
+    pub fn canary_check(&mut self) -> Option<crate::request::record::CanaryCheck> {
+        let complete = self.done.is_some();
+        self.canary.take().map(|scan| scan.finish(complete))
+    }
+
+    pub fn buffered(&self) -> usize {
+        self.decoder.buffered() + self.body.len()
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn prefix_at_char(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let cut = (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+    &s[..cut]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn feed_fixture(name: &str) -> StreamState {
+        let bytes = std::fs::read(format!("{}/tests/fixtures/sse/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let mut s = StreamState::new(true);
+        // One read per 97 bytes, 1 ms apart: events split across reads must still be timed by
+        // the read that completed them.
+        for (i, piece) in bytes.chunks(97).enumerate() {
+            s.observe(piece, MS * (i as u32 + 1)).unwrap();
+        }
+        s.finish(MS * 1000).unwrap();
+        s
+    }
+
+    #[test]
+    fn llamacpp_chat_with_usage() {
+        let s = feed_fixture("llamacpp-chat-usage.sse");
+        assert!(s.done.is_some());
+        assert_eq!(s.reasoning_chunks, 0);
+        assert_eq!(s.content_chunks, 12);
+        assert_eq!((s.output_tokens().tokens, s.output_tokens().source), (12, TokenSource::Usage));
+        assert_eq!(s.finish_reason.as_deref(), Some("length"));
+        // The role-only first chunk (bytes 0..~250) must not start the clock.
+        assert!(s.first_content.unwrap() > MS * 2);
+        assert_eq!(s.first_output, s.first_content);
+        assert!(s.capture.as_deref().unwrap().starts_with("1. Red:"));
+    }
+
+    #[test]
+    fn llamacpp_chat_without_usage_falls_back_to_chunks() {
+        let s = feed_fixture("llamacpp-chat-nousage-stop.sse");
+        assert_eq!(s.usage, Usage::default());
+        assert_eq!(s.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(
+            (s.output_tokens().tokens, s.output_tokens().source),
+            (u64::from(s.content_chunks), TokenSource::ChunkCount)
+        );
+        assert!(s.capture.as_deref().unwrap().starts_with("Hello there!"));
+    }
+
+    #[test]
+    fn llamacpp_completions_usage_on_finish_chunk() {
+        let s = feed_fixture("llamacpp-completions.sse");
+        assert_eq!(s.content_chunks, 8);
+        assert_eq!((s.output_tokens().tokens, s.output_tokens().source), (8, TokenSource::Usage));
+        assert_eq!((s.usage.prompt_tokens, s.usage.cached_tokens), (Some(5), Some(0)));
+        assert_eq!(s.capture.as_deref(), Some(" Paris.\n\nThe United States has"));
+    }
+
+    /// vLLM with `stream_options.continuous_usage_stats` (shape from vLLM's OpenAI server: the
+    /// cumulative usage on every chunk, the role chunk at 0, an end-of-turn token counted on
+    /// the finish chunk but never streamed as text).
+    #[test]
+    fn vllm_continuous_usage_gives_tokens_per_chunk() {
+        let s = feed_fixture("vllm-chat-continuous-usage.sse");
+        assert_eq!(s.content_chunks, 8);
+        assert_eq!((s.output_tokens().tokens, s.output_tokens().source), (16, TokenSource::Usage));
+        let f = s.chunk_clock.facts();
+        let p = f.per_chunk.expect("every content chunk carried a count");
+        assert_eq!((p.first_chunk_tokens, p.streamed_tokens), (1, 15), "the finish chunk's token was not streamed");
+        assert_eq!(f.chunk_gaps.gaps(), 7);
+        assert_eq!(p.token_gaps.gaps(), 7);
+        assert!(f.max_stall.is_some_and(|m| m <= MS * 1000));
+    }
+
+    #[test]
+    fn reasoning_then_content_and_capture_cap() {
+        let mut s = StreamState::new(true);
+        s.observe(b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n", MS).unwrap();
+        s.observe(b"data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n", MS * 2).unwrap();
+        let big =
+            format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n", "é".repeat(CAPTURE_CHARS));
+        s.observe(big.as_bytes(), MS * 3).unwrap();
+        s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n", MS * 4).unwrap();
+        assert_eq!((s.first_output, s.first_content, s.done), (Some(MS * 2), Some(MS * 3), Some(MS * 4)));
+        assert!(s.visible_truncated());
+        assert_eq!(s.capture.as_deref().unwrap().chars().count(), CAPTURE_CHARS);
+    }
+
+    #[test]
+    fn faults_are_classified() {
+        let mut s = StreamState::new(false);
+        let e = s.observe(b"data: {\"error\":{\"message\":\"oom\",\"type\":\"server_error\"}}\n\n", MS).unwrap_err();
+        assert_eq!((e.kind, e.server_error_type.as_deref()), (ErrorKind::ServerErrorEvent, Some("server_error")));
+        let e = StreamState::new(false).observe(b"data: {\"choices\":[\n\n", MS).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidJson);
+        let e = StreamState::new(false).observe(b"garbage line\n\n", MS).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::MalformedSse);
+    }
+
+    const ROLE: &[u8] = b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n";
+    const WORD: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"w\"}}]}\n\n";
+    const FINISH: &[u8] = b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    const USAGE: &[u8] = b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n";
+
+    #[test]
+    fn only_events_with_progress_move_the_progress_clock() {
+        let mut s = StreamState::new(false);
+        s.observe(b": keep-alive\n\n", MS).unwrap();
+        s.observe(ROLE, MS * 2).unwrap();
+        s.observe(b"data: {\"choices\":[]}\n\n", MS * 3).unwrap();
+        assert_eq!((s.first_output, s.last_progress), (None, None), "no output yet, whatever bytes came");
+        s.observe(WORD, MS * 4).unwrap();
+        s.observe(b": ping\n\ndata: {\"choices\":[]}\n\n", MS * 5).unwrap();
+        assert_eq!((s.first_output, s.last_progress), (Some(MS * 4), Some(MS * 4)));
+        s.observe(FINISH, MS * 6).unwrap();
+        assert_eq!(s.last_progress, Some(MS * 6));
+        s.observe(USAGE, MS * 7).unwrap();
+        s.observe(b"data: [DONE]\n\n", MS * 8).unwrap();
+        assert_eq!((s.last_progress, s.done), (Some(MS * 8), Some(MS * 8)));
+    }
+
+    #[test]
+    fn nothing_after_done_is_read() {
+        let mut s = StreamState::new(false);
+        let mut bytes = [WORD, b"data: [DONE]\n\n<html>proxy footer</html>\n\ndata: {\"choices\":[\n\n"].concat();
+        s.observe(&bytes, MS).unwrap();
+        bytes.clear();
+        s.observe(b"more junk\n\n", MS * 2).unwrap();
+        s.finish(MS * 3).unwrap();
+        assert_eq!((s.done, s.content_chunks), (Some(MS), 1));
+    }
+
+    #[test]
+    fn a_footer_after_finish_and_usage_ends_the_response() {
+        let mut s = StreamState::new(false);
+        s.observe(&[ROLE, WORD, WORD, FINISH].concat(), MS).unwrap();
+        s.observe(USAGE, MS * 2).unwrap();
+        s.observe(b"X-Proxy: served by edge-7\n\n", MS * 3).unwrap();
+        assert_eq!(s.done, Some(MS * 2), "complete at its last event");
+        // Before the response said everything, the same line is corruption.
+        let mut s = StreamState::new(false);
+        s.observe(&[WORD, FINISH].concat(), MS).unwrap();
+        assert_eq!(s.observe(b"X-Proxy: served by edge-7\n\n", MS * 2).unwrap_err().kind, ErrorKind::MalformedSse);
+    }
+
+    #[test]
+    fn an_implausible_usage_count_is_set_aside_and_kept() {
+        let mut s = StreamState::new(false);
+        for _ in 0..16 {
+            s.observe(WORD, MS).unwrap();
+        }
+        s.observe(b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":0}}\n\n", MS).unwrap();
+        assert_eq!(
+            s.output_tokens(),
+            OutputTokens { tokens: 16, source: TokenSource::ChunkCount, usage_set_aside: Some(0) }
+        );
+        s.observe(b"data: {\"choices\":[],\"usage\":{\"completion_tokens\":17}}\n\n", MS).unwrap();
+        assert_eq!(s.output_tokens(), OutputTokens { tokens: 17, source: TokenSource::Usage, usage_set_aside: None });
+    }
+
+    #[test]
+    fn a_long_response_passes_its_canary_without_any_capture() {
+        let marker = "ANVIL_REQ_9_00003";
+        let mut s = StreamState::new(false).with_canary(marker);
+        s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"ANVIL_REQ\"}}]}\n\n", MS).unwrap();
+        s.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"_9_00003\"}}]}\n\n", MS).unwrap();
+        let filler = b"data: {\"choices\":[{\"delta\":{\"content\":\" the river ran north\"}}]}\n\n".repeat(2000);
+        s.observe(&filler, MS * 2).unwrap();
+        s.observe(b"data: [DONE]\n\n", MS * 3).unwrap();
+        assert!(s.visible_truncated() && s.capture.is_none());
+        let c = s.canary_check().unwrap();
+        assert!(c.passed, "{c:?}");
+    }
+
+    #[test]
+    fn server_labels_are_bounded_on_arrival() {
+        let mut s = StreamState::new(false);
+        let huge =
+            format!("data: {{\"choices\":[{{\"delta\":{{}},\"finish_reason\":\"{}\"}}]}}\n\n", "é".repeat(10_000));
+        s.observe(huge.as_bytes(), MS).unwrap();
+        assert!(s.finish_reason.as_deref().unwrap().len() <= FINISH_REASON_BYTES);
+    }
+}
+
+#[cfg(test)]
+mod api_tests;
+mod usage;

@@ -1,0 +1,283 @@
+//! Reading artifacts back, typed: the inverse of the mapping in `build`, for the commands that
+//! take artifacts as input (reports, comparisons). The flat `metrics` map is read through the
+//! contract's `metric_key` and `Total::key` here and nowhere else; consumers ask for a `Metric`
+//! and a `Stat`, or a `Total`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::contract::{Metric, Stat, Total, metric_key};
+use crate::request::record::{FailureRecord, RequestTiming};
+use crate::request::server_metrics::LevelServerMetrics;
+use crate::results::aggregate::sample::{FailureSample, Sample};
+use crate::results::aggregate::slo::{SloReport, request_value};
+
+/// One level's artifact as written (the fields the readers use; unknown keys are ignored).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ArtifactFile {
+    pub schema: String,
+    pub run_id: String,
+    pub measurement_protocol: Option<String>,
+    pub engine: Option<String>,
+    pub gpu: Option<String>,
+    pub model: String,
+    pub api: String,
+    pub started_at: String,
+    pub base_url: Option<String>,
+    pub tier: Option<String>,
+    pub started_at_unix_ns: u64,
+    pub finished_at_unix_ns: u64,
+    pub configuration_fingerprint: String,
+    pub load_mode: String,
+    pub concurrency: u32,
+    pub rate: Option<f64>,
+    pub arrival: Option<String>,
+    pub achieved_rate: Option<f64>,
+    #[serde(default)]
+    pub dropped_arrivals: u64,
+    #[serde(default)]
+    pub peak_in_flight: u64,
+    pub validity: ValidityFile,
+    pub requests: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub interrupted: bool,
+    pub performance_eligible: bool,
+    pub wall_clock_ms: f64,
+    pub request_canaries: bool,
+    pub metrics: Map<String, Value>,
+    #[serde(default)]
+    pub error_counts: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub warnings: Vec<WarningFile>,
+    pub slo: Option<SloReport>,
+    pub drift: Option<DriftFile>,
+    #[serde(default)]
+    pub snapshot_windows: usize,
+    pub steady_state: Option<SteadyStateFile>,
+    pub server_metrics: Option<LevelServerMetrics>,
+    #[serde(default)]
+    pub request_timings: Vec<RequestTiming>,
+    #[serde(default)]
+    pub failures: Vec<FailureRecord>,
+    pub scenario: Value,
+    pub simulator: Option<Value>,
+    pub client: ClientFile,
+    /// Blocks other commands add (server metrics, shards), kept as written.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ValidityFile {
+    pub valid: bool,
+    #[serde(default)]
+    pub reasons: Vec<String>,
+    pub max_dispatch_lag_ms: f64,
+    pub dispatch_lag_p99_ms: Option<f64>,
+    pub schedule_lag_p99_ms: Option<f64>,
+    pub queue_wait_p99_ms: Option<f64>,
+    /// The client's own lateness (absent in artifacts written before it was measured).
+    #[serde(default)]
+    pub max_client_lateness_ms: Option<f64>,
+    #[serde(default)]
+    pub client_lateness_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub client_lateness_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub client_lateness_max_ms: Option<f64>,
+    #[serde(default)]
+    pub client_cpu_share: Option<f64>,
+}
+
+/// The `drift` block: the first windows of a long level against the last ones.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DriftFile {
+    pub basis: String,
+    pub windows_compared: usize,
+    pub ttft_p50_ms: ChangeFile,
+    pub ttft_p99_ms: ChangeFile,
+    pub tpot_p50_ms: ChangeFile,
+    pub tpot_p99_ms: ChangeFile,
+    pub throughput_tok_s: ChangeFile,
+}
+
+impl DriftFile {
+    /// The rows in the order people read them, with their names.
+    pub fn rows(&self) -> [(&'static str, &ChangeFile); 5] {
+        [
+            ("TTFT p50 (ms)", &self.ttft_p50_ms),
+            ("TTFT p99 (ms)", &self.ttft_p99_ms),
+            ("TPOT p50 (ms)", &self.tpot_p50_ms),
+            ("TPOT p99 (ms)", &self.tpot_p99_ms),
+            ("output tok/s", &self.throughput_tok_s),
+        ]
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChangeFile {
+    pub first: Option<f64>,
+    pub last: Option<f64>,
+    pub change_pct: Option<f64>,
+}
+
+/// The `steady_state` block: the part of the level where the planned load was on.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SteadyStateFile {
+    pub basis: String,
+    pub start_ms: f64,
+    pub end_ms: f64,
+    pub share_of_level: f64,
+    pub requests: usize,
+    pub throughput_tok_s: f64,
+    pub completion_rate_rps: f64,
+    pub ttft_ms: Option<DistributionFile>,
+    pub tpot_ms: Option<DistributionFile>,
+    pub e2e_ms: Option<DistributionFile>,
+}
+
+/// A distribution written as a block (`steady_state.ttft_ms`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct DistributionFile {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub samples: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct WarningFile {
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClientFile {
+    pub name: String,
+    pub version: String,
+}
+
+impl ArtifactFile {
+    /// Read and check one artifact file.
+    pub fn read(path: &Path) -> Result<ArtifactFile, String> {
+        let bytes = crate::sys::read_input(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
+        let file: ArtifactFile = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{}: not an anvil-serving.benchmark/v1 artifact ({e})", path.display()))?;
+        if file.schema != super::SCHEMA {
+            return Err(format!("{}: schema is {:?}, not {}", path.display(), file.schema, super::SCHEMA));
+        }
+        Ok(file)
+    }
+
+    /// One statistic of a distribution, as the artifact states it.
+    pub fn stat(&self, metric: Metric, stat: Stat) -> Option<f64> {
+        self.metrics.get(&metric_key(metric, stat)).and_then(Value::as_f64)
+    }
+
+    /// Samples behind a distribution.
+    pub fn samples(&self, metric: Metric) -> u64 {
+        self.metrics.get(&metric_key(metric, Stat::Samples)).and_then(Value::as_u64).unwrap_or(0)
+    }
+
+    /// A total or rate of the `metrics` block that is not a distribution.
+    pub fn value(&self, key: Total) -> Option<f64> {
+        self.metrics.get(key.key()).and_then(Value::as_f64)
+    }
+
+    /// The level: its concurrency (closed loop) or its rate (open loop).
+    pub fn level(&self) -> f64 {
+        self.rate.unwrap_or(f64::from(self.concurrency))
+    }
+
+    /// The performance-eligible request records (what the distributions are over).
+    pub fn eligible(&self) -> impl Iterator<Item = &RequestTiming> {
+        self.request_timings.iter().filter(|r| r.performance_eligible)
+    }
+
+    /// The per-request values behind a distribution, in record order: the eligible requests'
+    /// values (by the same definition `summarise` uses), and for the schedule lag and queue
+    /// wait every request sent, failed ones included, as the artifact counts them.
+    pub fn values(&self, metric: Metric) -> Vec<f64> {
+        match metric {
+            Metric::ScheduleLag | Metric::QueueWait => {
+                let completed =
+                    self.request_timings.iter().filter_map(|r| request_value(&Sample::from_record(r), metric));
+                let failed = self.failures.iter().map(FailureSample::from_record).filter_map(|f| match metric {
+                    Metric::ScheduleLag => f.schedule_lag_ms(),
+                    _ => f.queue_wait_ms(),
+                });
+                completed.chain(failed).collect()
+            }
+            _ => self.eligible().filter_map(|r| request_value(&Sample::from_record(r), metric)).collect(),
+        }
+    }
+
+    /// Whether the target was the embedded simulator (its counters are in the artifact).
+    pub fn simulated(&self) -> bool {
+        self.simulator.as_ref().is_some_and(|v| !v.is_null())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_artifacts_read_back_typed() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize/closed");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let a = ArtifactFile::read(&entry.unwrap().path()).unwrap();
+            assert_eq!(a.request_timings.len() as u64, a.completed);
+            assert_eq!(a.failures.len() as u64, a.failed);
+            let ttft: Vec<f64> = {
+                let mut v: Vec<f64> = a.eligible().filter_map(|r| r.ttft_ms).collect();
+                v.sort_by(f64::total_cmp);
+                v
+            };
+            assert_eq!(a.samples(Metric::Ttft), ttft.len() as u64);
+            assert_eq!(a.stat(Metric::Ttft, Stat::Max), ttft.last().copied());
+            assert_eq!(a.stat(Metric::Ttft, Stat::P50), Some(crate::contract::nearest_rank(&ttft, 50)));
+            assert!(a.value(Total::ThroughputTokS).is_some());
+            assert!(a.slo.is_some() && a.level() > 0.0);
+            // The values behind every distribution give back its summary.
+            for m in Metric::ALL {
+                let mut v = a.values(m);
+                assert_eq!(v.len() as u64, a.samples(m), "{m:?}");
+                v.sort_by(f64::total_cmp);
+                if !v.is_empty() {
+                    assert_eq!(a.stat(m, Stat::P99), Some(crate::contract::nearest_rank(&v, 99)), "{m:?}");
+                }
+            }
+            assert!(a.simulated());
+        }
+    }
+
+    #[test]
+    fn open_loop_lags_count_every_request_sent() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize/open");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let a = ArtifactFile::read(&entry.unwrap().path()).unwrap();
+            for m in [Metric::ScheduleLag, Metric::TtftFromIntended, Metric::E2eFromIntended, Metric::Ttft] {
+                let mut v = a.values(m);
+                assert!(!v.is_empty(), "{m:?}");
+                assert_eq!(v.len() as u64, a.samples(m), "{m:?}");
+                v.sort_by(f64::total_cmp);
+                assert_eq!(a.stat(m, Stat::Max), v.last().copied(), "{m:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn something_else_is_refused_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        std::fs::write(&path, "{\"schema\": \"other\"}").unwrap();
+        assert!(ArtifactFile::read(&path).unwrap_err().contains("x.json"));
+    }
+}

@@ -1,0 +1,9 @@
+//! The results side: one summary per level, and its renderers.
+//!
+//! - `aggregate`: one task owning every sample: collects, then `finish_level` makes one typed summary.
+//! - `artifact`: the `anvil-serving.benchmark/v1` artifact: a pure mapping of the summary.
+//! - `console`: what the user sees during and after a run: progress, warnings, level summary, sweep table.
+
+pub mod aggregate;
+pub mod artifact;
+pub mod console;

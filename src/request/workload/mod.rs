@@ -340,23 +340,38 @@ impl Workload {
         };
         let fixed = build(0);
         let per_word = self.sizer.per_filler_word().max(1e-3);
-        let mut words = ((f64::from(planned) - count(&fixed)) / per_word).round().max(0.0) as usize;
-        let mut prompt = build(words);
-        if self.sizer.exact().is_some() {
-            // Exact sizers re-count and correct; tokenizers are not quite additive over words.
-            for _ in 0..4 {
-                let diff = f64::from(planned) - self.sizer.prompt_tokens(&prompt);
-                if diff == 0.0 {
-                    break;
-                }
-                let step = (diff / per_word).round();
-                let step = if step == 0.0 { diff.signum() } else { step };
-                words = (words as f64 + step).max(0.0) as usize;
-                prompt = build(words);
-            }
-        }
+        let words = ((f64::from(planned) - count(&fixed)) / per_word).round().max(0.0) as usize;
+        let prompt = self.corrected(planned, words, per_word, build, |p| self.sizer.prompt_tokens(p));
         let target = count(&prompt).round().max(0.0) as u32;
         (prompt, target)
+    }
+
+    /// `build(words)`, and with an exact sizer (a tokenizer) the word count nudged, at most four
+    /// times, until `count` gives `target` tokens: tokenizers are not quite additive over words.
+    /// The other sizers keep the first estimate.
+    fn corrected(
+        &self,
+        target: u32,
+        mut words: usize,
+        per_word: f64,
+        build: impl Fn(usize) -> String,
+        count: impl Fn(&str) -> f64,
+    ) -> String {
+        let mut text = build(words);
+        if self.sizer.exact().is_none() {
+            return text;
+        }
+        for _ in 0..4 {
+            let diff = f64::from(target) - count(&text);
+            if diff == 0.0 {
+                break;
+            }
+            let step = (diff / per_word).round();
+            let step = if step == 0.0 { diff.signum() } else { step };
+            words = (words as f64 + step).max(0.0) as usize;
+            text = build(words);
+        }
+        text
     }
 
     fn dataset_prompt(&self, d: &Dataset, index: u64, header: &str, task: &str) -> (Vec<u8>, u32) {

@@ -95,27 +95,15 @@ impl Workload {
     fn block(&self, out: &mut String, id: u64, position: usize, bs: u32, tokens: u32) {
         let per_word = self.sizer.per_filler_word().max(1e-3);
         let (phase, whole) = block_span(position, bs, per_word);
-        let mut words = if tokens == bs { whole } else { (f64::from(tokens) / per_word).round() as usize };
+        let words = if tokens == bs { whole } else { (f64::from(tokens) / per_word).round() as usize };
         let build = |words: usize| {
             let mut s = String::new();
             push_block(&mut s, phase, words, &mut block_rng(self.seed, self.salt, id, bs));
             s
         };
-        let mut text = build(words);
-        if self.sizer.exact().is_some() {
-            // Exact sizers correct a block to its size; the result is still a pure function of
-            // (id, position, size), so every request naming the block gets the same text.
-            for _ in 0..4 {
-                let diff = f64::from(tokens) - self.sizer.text_tokens(&text);
-                if diff == 0.0 {
-                    break;
-                }
-                let step = (diff / per_word).round();
-                let step = if step == 0.0 { diff.signum() } else { step };
-                words = (words as f64 + step).max(0.0) as usize;
-                text = build(words);
-            }
-        }
+        // Exact sizers correct a block to its size; the result is still a pure function of
+        // (id, position, size), so every request naming the block gets the same text.
+        let text = self.corrected(tokens, words, per_word, build, |t| self.sizer.text_tokens(t));
         out.push_str(&text);
     }
 

@@ -10,6 +10,7 @@
 //! - `redact`: what may be written: URLs without credentials, server strings sanitized, never a secret.
 //! - `sys`: the few system calls (file limits, CPU time, input files); `unsafe` is denied elsewhere.
 //! - `text`: the words synthetic prompts are made of, the built-in token estimate, numbers as people write them.
+//! - `numbers`: numbers as people read them: one unit per column, integers as integers, separators, ticks.
 //! - `mock`: the simulator, a crate of its own (`anvil_sim`), under the name it has always had here.
 //!
 //! `plan/`, the plan: what to send, and when:
@@ -49,6 +50,7 @@
 
 // The ground floor.
 pub mod contract;
+pub mod numbers;
 pub mod redact;
 pub mod sys;
 pub mod text;

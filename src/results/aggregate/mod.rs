@@ -21,6 +21,7 @@ pub mod stats;
 pub mod steady;
 mod summarise;
 pub mod summary;
+pub mod warning_groups;
 pub mod warnings;
 
 pub use collected::{AsWritten, Collected};

@@ -7,10 +7,10 @@
 //!
 //! The ground floor, words every stage uses:
 //! - `contract`: the contract's vocabulary: error kinds, metrics, statistics, totals, SLO objectives.
+//! - `numbers`: numbers as people read them: one unit per column, integers as integers, separators, ticks.
 //! - `redact`: what may be written: URLs without credentials, server strings sanitized, never a secret.
 //! - `sys`: the few system calls (file limits, CPU time, input files); `unsafe` is denied elsewhere.
 //! - `text`: the words synthetic prompts are made of, the built-in token estimate, numbers as people write them.
-//! - `numbers`: numbers as people read them: one unit per column, integers as integers, separators, ticks.
 //! - `mock`: the simulator, a crate of its own (`anvil_sim`), under the name it has always had here.
 //!
 //! `plan/`, the plan: what to send, and when:

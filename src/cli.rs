@@ -136,31 +136,58 @@ pub struct SummarizeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Scenario file (TOML); see docs/scenario.md for every key.
-    #[arg(required = true)]
+    /// Scenario file (TOML; docs/scenario.md lists every key), or - to read it from standard
+    /// input. Without it, the built-in scenario (scenarios/default.toml) runs.
     pub scenario: Option<PathBuf>,
     /// Server API root, e.g. http://127.0.0.1:8000/v1 (overrides target.base_url; the environment
     /// variable ANVIL_BASE_URL does the same when this option is absent).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
-    /// Model name (overrides target.model).
+    /// Model name (overrides target.model). Without it, the model the server's /models lists is
+    /// used when it lists exactly one.
     #[arg(long)]
     pub model: Option<String>,
     /// Concurrency level or comma-separated sweep, e.g. 1,2,4,8 (overrides load.concurrency and
     /// sets load.mode = "closed", replacing the scenario's open-loop settings and any search).
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    /// With --rate: one cap on the requests in flight (load.max_in_flight; later arrivals wait),
+    /// as vllm bench serve's --max-concurrency.
+    #[arg(short = 'c', long, visible_alias = "max-concurrency", value_name = "N[,N…]", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: Option<Vec<u32>>,
     /// Open-loop arrival rate or comma-separated sweep in requests per second, e.g. 50,100,200
     /// (overrides load.rate and sets load.mode = "open", replacing the scenario's closed-loop
-    /// settings and any search).
-    #[arg(long, value_delimiter = ',')]
+    /// settings and any search). inf releases every request at once: a closed loop of all the
+    /// level's requests, or of --max-concurrency when given.
+    #[arg(short = 'r', long, value_name = "RPS[,RPS…]|inf", value_delimiter = ',')]
     pub rate: Option<Vec<f64>>,
     /// Requests per level (overrides run.requests).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: Option<u64>,
-    /// Output budget per request (overrides workload.max_tokens).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    /// How long each level sends, e.g. 90s or 10m (overrides run.duration; with --requests too,
+    /// whichever ends first).
+    #[arg(short = 'd', long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Prompt size in tokens (overrides workload.context_tokens).
+    #[arg(long, visible_alias = "prompt-tokens", value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub input_tokens: Option<u32>,
+    /// Output budget per request, sent as max_tokens (overrides workload.max_tokens). The model
+    /// may stop earlier: add --ignore-eos for exactly this many.
+    #[arg(long = "output-tokens", visible_alias = "max-tokens", value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: Option<u32>,
+    /// Ask the server to ignore the end-of-sequence token, so every answer is the full output
+    /// budget (sets output.ignore_eos = true).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Name of the environment variable holding the API key, sent as a bearer token (overrides
+    /// target.api_key_env; the key itself never appears anywhere).
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// A service-level objective, as in the [slo] table, e.g. ttft_p99_ms=500 (repeatable).
+    #[arg(long, value_name = "OBJECTIVE=VALUE")]
+    pub slo: Vec<String>,
+    /// Any scenario key, e.g. --set workload.max_context_tokens=131072 or
+    /// --set target.model=Qwen/Qwen3-8B (repeatable; the value is read as TOML, else as text).
+    #[arg(long, value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
     /// Seed for context draws and prompt text (overrides run.seed).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -173,7 +200,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "MODE|PATH")]
     pub tokenizer: Option<String>,
     /// Directory for artifacts (created if missing).
-    #[arg(long, value_name = "DIR", default_value = "results")]
+    #[arg(short = 'o', long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
     /// No progress bar (it is also off when stderr is not a terminal).
     #[arg(long)]
@@ -212,6 +239,12 @@ impl RunArgs {
             rate: self.rate.clone(),
             requests: self.requests,
             max_tokens: self.max_tokens,
+            input_tokens: self.input_tokens,
+            ignore_eos: self.ignore_eos,
+            duration: self.duration.clone(),
+            api_key_env: self.api_key_env.clone(),
+            slo: self.slo.clone(),
+            set: self.set.clone(),
             seed: self.seed,
             simulator: self.simulator.clone(),
             tokenizer: self.tokenizer.clone(),
@@ -222,11 +255,16 @@ impl RunArgs {
 /// What `anvil-load` run with no arguments prints (to stderr, exit code 2): where to start,
 /// rather than clap's bare "a required argument was not provided".
 pub const FIRST_STEPS: &str = "\
-anvil-load: a load generator for OpenAI-compatible LLM inference servers. Give it a scenario.
+anvil-load: a load generator for OpenAI-compatible LLM inference servers.
 
-  anvil-load SCENARIO.toml                      run a scenario (against the embedded simulator
-                                                when it names no base_url)
-  anvil-load SCENARIO.toml --base-url URL       run it against a server, e.g. http://127.0.0.1:8000/v1
+  anvil-load --base-url URL                     run the built-in scenario against a server, e.g.
+                                                http://127.0.0.1:8000/v1 (1,024-token prompts,
+                                                128 output tokens, 8 in flight, 200 requests)
+  anvil-load --base-url URL --input-tokens 256 --output-tokens 32 -c 4 -n 40
+                                                the same with your sizes (--model NAME when the
+                                                server lists several models)
+  anvil-load SCENARIO.toml                      run a scenario file (against the embedded
+                                                simulator when it names no base_url)
   anvil-load validate SCENARIO.toml             check a scenario and print the plan; sends nothing
   anvil-load mock                               serve the simulator on 127.0.0.1:8000 to try things
   anvil-load --help                             every command and option

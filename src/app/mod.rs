@@ -173,10 +173,15 @@ fn print_rebuilt(notices: &[Notice], rebuilt: Rebuilt) -> Rebuilt {
     rebuilt
 }
 
-fn scenario_path(args: &RunArgs) -> Result<&Path, AppError> {
-    args.scenario
-        .as_deref()
-        .ok_or_else(|| AppError::BadInput("no scenario file given; try scenarios/smoke.toml".into()))
+/// The scenario the arguments name, with their overrides: a file, standard input (`-`), or the
+/// built-in scenario when none is given.
+fn load_scenario(args: &RunArgs) -> Result<Scenario, ScenarioError> {
+    let overrides = args.overrides();
+    match args.scenario.as_deref() {
+        None => Scenario::built_in(&overrides),
+        Some(path) if path.as_os_str() == "-" => Scenario::from_stdin(&overrides),
+        Some(path) => Scenario::load(path, &overrides),
+    }
 }
 
 /// Everything a level needs that stays the same across levels.
@@ -198,7 +203,7 @@ struct Session<'a> {
 /// `anvil-load SCENARIO`: run every load level (a fixed list, or a capacity search) and write
 /// each level's artifact.
 async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
-    let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
+    let scenario = load_scenario(args)?;
     if args.records.as_deref().is_some_and(artifact::output::is_stdout) {
         return Err(AppError::BadInput(
             "--records -: the records file is read back to write the artifacts, so it cannot be standard output; give a file path"

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{AppError, scenario_path};
+use super::{AppError, load_scenario};
 use crate::cli::{RunArgs, exit};
 use crate::plan::scenario::bounds::{fmt_duration, fmt_number};
 use crate::plan::scenario::{
@@ -17,12 +17,17 @@ use crate::request::workload::{Sizer, Workload};
 
 /// Validate the scenario (with the command line's overrides) and print its plan.
 pub(super) fn run(args: &RunArgs) -> Result<u8, AppError> {
-    let scenario = Scenario::load(scenario_path(args)?, &args.overrides())?;
+    let scenario = load_scenario(args)?;
     // Every URL the plan names (a trace or dataset path given as one included) through the one
     // redaction.
     print!("{}", redact_urls_in(&describe(&scenario)));
     println!("valid; nothing was sent");
     Ok(exit::OK)
+}
+
+/// What set a key, in words: an option, a `--set`, or the environment.
+fn provenance_origin(origin: &str) -> String {
+    if origin.starts_with('-') { format!("command line ({origin})") } else { format!("environment (${origin})") }
 }
 
 fn phase(p: Option<PhaseLength>) -> String {
@@ -40,7 +45,21 @@ fn label(v: &Option<String>) -> &str {
 /// The plan of a validated scenario, for people.
 pub fn describe(s: &Scenario) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "scenario: {}", s.path.display());
+    if s.built_in {
+        let _ = writeln!(
+            out,
+            "scenario: the built-in one (scenarios/default.toml); every key below not listed under \"set by\" is its default"
+        );
+    } else {
+        let _ = writeln!(out, "scenario: {}", s.path.display());
+    }
+    if !s.provenance.is_empty() {
+        let _ = writeln!(out, "set by, instead of the {}:", if s.built_in { "built-in scenario" } else { "file" });
+        let width = s.provenance.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        for (key, origin) in &s.provenance {
+            let _ = writeln!(out, "  {key:<width$}  {}", provenance_origin(origin));
+        }
+    }
     for note in &s.notes {
         let _ = writeln!(out, "note: {note}");
     }
@@ -72,7 +91,17 @@ fn target(out: &mut String, s: &Scenario) {
             let _ = writeln!(out, "target: embedded simulator, profile {profile}{tpot} ({:?} API)", t.api);
         }
     }
-    let _ = writeln!(out, "model: {}; dialect {}", t.model, format!("{:?}", t.dialect).to_lowercase());
+    let dialect = format!("{:?}", t.dialect).to_lowercase();
+    if t.model_named {
+        let _ = writeln!(out, "model: {}; dialect {dialect}", t.model);
+    } else if matches!(t.endpoint, Endpoint::Simulator { .. }) {
+        let _ = writeln!(out, "model: not named; the simulator's own ({}); dialect {dialect}", t.model);
+    } else {
+        let _ = writeln!(
+            out,
+            "model: not named; read from the server's /models list before the run (not known now: nothing is sent to validate), used when it lists exactly one, else give --model; dialect {dialect}"
+        );
+    }
     let _ = writeln!(out, "labels: engine {}, gpu {}", label(&t.engine), label(&t.gpu));
     if let Some(var) = &t.api_key_env {
         let header = if t.api == Api::Messages { " (sent as a bearer token and as x-api-key)" } else { "" };

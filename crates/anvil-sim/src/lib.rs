@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 pub use faults::FaultProfile;
 pub use ground_truth::{ChunkKind, GroundTruthChunk, GroundTruthRecord};
 pub use profile::{MetricsNames, PROFILE_NAMES, Profile, ReasoningField, UsagePlacement};
+pub use request::DEFAULT_MODEL;
 pub use stats::{MockStats, MockStatsSnapshot};
 pub use tokenize::{count_prompt_tokens, count_text_tokens};
 

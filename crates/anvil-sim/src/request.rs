@@ -8,7 +8,7 @@ use super::api_wire::WireApi;
 use super::tokenize::{Prompt, PromptKind};
 
 /// Echoed when the request names no model.
-pub(crate) const DEFAULT_MODEL: &str = "anvil-sim";
+pub const DEFAULT_MODEL: &str = "anvil-sim";
 
 /// The canary prefix a load generator embeds in prompts to match answers to requests.
 pub(crate) const CANARY_PREFIX: &str = "ANVIL_REQ_";

@@ -65,8 +65,9 @@ pub(super) const CONTEXT_SANITY_LIMIT: i64 = 16 * 1024 * 1024;
 pub(super) struct Checker<'a> {
     path: &'a Path,
     file: String,
-    /// Keys whose values came from the command line, with the option that set them.
-    overridden: Vec<(&'static str, &'a str)>,
+    /// Keys whose values came from the command line, with the option that set them
+    /// (`--rate`, `--set load.rate`, `ANVIL_BASE_URL`).
+    overridden: Vec<(String, String)>,
 }
 
 impl<'a> Checker<'a> {
@@ -80,13 +81,21 @@ impl<'a> Checker<'a> {
     }
 
     /// Record that `origin` (an option such as `--rate`) set `key`.
-    pub(super) fn set_by(&mut self, key: &'static str, origin: &'a str) {
-        self.overridden.push((key, origin));
+    pub(super) fn set_by(&mut self, key: impl Into<String>, origin: impl Into<String>) {
+        let key = key.into();
+        // The last setting wins (a flag after `--set` of the same key): one origin per key.
+        self.overridden.retain(|(k, _)| *k != key);
+        self.overridden.push((key, origin.into()));
+    }
+
+    /// Every key the command line set, with what set it, in the order they were applied.
+    pub(super) fn overridden(&self) -> &[(String, String)] {
+        &self.overridden
     }
 
     pub(super) fn err(&self, key: &str, problem: impl Into<String>, fix: impl Into<String>) -> ScenarioError {
         let mut problem = problem.into();
-        if let Some((_, origin)) = self.overridden.iter().find(|(k, _)| *k == key) {
+        if let Some((_, origin)) = self.overridden.iter().find(|(k, _)| k == key) {
             problem.push_str(&format!(" (value set by {origin})"));
         }
         ScenarioError { file: self.file.clone(), key: key.to_string(), problem, fix: fix.into() }
@@ -94,7 +103,7 @@ impl<'a> Checker<'a> {
 
     /// ` (set by --option)` when the key's value came from the command line.
     pub(super) fn origin(&self, key: &str) -> String {
-        self.overridden.iter().find(|(k, _)| *k == key).map(|(_, o)| format!(" (set by {o})")).unwrap_or_default()
+        self.overridden.iter().find(|(k, _)| k == key).map(|(_, o)| format!(" (set by {o})")).unwrap_or_default()
     }
 
     /// A file the key names: relative to the scenario file when the scenario wrote it, to the

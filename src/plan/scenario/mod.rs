@@ -59,7 +59,21 @@ pub struct Scenario {
     /// closed-loop file drops `load.concurrency`), for `validate` and the console.
     #[serde(skip)]
     pub notes: Vec<String>,
+    /// Every key whose value did not come from the file, with what set it (`--rate`,
+    /// `--set load.rate`, `ANVIL_BASE_URL`), for `validate`.
+    #[serde(skip)]
+    pub provenance: Vec<(String, String)>,
+    /// The built-in scenario (no file given).
+    #[serde(skip)]
+    pub built_in: bool,
 }
+
+/// The built-in scenario: what runs when no scenario file is given, kept as a file users can copy.
+pub const BUILT_IN: &str = include_str!("../../../scenarios/default.toml");
+/// How messages name the built-in scenario.
+pub const BUILT_IN_NAME: &str = "built-in scenario";
+/// How messages name a scenario read from standard input (`-`).
+pub const STDIN_NAME: &str = "standard input";
 
 /// When a load level ends.
 #[derive(Debug, Clone, Serialize)]

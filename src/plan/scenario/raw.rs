@@ -19,6 +19,7 @@ use super::{ControlledOutputPolicy, PromptEncoding, ReasoningEffort, ThinkingMod
 #[serde(deny_unknown_fields)]
 pub struct RawScenario {
     /// `[target]`: the server under test.
+    #[serde(default)]
     pub target: RawTarget,
     /// `[run]`: how many requests, for how long, with which seed.
     #[serde(default)]
@@ -47,14 +48,15 @@ pub struct RawScenario {
 }
 
 /// `[target]`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTarget {
     /// OpenAI-compatible base URL, e.g. `http://127.0.0.1:8000/v1`. Omit it to run against the
     /// embedded simulator. `--base-url` and `ANVIL_BASE_URL` override it.
     pub base_url: Option<String>,
-    /// Model name sent in every request.
-    pub model: String,
+    /// Model name sent in every request. Optional: without it, the model the server's
+    /// `/models` lists is used when it lists exactly one (`--model` names it otherwise).
+    pub model: Option<String>,
     /// `"chat"` (`/chat/completions`, the default), `"completions"` (`/completions`),
     /// `"responses"` (`/responses`), `"messages"` (Anthropic-style `/messages`),
     /// `"embeddings"` (`/embeddings`) or `"rerank"` (`/rerank`).

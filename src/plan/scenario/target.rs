@@ -14,7 +14,12 @@ use crate::redact::{Secrets, redact_url};
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
     pub endpoint: Endpoint,
+    /// The model sent in every request. Empty until the preflight reads it from the server's
+    /// `/models` when the scenario names none (`model_named` false).
     pub model: String,
+    /// Whether the scenario (or `--model`) named the model.
+    #[serde(skip)]
+    pub model_named: bool,
     pub api: Api,
     /// The name of the variable the key came from; the key itself is in `api_key`.
     pub api_key_env: Option<String>,

@@ -26,6 +26,52 @@ impl Scenario {
         Self::from_toml(path, &text, overrides)
     }
 
+    /// The built-in scenario (`scenarios/default.toml`), with the command line's overrides: what
+    /// runs when no scenario file is given.
+    pub fn built_in(overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+        let mut s = Self::from_toml(Path::new(super::BUILT_IN_NAME), super::BUILT_IN, overrides)?;
+        s.built_in = true;
+        Ok(s)
+    }
+
+    /// A scenario read from standard input (`-`): at most `STDIN_MAX` bytes, refused when
+    /// standard input is a terminal (nothing piped in) or empty.
+    pub fn from_stdin(overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+        use std::io::{IsTerminal, Read};
+        const STDIN_MAX: u64 = 4 << 20;
+        let name = super::STDIN_NAME;
+        let stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            return Err(ScenarioError::of_file(
+                name,
+                "the scenario `-` is read from standard input, but standard input is a terminal".into(),
+                "pipe the scenario in (anvil-load - < scenario.toml), or give the file's path",
+            ));
+        }
+        let mut bytes = Vec::new();
+        stdin.lock().take(STDIN_MAX + 1).read_to_end(&mut bytes).map_err(|e| {
+            ScenarioError::of_file(name, format!("cannot read standard input: {e}"), "pipe a TOML scenario in")
+        })?;
+        if bytes.len() as u64 > STDIN_MAX {
+            return Err(ScenarioError::of_file(
+                name,
+                format!("the scenario on standard input is longer than {} MiB", STDIN_MAX >> 20),
+                "a scenario is a few kilobytes: check that the right file is piped in",
+            ));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| {
+            ScenarioError::of_file(name, "the scenario on standard input is not UTF-8 text".into(), "pipe a TOML file")
+        })?;
+        if text.trim().is_empty() {
+            return Err(ScenarioError::of_file(
+                name,
+                "standard input is empty".into(),
+                "pipe a scenario in (anvil-load - < scenario.toml), or give no scenario for the built-in one",
+            ));
+        }
+        Self::from_toml(Path::new(name), &text, overrides)
+    }
+
     /// Validate scenario text; `path` is only used in messages.
     pub fn from_toml(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
         validate(path, text, overrides)
@@ -34,8 +80,11 @@ impl Scenario {
 
 fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
     let mut c = Checker::new(path);
-    let mut raw = parse(c.file(), text)?;
+    let mut table = parse_table(c.file(), text)?;
+    overrides::apply_to_table(&mut table, overrides, &mut c)?;
+    let mut raw = parse(&c, table)?;
     let notes = overrides::apply(&mut raw, overrides, &mut c)?;
+    let provenance = c.overridden().to_vec();
 
     let mut target = target(&c, &raw.target)?;
     super::api_rules::check_sources(&c, &raw, &target)?;
@@ -73,7 +122,21 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
     };
     super::workload_rules::check_extra_body(&c, &target, &serve)?;
     let slo = super::load_rules::slo(&c, &raw.slo, &load)?;
-    Ok(Scenario { path: path.to_path_buf(), target, run, load, workload, sampling, serve, output, slo, client, notes })
+    Ok(Scenario {
+        path: path.to_path_buf(),
+        target,
+        run,
+        load,
+        workload,
+        sampling,
+        serve,
+        output,
+        slo,
+        client,
+        notes,
+        provenance,
+        built_in: false,
+    })
 }
 
 /// `[load]` as the workload reads it, with the output control it implies. A trace sets every
@@ -103,9 +166,9 @@ fn pacing(
     })
 }
 
-/// TOML syntax first (with line and column), then shape (with the key path).
-fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+/// TOML syntax, with line and column.
+fn parse_table(file: &str, text: &str) -> Result<toml::Table, ScenarioError> {
+    text.parse().map_err(|e: toml::de::Error| {
         let at = e
             .span()
             .map(|s| line_col(text, s.start))
@@ -116,7 +179,12 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
             format!("not valid TOML{at}: {}", wording::humanize(e.message())),
             "fix the syntax; see the scenario reference in docs/scenario.md",
         )
-    })?;
+    })
+}
+
+/// The document's shape, with the key path; a key the command line set is named as its option's.
+fn parse(c: &Checker, table: toml::Table) -> Result<RawScenario, ScenarioError> {
+    let file = c.file();
     serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
         if let Some((key, of_tables)) = wording::table_given_as_list(&table, e.path()) {
             let (problem, fix) = if of_tables {
@@ -149,7 +217,8 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
         let fix = if let Some(choices) = choices {
             format!("use one of {choices}")
         } else if message.starts_with("unknown field") {
-            "remove or rename the key; docs/scenario.md lists every key the scenario accepts".to_string()
+            let hint = wording::did_you_mean(&raw_message).map(|k| format!("did you mean `{k}`? ")).unwrap_or_default();
+            format!("{hint}remove or rename the key; docs/scenario.md lists every key the scenario accepts")
         } else if message.starts_with("missing field") {
             "add the key; docs/scenario.md shows an example".to_string()
         } else if message.ends_with("expected a table") {
@@ -157,12 +226,10 @@ fn parse(file: &str, text: &str) -> Result<RawScenario, ScenarioError> {
         } else {
             "see docs/scenario.md for the expected type".to_string()
         };
-        ScenarioError {
-            file: file.to_string(),
-            key: if key == "." { String::new() } else { key },
-            problem: message,
-            fix,
-        }
+        let key = if key == "." { String::new() } else { key };
+        let origin = c.origin(&key);
+        let problem = if origin.is_empty() { message } else { format!("{message}{origin}") };
+        ScenarioError { file: file.to_string(), key, problem, fix }
     })
 }
 
@@ -174,11 +241,11 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
-    if t.model.trim().is_empty() {
+    if t.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
         return Err(c.err(
             "target.model",
             "is empty",
-            "set the model name the server serves, e.g. model = \"Qwen/Qwen3-8B\"",
+            "set the model name the server serves, e.g. model = \"Qwen/Qwen3-8B\", or remove the key to use the one the server lists",
         ));
     }
     // Checked whatever the endpoint, so a typo surfaces before it matters; used only by the
@@ -239,9 +306,17 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
             }
         },
     };
+    // No model named: the embedded simulator answers to any name (its own is used); a server's
+    // is read from its /models list before the run (`app::setup::preflight`).
+    let model = match (&t.model, &endpoint) {
+        (Some(m), _) => m.clone(),
+        (None, Endpoint::Simulator { .. }) => anvil_sim::DEFAULT_MODEL.to_string(),
+        (None, Endpoint::Remote { .. }) => String::new(),
+    };
     Ok(Target {
+        model_named: t.model.is_some(),
         endpoint,
-        model: t.model.clone(),
+        model,
         api: t.api,
         api_key_env: t.api_key_env.clone(),
         api_key,

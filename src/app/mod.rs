@@ -1,5 +1,6 @@
 //! `run()`: the whole program, top to bottom.
 
+mod meet;
 mod setup;
 pub mod validate;
 
@@ -203,7 +204,7 @@ struct Session<'a> {
 /// `anvil-load SCENARIO`: run every load level (a fixed list, or a capacity search) and write
 /// each level's artifact.
 async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
-    let scenario = load_scenario(args)?;
+    let mut scenario = load_scenario(args)?;
     if args.records.as_deref().is_some_and(artifact::output::is_stdout) {
         return Err(AppError::BadInput(
             "--records -: the records file is read back to write the artifacts, so it cannot be standard output; give a file path"
@@ -278,25 +279,30 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             let _ = std::fs::remove_file(&records_path);
         }
     };
-    let mut model_not_listed = None;
+    let mut model_source = None;
     if target.simulator.is_none() {
         let checked = tokio::select! {
             r = setup::preflight(&target.base_url, &scenario) => Some(r),
             () = control.stop_issuing.cancelled() => None,
         };
-        match checked {
-            Some(Ok(missing)) => model_not_listed = missing,
-            Some(Err(e)) => {
-                abandon(records, records_writer);
-                return Err(e);
-            }
+        let chosen = match checked {
+            Some(Ok(listing)) => meet::choose_model(&mut scenario, listing, &secrets),
+            Some(Err(e)) => Err(e),
             None => {
                 abandon(records, records_writer);
                 eprintln!("stopped before the run started: nothing was measured, no artifact written");
                 return Ok(exit::ABORTED);
             }
+        };
+        match chosen {
+            Ok(source) => model_source = source,
+            Err(e) => {
+                abandon(records, records_writer);
+                return Err(e);
+            }
         }
     }
+    let scenario = scenario;
 
     let run_salt = shard.salt();
     let Some((sizer, sizing)) = setup::size_prompts(&scenario, &client, run_salt, &control.stop_issuing).await else {
@@ -304,6 +310,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         eprintln!("stopped during prompt calibration: nothing was measured, no artifact written");
         return Ok(exit::ABORTED);
     };
+    if let Some(refused) = meet::probes_refused(&sizing, &scenario.target.model) {
+        abandon(records, records_writer);
+        return Err(refused);
+    }
     if let Some(reason) = &sizing.fallback_reason {
         eprintln!("warning: prompt sizing fell back to the built-in estimate: {reason}");
     }
@@ -313,7 +323,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             .with_turn_overhead(sizing.turn_overhead),
     );
     let mut info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
-    info.model_not_listed = model_not_listed;
+    info.model_source = model_source;
     shard.attach(&mut info, &workload);
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
     let session =

@@ -11,9 +11,7 @@ use serde_json::Value;
 use super::AppError;
 use crate::cli::exit;
 use crate::plan::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode};
-use crate::redact::Secrets;
 use crate::redact::redact_url;
-use crate::request::record::run_info::ModelNotListed;
 use crate::request::record::{ProbeResult, SizingRecord};
 use crate::request::schedule::RunControl;
 use crate::request::worker::{Client, error_chain, http_client};
@@ -77,14 +75,22 @@ impl RunTarget {
 /// How long `/models` may take to answer once connected, beyond `client.connect_timeout`.
 const PREFLIGHT_ANSWER: Duration = Duration::from_secs(5);
 
-/// Before any load: is the server there, does it speak the protocol the run will use, and does
-/// it serve the model? Unreachable, a hung `/models` and an HTTP/2 run against an HTTP/1.1-only
-/// server are fatal (the last with exit code 2: a setting to change); anything else is a warning
-/// (not every server implements `/models`). Nothing here prints a credential or echoes more
-/// than a bounded, sanitized piece of what the server said. A `/models` list without the
-/// scenario's model is returned, so the artifact's warnings keep it too.
-pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Option<ModelNotListed>, AppError> {
-    let (model, settings) = (&scenario.target.model, &scenario.client);
+/// What the server's `/models` said, for `meet::choose_model`.
+pub(super) enum Listing {
+    /// The ids it lists, as the server wrote them (possibly none).
+    Listed(Vec<String>),
+    /// No list: why, in words already sanitized (`GET …/models answered 404 Not Found`).
+    Unavailable(String),
+}
+
+/// Before any load: is the server there, does it speak the protocol the run will use, and which
+/// models does it list? Unreachable, a hung `/models` and an HTTP/2 run against an HTTP/1.1-only
+/// server are fatal (the last with exit code 2: a setting to change); a missing or unreadable
+/// list is returned as such (not every server implements `/models`), and `meet::choose_model`
+/// decides. Nothing here prints a credential or echoes more than a bounded, sanitized piece of
+/// what the server said.
+pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Listing, AppError> {
+    let settings = &scenario.client;
     let url = crate::plan::scenario::url_rules::endpoint(base_url, "/models");
     let shown = redact_url(base_url);
     let shown_url = redact_url(&url);
@@ -123,11 +129,10 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Opt
         Err(_) => return Err(hung(&shown, &shown_url, limit)),
         Ok(Err(e)) if e.is_timeout() => return Err(hung(&shown, &shown_url, limit)),
         Ok(Err(e)) => {
-            eprintln!(
-                "warning: GET {shown_url} failed ({}); continuing",
+            return Ok(Listing::Unavailable(format!(
+                "GET {shown_url} failed ({})",
                 secrets.message(&error_chain(&e.without_url()))
-            );
-            return Ok(None);
+            )));
         }
     };
     let status = answer.status();
@@ -138,22 +143,21 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Opt
         eprintln!(
             "warning: GET {shown_url} answered {status}, a redirect to {location}; redirects are not followed, so every request will fail as `redirect`: set base_url to the address that serves the API"
         );
-        return Ok(None);
+        return Ok(Listing::Unavailable(format!("GET {shown_url} answered {status}")));
     }
     if !status.is_success() {
-        eprintln!("warning: GET {shown_url} answered {status}; continuing");
-        return Ok(None);
+        return Ok(Listing::Unavailable(format!("GET {shown_url} answered {status}")));
     }
     let body = match tokio::time::timeout(limit, bounded_body(answer)).await {
         Ok(Some(body)) => body,
-        Ok(None) => return Ok(None),
+        Ok(None) => return Ok(Listing::Unavailable(format!("GET {shown_url}: the answer could not be read"))),
         Err(_) => return Err(hung(&shown, &shown_url, limit)),
     };
-    Ok(model_not_listed(&body, model, &secrets))
+    Ok(listed_ids(&body)
+        .map(Listing::Listed)
+        .unwrap_or_else(|| Listing::Unavailable(format!("GET {shown_url}: the answer is not a list of models"))))
 }
 
-/// Ids the `/models` list shows at most, in the warning.
-const MODELS_SHOWN: usize = 8;
 /// A `/models` answer longer than this is not read (a list of thousands of models is a few
 /// hundred kilobytes).
 const MODELS_BODY_MAX: usize = 4 << 20;
@@ -170,20 +174,11 @@ async fn bounded_body(mut answer: reqwest::Response) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// The `/models` answer lists models, none of them `model`: up to [`MODELS_SHOWN`] ids through
-/// the sanitizer (a server can list anything: the API key, a bidi override, a megabyte), and
-/// the warning printed now, before the run.
-fn model_not_listed(body: &[u8], model: &str, secrets: &Secrets) -> Option<ModelNotListed> {
+/// The ids of an OpenAI-style `{"data": [{"id": …}, …]}`; `None` when it is not one.
+fn listed_ids(body: &[u8]) -> Option<Vec<String>> {
     let answer = serde_json::from_slice::<Value>(body).ok()?;
-    let ids: Vec<&str> =
-        answer.get("data")?.as_array()?.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect();
-    if ids.is_empty() || ids.contains(&model) {
-        return None;
-    }
-    let listed: Vec<String> = ids.iter().take(MODELS_SHOWN).map(|id| secrets.field(id)).collect();
-    let missing = ModelNotListed { more: (ids.len() - listed.len()) as u64, listed };
-    eprintln!("warning: {}", missing.message(model));
-    Some(missing)
+    let data = answer.get("data")?.as_array()?;
+    Some(data.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).map(str::to_string).collect())
 }
 
 fn unreachable(shown: &str, e: &reqwest::Error) -> AppError {

@@ -18,6 +18,10 @@ pub struct ServeArgs {
     /// Count prompt tokens with this local tokenizer.json instead of the built-in rule.
     #[arg(long, value_name = "PATH")]
     pub tokenizer: Option<PathBuf>,
+    /// Serve only this model name, as vLLM's --served-model-name (repeatable): /v1/models lists
+    /// the names, and a request naming another is answered 404. Without it, any name is served.
+    #[arg(long = "served-model-name", value_name = "NAME")]
+    pub served_model_names: Vec<String>,
 }
 
 /// Why the simulator did not serve, or stopped before Ctrl-C.
@@ -66,6 +70,10 @@ pub async fn serve(args: &ServeArgs, name: &str) -> Result<(), ServeError> {
             .map_err(|e| ServeError::BadInput(format!("--tokenizer {}: cannot load it: {e}", path.display())))?;
         profile.tokenizer = Some(path.clone());
     }
+    if let Some(bad) = args.served_model_names.iter().find(|n| n.trim().is_empty()) {
+        return Err(ServeError::BadInput(format!("--served-model-name {bad:?}: a model name cannot be empty")));
+    }
+    profile.served_model_names = args.served_model_names.clone();
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|e| ServeError::BadInput(format!("--listen {}: cannot listen there: {e}", args.listen)))?;

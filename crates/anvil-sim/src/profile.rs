@@ -106,6 +106,10 @@ pub struct Profile {
     /// built-in byte rule (each word counted on its own, plus the same template tokens).
     #[serde(default)]
     pub tokenizer: Option<std::path::PathBuf>,
+    /// vLLM's `--served-model-name`: the names `/v1/models` lists and the only ones a request may
+    /// name (another gets vLLM's 404). Empty: `anvil-sim` is listed and any name is answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub served_model_names: Vec<String>,
     /// Whose names `GET /metrics` uses (default vLLM's; the `llamacpp` preset uses llama.cpp's).
     #[serde(default)]
     pub metrics_names: MetricsNames,
@@ -158,6 +162,7 @@ impl Profile {
             faults: FaultProfile::default(),
             record_ground_truth: false,
             tokenizer: None,
+            served_model_names: Vec::new(),
             metrics_names: MetricsNames::Vllm,
             default_system_prompt_tokens: 0,
             backends: 0,

@@ -138,12 +138,13 @@ fn routed(state: &AppState, headers: &HeaderMap, mut response: Response) -> Resp
     response
 }
 
-async fn models() -> Response {
-    axum::Json(json!({
-        "object": "list",
-        "data": [{"id": DEFAULT_MODEL, "object": "model", "owned_by": "anvil-load"}],
-    }))
-    .into_response()
+async fn models(State(state): State<Arc<AppState>>) -> Response {
+    let served = &state.profile.served_model_names;
+    let ids: Vec<&str> =
+        if served.is_empty() { vec![DEFAULT_MODEL] } else { served.iter().map(String::as_str).collect() };
+    let data: Vec<Value> =
+        ids.iter().map(|id| json!({"id": id, "object": "model", "owned_by": "anvil-load"})).collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
 async fn health() -> Response {
@@ -253,6 +254,11 @@ fn accept(
             return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
         }
     };
+    // vLLM serves only the names it was started with (`--served-model-name`).
+    if !profile.served_model_names.is_empty() && !profile.served_model_names.iter().any(|m| m == req.model) {
+        let body = wire::model_not_found_body(req.model);
+        return Accepted::Respond(reject(state, StatusCode::NOT_FOUND, body));
+    }
     if profile.llamacpp_conversions {
         // What llama.cpp's conversion to a chat request keeps and refuses (see the field).
         match api {

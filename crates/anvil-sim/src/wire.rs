@@ -275,6 +275,11 @@ pub(crate) fn invalid_request_body(message: &str) -> Value {
     json!({"error": {"code": 400, "message": message, "type": "invalid_request_error"}})
 }
 
+/// 404 for a model the server does not serve, as vLLM answers it.
+pub(crate) fn model_not_found_body(model: &str) -> Value {
+    json!({"error": {"message": format!("The model `{model}` does not exist."), "type": "NotFoundError", "param": null, "code": 404}})
+}
+
 /// 500 for a body that is not JSON (llama.cpp's answer to it).
 pub(crate) fn server_error_body(message: &str) -> Value {
     json!({"error": {"code": 500, "message": message, "type": "server_error"}})

@@ -69,6 +69,17 @@ pub struct RunInfo {
     /// it did, when it listed nothing, or when the check could not read it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_not_listed: Option<ModelNotListed>,
+    /// Where `model` came from when the scenario did not decide it (absent when it did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_source: Option<ModelSource>,
+}
+
+/// The model was taken from the server: `source` is `server_models_list` (the one model its
+/// `/models` listed); `instead_of` the model the scenario named, if any.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSource {
+    pub source: String,
+    pub instead_of: Option<String>,
 }
 
 /// What the server's `/models` list held instead of the scenario's model.
@@ -169,6 +180,7 @@ impl RunInfo {
             slo: s.slo.clone(),
             shard: None,
             model_not_listed: None,
+            model_source: None,
         }
     }
 

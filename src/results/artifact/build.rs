@@ -33,6 +33,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         engine: info.engine.clone(),
         gpu: info.gpu.clone(),
         model: info.model.clone(),
+        model_source: info.model_source.clone(),
         api: info.api,
         base_url: info.base_url.clone(),
         started_at: s.started.iso(),

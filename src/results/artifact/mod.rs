@@ -45,6 +45,9 @@ pub struct Artifact {
     pub engine: Option<String>,
     pub gpu: Option<String>,
     pub model: String,
+    /// Where `model` came from when the scenario did not decide it (the server's `/models`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_source: Option<crate::request::record::run_info::ModelSource>,
     pub api: crate::plan::scenario::Api,
     pub base_url: String,
     pub started_at: String,

@@ -74,11 +74,18 @@ async fn validate_with_rate_accepts_every_shipped_scenario_and_says_what_it_repl
             assert!(stdout.contains("note: --rate runs an open loop; it replaces"), "{stdout}");
         }
     }
+    // With --rate, --concurrency (--max-concurrency) caps the open loop's requests in flight, as
+    // vllm bench serve's --request-rate with --max-concurrency; a sweep of caps is refused.
     let mut cmd = anvil();
     cmd.arg("validate").arg(manifest_dir().join("scenarios/smoke.toml")).args(["--rate", "5", "--concurrency", "2"]);
     let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    assert!(text(&result.stdout).contains("at most 2 in flight"), "{}", text(&result.stdout));
+    let mut cmd = anvil();
+    cmd.arg("validate").arg(manifest_dir().join("scenarios/smoke.toml")).args(["--rate", "5", "--concurrency", "2,4"]);
+    let result = run(cmd).await;
     assert_eq!(result.status.code(), Some(2));
-    assert!(text(&result.stderr).contains("--rate and --concurrency"), "{}", text(&result.stderr));
+    assert!(text(&result.stderr).contains("--max-concurrency is one cap"), "{}", text(&result.stderr));
 }
 
 #[test]

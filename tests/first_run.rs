@@ -37,9 +37,20 @@ async fn no_file_gives_the_same_artifact_as_the_equivalent_scenario_file() {
     let dir = tempfile::tempdir().unwrap();
     let (flags_out, file_out) = (dir.path().join("flags"), dir.path().join("file"));
     let mut cmd = anvil();
-    cmd.args(["--base-url", &server.base_url(), "--input-tokens", "256", "--output-tokens", "32", "-c", "4", "-n", "40"])
-        .args(["--no-progress", "-o"])
-        .arg(&flags_out);
+    cmd.args([
+        "--base-url",
+        &server.base_url(),
+        "--input-tokens",
+        "256",
+        "--output-tokens",
+        "32",
+        "-c",
+        "4",
+        "-n",
+        "40",
+    ])
+    .args(["--no-progress", "-o"])
+    .arg(&flags_out);
     let flags = run(cmd).await;
     assert_eq!(flags.status.code(), Some(0), "{}", text(&flags.stderr));
 
@@ -99,7 +110,8 @@ fn set_and_flags_are_checked_by_the_same_rules_and_named_in_refusals() {
     assert!(text(&out.stderr).contains("--slo ttft_p99"), "{}", text(&out.stderr));
 
     // A value that is not TOML is text: a model name with a slash needs no quotes.
-    let out = validate(&["--set", "target.model=Qwen/Qwen3-8B", "--set", "workload.context_tokens={ uniform = [128, 512] }"]);
+    let out =
+        validate(&["--set", "target.model=Qwen/Qwen3-8B", "--set", "workload.context_tokens={ uniform = [128, 512] }"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("model: Qwen/Qwen3-8B") && stdout.contains("uniform 128–512"), "{stdout}");
@@ -147,7 +159,9 @@ fn rate_inf_and_max_concurrency_read_as_vllm_bench_serve_does() {
     let out = validate(&["-r", "inf", "-n", "10"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("load: closed loop, concurrency 10") && stdout.contains("every request is released at once"));
+    assert!(
+        stdout.contains("load: closed loop, concurrency 10") && stdout.contains("every request is released at once")
+    );
 
     let out = validate(&["-r", "inf", "--max-concurrency", "3"]);
     assert!(text(&out.stdout).contains("load: closed loop, concurrency 3"), "{}", text(&out.stdout));
@@ -157,7 +171,8 @@ fn rate_inf_and_max_concurrency_read_as_vllm_bench_serve_does() {
     assert!(stdout.contains("open loop") && stdout.contains("at most 4 in flight"), "{stdout}");
 
     // Every request at once needs a number of requests: a level bounded by time alone is refused.
-    let timed = b"[run]\nduration = \"30s\"\n[workload]\ncontext_tokens = 64\nmax_context_tokens = 4096\nmax_tokens = 8\n";
+    let timed =
+        b"[run]\nduration = \"30s\"\n[workload]\ncontext_tokens = 64\nmax_context_tokens = 4096\nmax_tokens = 8\n";
     let out = piped(&["validate", "-", "-r", "inf"], timed);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
     assert!(text(&out.stderr).contains("add -n N"), "{}", text(&out.stderr));
@@ -185,13 +200,8 @@ fn an_open_loop_with_max_concurrency_never_holds_more_in_flight() {
 }
 
 fn piped(args: &[&str], input: &[u8]) -> std::process::Output {
-    let mut child = anvil()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        anvil().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     // The program may stop reading (a bounded read): a broken pipe here is its refusal.
     let _ = child.stdin.take().unwrap().write_all(input);
     child.wait_with_output().unwrap()
@@ -221,7 +231,8 @@ fn a_dash_reads_the_scenario_from_standard_input() {
 
 #[test]
 fn no_arguments_still_print_where_to_start_showing_the_no_file_form() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_anvil-load")).env_remove("ANVIL_BASE_URL").output().unwrap();
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_anvil-load")).env_remove("ANVIL_BASE_URL").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("anvil-load --base-url URL "), "{}", text(&out.stderr));
 }

@@ -36,7 +36,10 @@ async fn one_model_listed_is_used_instead_of_the_scenarios() {
     check_records(&records);
     assert_eq!(a["model"], "Qwen/Qwen3-8B");
     assert_eq!(a["scenario"]["target"]["model"], "Qwen/Qwen3-8B", "the fingerprint covers the model used");
-    assert_eq!(a["model_source"], json!({"source": "server_models_list", "instead_of": "qwen38-swift15-ninfer-dflash2-c4-262k"}));
+    assert_eq!(
+        a["model_source"],
+        json!({"source": "server_models_list", "instead_of": "qwen38-swift15-ninfer-dflash2-c4-262k"})
+    );
     assert_eq!(a["completed"], 12);
     // The simulator answers any other name 404: nothing it refused, every request it finished
     // named the listed model.
@@ -59,7 +62,10 @@ async fn several_models_listed_stop_before_any_load_naming_them() {
         let out = run(cmd).await;
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains("\"Qwen/Qwen3-8B\"") && stderr.contains("\"meta-llama/Llama-3.1-8B-Instruct\""), "{stderr}");
+        assert!(
+            stderr.contains("\"Qwen/Qwen3-8B\"") && stderr.contains("\"meta-llama/Llama-3.1-8B-Instruct\""),
+            "{stderr}"
+        );
         assert!(stderr.contains("--model NAME"), "{stderr}");
         assert!(artifacts(dir.path()).is_empty());
     }

@@ -29,6 +29,8 @@ pub struct Cli {
     pub run: RunArgs,
 }
 
+// Parsed once per process: the size of its largest variant (the run's options) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate a scenario and print the resolved plan. Sends nothing.

@@ -137,8 +137,46 @@ fn reformat_floats(message: &str) -> String {
     }
 }
 
+/// The known key closest to the unknown one in the parser's "unknown field `x`, expected one of
+/// `a`, `b`" (`expected `a` or `b`` for two): the one within a third of its length in edits.
+pub(super) fn did_you_mean(message: &str) -> Option<String> {
+    let mut parts = message.split('`');
+    let unknown = parts.nth(1)?;
+    let (_, expected) = message.split_once("expected")?;
+    let known = expected.split('`').skip(1).step_by(2);
+    let best = known.map(|k| (edit_distance(unknown, k), k)).min_by_key(|(d, _)| *d)?;
+    (best.0 > 0 && best.0 <= unknown.chars().count().div_ceil(3).max(1)).then(|| best.1.to_string())
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn suggests_the_nearest_known_key() {
+        let m = "unknown field `modle`, expected one of `base_url`, `model`, `api`";
+        assert_eq!(did_you_mean(m).as_deref(), Some("model"));
+        assert_eq!(did_you_mean("unknown field `zzzzzz`, expected `model` or `api`"), None);
+        assert_eq!(
+            did_you_mean("unknown field `concurency`, expected `concurrency` or `rate`").as_deref(),
+            Some("concurrency")
+        );
+    }
+
     use super::*;
 
     #[test]
@@ -185,48 +223,5 @@ mod tests {
         // More than two names: listed once, without the parser's own "one of".
         let table: toml::Table = "[target]\nmodel = \"m\"\n[serve]\nthinking_mode = 5\n".parse().unwrap();
         assert_eq!(choices(&table, "serve.thinking_mode").as_deref(), Some("\"default\", \"enabled\", \"disabled\""));
-    }
-}
-
-/// The known key closest to the unknown one in the parser's "unknown field `x`, expected one of
-/// `a`, `b`" (`expected `a` or `b`` for two): the one within a third of its length in edits.
-pub(super) fn did_you_mean(message: &str) -> Option<String> {
-    let mut parts = message.split('`');
-    let unknown = parts.nth(1)?;
-    let (_, expected) = message.split_once("expected")?;
-    let known = expected.split('`').skip(1).step_by(2);
-    let best = known.map(|k| (edit_distance(unknown, k), k)).min_by_key(|(d, _)| *d)?;
-    (best.0 > 0 && best.0 <= unknown.chars().count().div_ceil(3).max(1)).then(|| best.1.to_string())
-}
-
-/// Levenshtein distance over characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::did_you_mean;
-
-    #[test]
-    fn suggests_the_nearest_known_key() {
-        let m = "unknown field `modle`, expected one of `base_url`, `model`, `api`";
-        assert_eq!(did_you_mean(m).as_deref(), Some("model"));
-        assert_eq!(did_you_mean("unknown field `zzzzzz`, expected `model` or `api`"), None);
-        assert_eq!(
-            did_you_mean("unknown field `concurency`, expected `concurrency` or `rate`").as_deref(),
-            Some("concurrency")
-        );
     }
 }

@@ -136,38 +136,37 @@ async fn a_401_on_every_probe_points_at_the_key() {
     assert_eq!(server.streamed(), 0);
 }
 
+/// POST `body` to `path` below the simulator's base URL: the status and the JSON answer.
+async fn post(server: &MockServer, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let answer = reqwest::Client::new()
+        .post(format!("{}{path}", server.base_url()))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    (status, serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap_or_default())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_simulator_serves_only_its_served_model_names() {
     let server = MockServer::start(serving(&["a", "b"])).await.unwrap();
-    let client = reqwest::Client::new();
     let models: serde_json::Value = serde_json::from_slice(
-        &client.get(format!("{}/models", server.base_url())).send().await.unwrap().bytes().await.unwrap(),
+        &reqwest::get(format!("{}/models", server.base_url())).await.unwrap().bytes().await.unwrap(),
     )
     .unwrap();
     let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["a", "b"]);
-    let body = json!({"model": "c", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2});
-    let answer = client
-        .post(format!("{}/chat/completions", server.base_url()))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status().as_u16(), 404);
-    let error: serde_json::Value = serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap();
+    let chat = |model: &str| json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2});
+    let (status, error) = post(&server, "/chat/completions", chat("c")).await;
+    assert_eq!(status, 404);
     assert_eq!(
         error,
         json!({"error": {"message": "The model `c` does not exist.", "type": "NotFoundError", "param": null, "code": 404}})
     );
-    let body = json!({"model": "b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2});
-    let answer = client
-        .post(format!("{}/chat/completions", server.base_url()))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status().as_u16(), 200);
+    assert_eq!(post(&server, "/chat/completions", chat("b")).await.0, 200);
+    assert_eq!(post(&server, "/embeddings", json!({"model": "c", "input": "hi"})).await.0, 404);
+    assert_eq!(post(&server, "/embeddings", json!({"model": "a", "input": "hi"})).await.0, 200);
     server.shutdown().await;
 }

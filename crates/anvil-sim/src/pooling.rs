@@ -50,6 +50,9 @@ async fn answer(state: &AppState, api: Pooling, body: Body) -> Response {
             return reject(state, StatusCode::BAD_REQUEST, body);
         }
     };
+    if !state.profile.serves(model(&value)) {
+        return reject(state, StatusCode::NOT_FOUND, wire::model_not_found_body(model(&value)));
+    }
     let tokenizer = state.tokenizer.as_deref();
     let read = match api {
         Pooling::Embeddings => read_embeddings(&value, tokenizer),

@@ -143,6 +143,11 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// Whether a request may name `model`: any name, unless `served_model_names` lists some.
+    pub fn serves(&self, model: &str) -> bool {
+        self.served_model_names.is_empty() || self.served_model_names.iter().any(|m| m == model)
+    }
+
     /// A named preset, or `None` for an unknown name (see [`PROFILE_NAMES`]).
     pub fn named(name: &str) -> Option<Profile> {
         let base = Profile {

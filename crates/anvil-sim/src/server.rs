@@ -255,7 +255,7 @@ fn accept(
         }
     };
     // vLLM serves only the names it was started with (`--served-model-name`).
-    if !profile.served_model_names.is_empty() && !profile.served_model_names.iter().any(|m| m == req.model) {
+    if !profile.serves(req.model) {
         let body = wire::model_not_found_body(req.model);
         return Accepted::Respond(reject(state, StatusCode::NOT_FOUND, body));
     }

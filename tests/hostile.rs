@@ -426,8 +426,9 @@ const QUERY_TOKEN: &str = "qs-hostile-999";
 async fn secrets_echoed_in_every_field_are_never_written() {
     let server = Hostile::start(|r: &Request| {
         if !r.is_generation() {
-            // Model ids that echo the secrets (printed in the console warning).
-            let ids = [format!("m-{API_KEY}"), format!("{URL_PASSWORD}-{QUERY_TOKEN}"), "x".repeat(5000)];
+            // Model ids that echo the secrets beside the scenario's own (a list without it stops the
+            // run: tests/meet_server.rs holds that message to the same rule).
+            let ids = ["m".to_string(), format!("m-{API_KEY}"), format!("{URL_PASSWORD}-{QUERY_TOKEN}"), "x".repeat(5000)];
             let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
             return Reply::close(vec![Step::Send(models_answer(&ids, false))]);
         }

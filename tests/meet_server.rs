@@ -82,6 +82,42 @@ async fn several_models_listed_stop_before_any_load_naming_them() {
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_ids_are_shown_bounded_and_without_secrets() {
+    const KEY: &str = "sk-listed-4242-secret";
+    let server = Hostile::start(|req| {
+        let ids = [format!("m-{KEY}"), "\u{202e}evil\u{7}".to_string(), "x".repeat(5000)];
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        assert_eq!(req.method, "GET", "nothing but the /models check is sent");
+        Reply::close(vec![Step::Send(common::hostile::models_answer(&ids, false))])
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    for model in [None, Some("m")] {
+        let mut cmd = anvil();
+        cmd.env("LISTED_KEY", KEY).args(["--base-url", &server.base_url(), "--api-key-env", "LISTED_KEY", "-o"]);
+        cmd.arg(dir.path());
+        if let Some(m) = model {
+            cmd.args(["--model", m]);
+        }
+        let out = run(cmd).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(!stderr.contains(KEY) && !stderr.contains('\u{202e}') && !stderr.contains('\u{7}'), "{stderr}");
+        assert!(stderr.len() < 2000, "bounded: {} bytes", stderr.len());
+    }
+    // A single listed id the sanitizer would change is never sent as the model: the user names it.
+    let single = Hostile::start(|_| {
+        Reply::close(vec![Step::Send(common::hostile::models_answer(&["\u{202e}evil\u{7}"], false))])
+    })
+    .await;
+    let mut cmd = anvil();
+    cmd.args(["--base-url", &single.base_url(), "-o"]).arg(dir.path());
+    let out = run(cmd).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(single.unstreamed() + single.streamed(), 0);
+}
+
 /// vLLM's answer to a model it does not serve.
 fn not_found(keep_alive: bool) -> Vec<u8> {
     let body = json!({"error": {"message": "The model `x` does not exist.", "type": "NotFoundError", "param": null, "code": 404}});

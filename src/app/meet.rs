@@ -65,6 +65,10 @@ pub(super) fn choose_model(
         _ => {
             let problem = match &named {
                 Some(model) => listed.message(model),
+                None if ids.len() == 1 => format!(
+                    "no model named, and the one model the server lists has a name that cannot be used as it is ({:?})",
+                    listed.listed.first().map_or("", String::as_str)
+                ),
                 None => format!(
                     "no model named, and the server lists several: {}",
                     listed.listed.iter().map(|id| format!("{id:?}")).collect::<Vec<_>>().join(", ")

@@ -96,7 +96,10 @@ async fn echoing_server() -> Hostile {
             return Reply::close(vec![Step::Send(metrics_answer(&echoing_metrics(n)))]);
         }
         if !r.is_generation() {
+            // The scenario's own model among ids that echo secrets: the run goes on (a list without
+            // it stops the run; that message is checked below).
             let ids = [
+                "m".to_string(),
                 format!("m-{API_KEY}"),
                 format!("{BIDI}evil-model"),
                 format!("echo-{METRICS_TOKEN}"),
@@ -181,10 +184,16 @@ async fn secrets_echoed_by_the_server_and_its_metrics_are_written_nowhere() {
     let m = &a["server_metrics"];
     assert_eq!(m["url"], format!("http://{}/metrics?token=[redacted]", server.addr()));
     assert_eq!(a["scenario"]["target"]["metrics"]["endpoint"]["url"], m["url"], "{}", a["scenario"]["target"]);
-    // The model-not-listed warning is in the artifact, with the ids as the sanitizer left them.
-    let warnings: Vec<&Value> = a["warnings"].as_array().unwrap().iter().collect();
-    let listed = warnings.iter().find(|w| w["code"] == "model_not_listed").expect("model_not_listed in warnings[]");
-    let message = listed["message"].as_str().unwrap();
+    // A model the list does not hold stops the run, naming the ids as the sanitizer leaves them.
+    let mut cmd = anvil();
+    cmd.arg(&scenario)
+        .args(["--base-url", &base_url, "--model", "absent", "--out"])
+        .arg(out.path().join("refused"))
+        .env("ANVIL_SECRETS_KEY", API_KEY);
+    let refused = run(cmd).await;
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    outputs_clean("the refused run", &refused, &secrets);
+    let message = text(&refused.stderr);
     assert!(message.contains("\"m\"") && message.contains("withheld") && message.contains(" evil-"), "{message}");
     // Backends were recorded, each through the sanitizer.
     let backends: Vec<&str> = a["request_timings"]
@@ -216,8 +225,7 @@ async fn secrets_echoed_by_the_server_and_its_metrics_are_written_nowhere() {
     assert!(summarized.status.success(), "{}", text(&summarized.stderr));
     outputs_clean("summarize", &summarized, &secrets);
     for path in artifacts(&rebuilt) {
-        let again = check_artifact(&path);
-        assert!(again["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "model_not_listed"));
+        check_artifact(&path);
     }
     for format in ["html", "md"] {
         let mut cmd = anvil();

@@ -14,7 +14,6 @@ use super::collected::Collected;
 use super::load;
 use super::sample::{FailureSample, Sample, total};
 use super::slo::{self, request_value};
-use super::snapshots;
 use super::stats::Summary;
 use super::steady::{self, SHORT_SHARE};
 use super::summary::{
@@ -208,7 +207,19 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         error_counts: error_counts(failures.iter().map(|f| &f.kind)),
         excluded_by_reason: excluded_by_reason(samples),
         warnings: Vec::new(),
-        drift: snapshots::drift(&collected.windows),
+        drift: super::drift::drift(
+            &collected.windows,
+            super::drift::Measured {
+                from_ms: rules.warmup_before_ms,
+                until_ms: [
+                    info.duration_ms.or((!samples.is_empty() || !failures.is_empty()).then_some(last_start_ms)),
+                    rules.cooldown_from_ms,
+                ]
+                .into_iter()
+                .flatten()
+                .reduce(f64::min),
+            },
+        ),
         snapshot_windows: collected.windows.len(),
         steady_state: steady::steady_state(pacing, samples, failures, wall_clock_ms),
         performance_eligible,
@@ -431,7 +442,13 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
             .filter(|&(k, &n)| n > 0 || s.unstreamed.as_ref().is_none_or(|u| !u.notes.contains_key(k)))
             .map(|(&k, &n)| (k, n))
             .collect();
-        if !thin.is_empty() {
+        // A level that sent fewer requests than a comparable p99 needs was sized that way by
+        // its scenario (run.requests, a trace's rows): metric_population.p99_interpretation
+        // says its p99 is descriptive, and a warning would repeat what was asked for at every
+        // level. The warning is for samples the level lost (exclusions, failures, a metric
+        // most responses lack) and for a metric with none at all.
+        let lost = s.population.attempted_requests >= P99_MIN_SAMPLES as u64 || thin.iter().any(|&(_, n)| n == 0);
+        if !thin.is_empty() && lost {
             w.push(Warning::P99Descriptive { eligible, minimum: P99_MIN_SAMPLES, thin });
         }
     }
@@ -442,7 +459,7 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         None if eligible > 0 && !s.interrupted => w.push(Warning::SteadyStateNone),
         _ => {}
     }
-    super::output_warnings::token_warnings(&mut w, samples);
+    super::output_warnings::token_warnings(&mut w, samples, info.simulator_profile.as_deref());
     for reason in &s.load.validity.reasons {
         w.push(Warning::InvalidLoad { reason: reason.clone() });
     }

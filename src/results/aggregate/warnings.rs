@@ -285,7 +285,7 @@ impl Warning {
                 "{responses} of {counted} responses with per-chunk token counts reported usage.completion_tokens more than 5% away from what their chunks streamed ({usage_tokens} reported, {streamed_tokens} streamed in all): tokens were generated but not streamed (an end-of-turn token, hidden reasoning) or miscounted; tpot and decode rates use usage, tpot_corrected the streamed count (see request_timings[].streamed_tokens)"
             ),
             Warning::MultiTokenChunks { tokens_per_chunk, per_chunk_counts } => format!(
-                "chunks carried {tokens_per_chunk:.2} tokens on average ({}): itl_chunk_* is the gap between chunks (what vLLM's benchmark calls ITL), itl_token_* that gap per token; varying counts per chunk suggest speculative decoding (see tokens_per_chunk_* and server_metrics.spec_decode), a constant count a stream interval",
+                "chunks carried {tokens_per_chunk:.2} tokens on average ({}): ITL per chunk (itl_chunk_*, vLLM's ITL) is not ITL per token (itl_token_*); compare servers on itl_token_*",
                 if *per_chunk_counts { "from per-chunk usage" } else { "usage over chunks" }
             ),
             Warning::CanaryMarkersMalformed { responses } => format!(

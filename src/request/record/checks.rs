@@ -58,6 +58,8 @@ pub struct MarkerTally {
     pub garbled: u32,
     /// The first foreign, truncated or garbled marker, as written.
     pub offending: Option<String>,
+    /// No visible content at all (only whitespace, or nothing): nothing to check.
+    pub empty: bool,
 }
 
 impl CanaryCheck {
@@ -79,6 +81,8 @@ impl CanaryCheck {
             Some(CanaryFailure::ForeignMarker)
         } else if !complete {
             Some(CanaryFailure::Incomplete)
+        } else if t.empty {
+            Some(CanaryFailure::NoContent)
         } else if garbled > 0 {
             Some(CanaryFailure::MarkerGarbled)
         } else if truncated > 0 {
@@ -115,6 +119,9 @@ pub enum CanaryFailure {
     ForeignMarker,
     /// The response was not seen to its end.
     Incomplete,
+    /// The whole response was seen and held no visible content: nothing to check (a reasoning
+    /// model whose output budget ended inside its reasoning). No sign of mixed-up responses.
+    NoContent,
     /// Marker-like text that is no marker of this run's requests (garbled, another seed, an
     /// index out of range): the model mangled a marker, no sign of mixed-up responses.
     MarkerGarbled,
@@ -133,6 +140,7 @@ impl CanaryFailure {
         match self {
             CanaryFailure::ForeignMarker => "foreign_marker",
             CanaryFailure::Incomplete => "incomplete",
+            CanaryFailure::NoContent => "no_content",
             CanaryFailure::MarkerGarbled => "marker_garbled",
             CanaryFailure::MarkerTruncated => "marker_truncated",
             CanaryFailure::MarkerMissing => "marker_missing",

@@ -225,6 +225,7 @@ impl CanaryScan {
     /// The verdict; `complete` says whether the whole response was fed.
     pub fn finish(mut self, complete: bool) -> CanaryCheck {
         self.close_run();
+        self.tally.empty = self.before_start;
         CanaryCheck::from_tally(&self.marker, &self.tally, complete)
     }
 }

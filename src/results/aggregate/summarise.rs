@@ -154,6 +154,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         passed: canary_results.iter().filter(|&&p| p).count(),
         foreign: samples.iter().filter(|s| s.canary_failed() && s.canary_foreign()).count(),
         malformed: samples.iter().filter(|s| s.canary_failed() && !s.canary_foreign() && s.canary_malformed()).count(),
+        no_content: samples.iter().filter(|s| s.canary_failed() && s.canary_no_content()).count(),
     };
     let controlled_output = controlled_output(samples);
     let sizing = sizing_errors(samples);
@@ -356,13 +357,22 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         w.push(Warning::Interrupted);
     }
     let canaries = &s.canaries;
-    if canaries.failed() > 0 && canaries.failed() == canaries.samples {
-        w.push(Warning::CanariesAllFailed { canaries: canaries.samples, foreign: canaries.foreign });
-    } else if canaries.failed() > 0 {
-        w.push(Warning::CanariesFailed {
-            failed: canaries.failed(),
-            canaries: canaries.samples,
-            foreign: canaries.foreign,
+    // A response with no visible content gave its canary nothing to check: not a model that
+    // cannot copy the marker, not a swapped response. `budget_spent_in_reasoning` says why.
+    let (checked, failed) = (canaries.samples - canaries.no_content, canaries.failed() - canaries.no_content);
+    if failed > 0 && failed == checked {
+        w.push(Warning::CanariesAllFailed { canaries: checked, foreign: canaries.foreign });
+    } else if failed > 0 {
+        w.push(Warning::CanariesFailed { failed, canaries: checked, foreign: canaries.foreign });
+    }
+    let in_reasoning =
+        if info.api.streams_text() { samples.iter().filter(|s| s.budget_spent_in_reasoning()).count() } else { 0 };
+    if in_reasoning > 0 {
+        w.push(Warning::BudgetSpentInReasoning {
+            responses: in_reasoning,
+            completed: samples.len(),
+            max_tokens: info.max_tokens,
+            unchecked_canaries: canaries.no_content,
         });
     }
     if canaries.malformed > 0 {
@@ -431,7 +441,11 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
     }
     let eligible = s.population.performance_eligible_requests;
     if eligible == 0 && !samples.is_empty() {
-        w.push(Warning::NothingEligible { completed: samples.len() as u64, by_reason: s.excluded_by_reason.clone() });
+        w.push(Warning::NothingEligible {
+            completed: samples.len() as u64,
+            by_reason: s.excluded_by_reason.clone(),
+            no_content: canaries.no_content > 0 && canaries.no_content == canaries.failed(),
+        });
     } else if eligible > 0 {
         let thin: Vec<(&'static str, usize)> = s
             .population

@@ -30,7 +30,7 @@ pub fn section(run: &Run, id: &str) -> Option<Section> {
                 w.len(),
                 span,
                 if drift.and_then(|d| d.measurement_span_s).is_some() {
-                    " Grey points and the grey rules mark windows outside the measurement (warm-up before, drain after): drift leaves them out."
+                    " Grey points are windows outside the measurement (warm-up before the first dashed rule, drain after the last): drift leaves them out."
                 } else {
                     ""
                 }

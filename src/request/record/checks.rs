@@ -324,6 +324,15 @@ mod tests {
     }
 
     #[test]
+    fn a_response_without_visible_content_has_nothing_to_check() {
+        let empty = CanaryCheck::from_tally("M", &MarkerTally { empty: true, ..MarkerTally::default() }, true);
+        assert_eq!((empty.passed, empty.failure_reason), (false, Some(CanaryFailure::NoContent)));
+        // Not seen to its end: that comes first.
+        let cut = CanaryCheck::from_tally("M", &MarkerTally { empty: true, ..MarkerTally::default() }, false);
+        assert_eq!(cut.failure_reason, Some(CanaryFailure::Incomplete));
+    }
+
+    #[test]
     fn malformed_markers_fail_with_reasons_of_their_own() {
         let tally = |truncated, garbled, foreign| MarkerTally {
             marker_at_start: true,
@@ -332,6 +341,7 @@ mod tests {
             truncated,
             garbled,
             offending: Some("ANVIL_REQ_1_0000".into()),
+            empty: false,
         };
         let c = CanaryCheck::from_tally("M", &tally(1, 0, 0), true);
         assert_eq!(

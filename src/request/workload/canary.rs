@@ -264,6 +264,14 @@ mod tests {
     use crate::request::record::CanaryFailure;
 
     #[test]
+    fn whitespace_alone_is_no_content_to_check() {
+        use crate::request::record::CanaryFailure;
+        assert_eq!(check_canary("M", " \n ", true).failure_reason, Some(CanaryFailure::NoContent));
+        assert_eq!(check_canary("M", "", true).failure_reason, Some(CanaryFailure::NoContent));
+        assert_eq!(check_canary("M", "an answer", true).failure_reason, Some(CanaryFailure::MarkerMissing));
+    }
+
+    #[test]
     fn canary_passes_only_on_a_clean_response() {
         let m = "ANVIL_REQ_1717_00001";
         assert!(check_canary(m, "ANVIL_REQ_1717_00001 The text is about rivers.", true).passed);

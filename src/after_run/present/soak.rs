@@ -91,11 +91,11 @@ type Get = fn(&Window) -> Option<f64>;
 type Line = (&'static str, Get, &'static str, Mark);
 
 /// Plots of the windows; with a measurement span, the windows outside it are grey points and
-/// grey rules mark where the measurement starts and ends.
+/// dashed grey rules mark where the measurement starts and ends.
 fn figures(w: &[Window], measured: Option<[f64; 2]>, id: &str) -> Vec<Figure> {
-    // Window ends fall a few milliseconds after the boundary they stand for.
-    let inside =
-        |x: &Window| measured.is_none_or(|[a, b]| x.start_s >= a - 1e-3 && x.end_s <= b + 0.05 * (b - a).max(1.0));
+    // The span's bounds are the first and last measurement windows' own start and end, written
+    // from the same values as the time series: equal up to rounding.
+    let inside = |x: &Window| measured.is_none_or(|[a, b]| x.start_s >= a - 1e-6 && x.end_s <= b + 1e-6);
     let specs: [(&str, &str, &str, Vec<Line>); 5] = [
         (
             "throughput",
@@ -158,10 +158,10 @@ fn figures(w: &[Window], measured: Option<[f64; 2]>, id: &str) -> Vec<Figure> {
             }
         }
         if let Some([a, b]) = measured.filter(|_| w.iter().any(|x| !inside(x))) {
-            if w.iter().any(|x| x.end_s <= a + 1e-3) {
+            if w.iter().any(|x| x.end_s <= a + 1e-6) {
                 chart.v_rules.push(Rule { label: "warm-up ends".into(), value: a, color: MARK });
             }
-            if w.iter().any(|x| x.end_s > b + 1e-3) {
+            if w.iter().any(|x| x.end_s > b + 1e-6) {
                 chart.v_rules.push(Rule { label: "drain".into(), value: b, color: MARK });
             }
         }
@@ -196,4 +196,34 @@ fn figures(w: &[Window], measured: Option<[f64; 2]>, id: &str) -> Vec<Figure> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drift(ttft_pct: f64, throughput_pct: f64) -> DriftFile {
+        let change = |pct: f64| serde_json::json!({"first": 100.0, "last": 100.0 + pct, "change_pct": pct});
+        serde_json::from_value(serde_json::json!({
+            "basis": "first_vs_last_10pct_windows", "windows_compared": 1,
+            "ttft_p50_ms": change(ttft_pct), "ttft_p99_ms": change(0.0), "tpot_p50_ms": change(0.0),
+            "tpot_p99_ms": change(0.0), "throughput_tok_s": change(throughput_pct),
+            "first_span_s": [60.0, 120.0], "last_span_s": [3540.0, 3600.0]
+        }))
+        .unwrap()
+    }
+
+    fn tones(d: &DriftFile) -> (Tone, Tone) {
+        let Block::Table(t) = &drift_blocks(d)[0] else { panic!("no drift table") };
+        (t.rows[0][3].tone, t.rows[4][3].tone)
+    }
+
+    #[test]
+    fn a_change_is_coloured_by_whether_it_is_worse_not_by_its_sign() {
+        // Throughput up and latency down: better, both.
+        assert_eq!(tones(&drift(-20.0, 108.6)), (Tone::Good, Tone::Good));
+        // Throughput down and latency up: worse, both.
+        assert_eq!(tones(&drift(20.0, -15.0)), (Tone::Bad, Tone::Bad));
+        assert_eq!(tones(&drift(5.0, -5.0)), (Tone::Plain, Tone::Plain));
+    }
 }

@@ -58,6 +58,8 @@ pub struct MarkerTally {
     pub garbled: u32,
     /// The first foreign, truncated or garbled marker, as written.
     pub offending: Option<String>,
+    /// No visible content at all (only whitespace, or nothing): nothing to check.
+    pub empty: bool,
 }
 
 impl CanaryCheck {
@@ -79,6 +81,8 @@ impl CanaryCheck {
             Some(CanaryFailure::ForeignMarker)
         } else if !complete {
             Some(CanaryFailure::Incomplete)
+        } else if t.empty {
+            Some(CanaryFailure::NoContent)
         } else if garbled > 0 {
             Some(CanaryFailure::MarkerGarbled)
         } else if truncated > 0 {
@@ -115,6 +119,9 @@ pub enum CanaryFailure {
     ForeignMarker,
     /// The response was not seen to its end.
     Incomplete,
+    /// The whole response was seen and held no visible content: nothing to check (a reasoning
+    /// model whose output budget ended inside its reasoning). No sign of mixed-up responses.
+    NoContent,
     /// Marker-like text that is no marker of this run's requests (garbled, another seed, an
     /// index out of range): the model mangled a marker, no sign of mixed-up responses.
     MarkerGarbled,
@@ -133,6 +140,7 @@ impl CanaryFailure {
         match self {
             CanaryFailure::ForeignMarker => "foreign_marker",
             CanaryFailure::Incomplete => "incomplete",
+            CanaryFailure::NoContent => "no_content",
             CanaryFailure::MarkerGarbled => "marker_garbled",
             CanaryFailure::MarkerTruncated => "marker_truncated",
             CanaryFailure::MarkerMissing => "marker_missing",
@@ -316,6 +324,15 @@ mod tests {
     }
 
     #[test]
+    fn a_response_without_visible_content_has_nothing_to_check() {
+        let empty = CanaryCheck::from_tally("M", &MarkerTally { empty: true, ..MarkerTally::default() }, true);
+        assert_eq!((empty.passed, empty.failure_reason), (false, Some(CanaryFailure::NoContent)));
+        // Not seen to its end: that comes first.
+        let cut = CanaryCheck::from_tally("M", &MarkerTally { empty: true, ..MarkerTally::default() }, false);
+        assert_eq!(cut.failure_reason, Some(CanaryFailure::Incomplete));
+    }
+
+    #[test]
     fn malformed_markers_fail_with_reasons_of_their_own() {
         let tally = |truncated, garbled, foreign| MarkerTally {
             marker_at_start: true,
@@ -324,6 +341,7 @@ mod tests {
             truncated,
             garbled,
             offending: Some("ANVIL_REQ_1_0000".into()),
+            empty: false,
         };
         let c = CanaryCheck::from_tally("M", &tally(1, 0, 0), true);
         assert_eq!(

@@ -225,6 +225,7 @@ impl CanaryScan {
     /// The verdict; `complete` says whether the whole response was fed.
     pub fn finish(mut self, complete: bool) -> CanaryCheck {
         self.close_run();
+        self.tally.empty = self.before_start;
         CanaryCheck::from_tally(&self.marker, &self.tally, complete)
     }
 }
@@ -261,6 +262,14 @@ mod tests {
     use super::*;
 
     use crate::request::record::CanaryFailure;
+
+    #[test]
+    fn whitespace_alone_is_no_content_to_check() {
+        use crate::request::record::CanaryFailure;
+        assert_eq!(check_canary("M", " \n ", true).failure_reason, Some(CanaryFailure::NoContent));
+        assert_eq!(check_canary("M", "", true).failure_reason, Some(CanaryFailure::NoContent));
+        assert_eq!(check_canary("M", "an answer", true).failure_reason, Some(CanaryFailure::MarkerMissing));
+    }
 
     #[test]
     fn canary_passes_only_on_a_clean_response() {

@@ -10,6 +10,7 @@
 
 mod collected;
 pub mod conversations;
+pub mod drift;
 mod finish;
 pub mod gaps;
 pub mod load;

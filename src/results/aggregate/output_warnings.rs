@@ -50,7 +50,8 @@ const MULTI_TOKEN_CHUNKS: f64 = 1.1;
 
 /// The two per-token warnings: usage that is not what streamed, and multi-token chunks. Over
 /// every completed response (the server's accounting does not depend on eligibility).
-pub(super) fn token_warnings(w: &mut Vec<Warning>, samples: &[Sample]) {
+/// `simulator`: the embedded simulator's profile, when it is the target.
+pub(super) fn token_warnings(w: &mut Vec<Warning>, samples: &[Sample], simulator: Option<&str>) {
     let counted: Vec<(&Sample, u64)> = samples.iter().filter_map(|s| s.streamed_tokens().map(|n| (s, n))).collect();
     let off: Vec<&(&Sample, u64)> = counted
         .iter()
@@ -69,10 +70,20 @@ pub(super) fn token_warnings(w: &mut Vec<Warning>, samples: &[Sample]) {
     }
     let chunks = total(samples.iter().map(Sample::output_chunks));
     let tokens = total(samples.iter().map(|s| s.streamed_tokens().unwrap_or(s.output_tokens())));
-    if chunks > 0 && tokens as f64 / chunks as f64 > MULTI_TOKEN_CHUNKS {
+    if chunks > 0 && tokens as f64 / chunks as f64 > MULTI_TOKEN_CHUNKS && !fixed_chunking(simulator) {
         w.push(Warning::MultiTokenChunks {
             tokens_per_chunk: tokens as f64 / chunks as f64,
             per_chunk_counts: !counted.is_empty(),
         });
     }
+}
+
+/// Whether the target is an embedded simulator profile that sends a fixed number of tokens per
+/// chunk by design (`fast` sends 2, `realistic` 4, to keep the client's per-chunk work down).
+/// That is a setting the profile states, not a finding about a server, so `multi_token_chunks`
+/// is left out; the numbers keep their meaning (`itl_chunk_*`, `itl_token_*` and
+/// `tokens_per_chunk_*` are all still there). A speculative profile (`spec`) varies the count
+/// per chunk like a real drafter, which is what the warning is about, so it keeps it.
+fn fixed_chunking(simulator: Option<&str>) -> bool {
+    simulator.and_then(crate::mock::Profile::named).is_some_and(|p| !p.speculative)
 }

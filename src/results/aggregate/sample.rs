@@ -65,6 +65,8 @@ const FINISH_CORRECTED: u16 = 1 << 12;
 const HAS_PLANNED_OUTPUT: u16 = 1 << 13;
 /// ... and its output stayed below it.
 const BELOW_PLANNED_OUTPUT: u16 = 1 << 14;
+/// The canary had no visible content to check.
+const CANARY_NO_CONTENT: u16 = 1 << 15;
 
 fn opt_u64(v: Option<u64>) -> u64 {
     // u64::MAX itself is not a count any server reports; it reads back as "not reported".
@@ -92,6 +94,9 @@ impl Sample {
             }
             if c.malformed_marker_count > 0 {
                 flags |= CANARY_MALFORMED;
+            }
+            if c.failure_reason == Some(crate::request::record::CanaryFailure::NoContent) {
+                flags |= CANARY_NO_CONTENT;
             }
         }
         if r.facts().usage_implausible {
@@ -176,6 +181,15 @@ impl Sample {
     /// The response held a cut-off or garbled canary marker (not contamination).
     pub fn canary_malformed(&self) -> bool {
         self.flags & CANARY_MALFORMED != 0
+    }
+    /// The canary failed for want of any visible content to check.
+    pub fn canary_no_content(&self) -> bool {
+        self.flags & CANARY_NO_CONTENT != 0
+    }
+    /// The output budget ran out before any visible content: tokens came, all of them
+    /// reasoning, and the server did not say the answer stopped on its own.
+    pub fn budget_spent_in_reasoning(&self) -> bool {
+        self.ttft_ms().is_none() && self.output_tokens() > 0 && self.flags & FINISH_STOP == 0
     }
     /// The server's usage was rejected: no count of it is kept.
     pub fn usage_implausible(&self) -> bool {

@@ -20,6 +20,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+pub use super::drift::{Change, Drift};
 use super::sample::{FailureSample, Sample};
 use super::{LiveStats, histogram, us};
 
@@ -408,59 +409,6 @@ impl WindowWriter {
         drop(self.tx);
         let _ = self.thread.join();
     }
-}
-
-/// First against last: the drift of a long run.
-#[derive(Debug, Clone, Serialize)]
-pub struct Drift {
-    /// `first_vs_last_hour` (runs of two hours or more) or `first_vs_last_10pct_windows`.
-    pub basis: &'static str,
-    pub windows_compared: usize,
-    pub ttft_p50_ms: Change,
-    pub ttft_p99_ms: Change,
-    pub tpot_p50_ms: Change,
-    pub tpot_p99_ms: Change,
-    pub throughput_tok_s: Change,
-}
-
-/// Mean of the per-window values at the start and at the end, and the change in percent.
-#[derive(Debug, Clone, Serialize)]
-pub struct Change {
-    pub first: Option<f64>,
-    pub last: Option<f64>,
-    pub change_pct: Option<f64>,
-}
-
-pub fn drift(windows: &[Window]) -> Option<Drift> {
-    if windows.len() < 2 {
-        return None;
-    }
-    let span = windows.last().map_or(0.0, |w| w.end_s);
-    let (basis, first, last): (&'static str, Vec<&Window>, Vec<&Window>) = if span >= 7200.0 {
-        let first = windows.iter().filter(|w| w.end_s <= 3600.0).collect();
-        let last = windows.iter().filter(|w| w.start_s >= span - 3600.0).collect();
-        ("first_vs_last_hour", first, last)
-    } else {
-        let n = (windows.len() / 10).max(1);
-        ("first_vs_last_10pct_windows", windows[..n].iter().collect(), windows[windows.len() - n..].iter().collect())
-    };
-    let change = |f: fn(&Window) -> Option<f64>| {
-        let mean = |ws: &[&Window]| {
-            let v: Vec<f64> = ws.iter().filter_map(|w| f(w)).collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-        };
-        let (a, b) = (mean(&first), mean(&last));
-        Change { first: a, last: b, change_pct: a.zip(b).filter(|(a, _)| *a > 0.0).map(|(a, b)| (b - a) / a * 100.0) }
-    };
-    Some(Drift {
-        basis,
-        windows_compared: first.len().min(last.len()),
-        ttft_p50_ms: change(|w| w.ttft_p50_ms),
-        ttft_p99_ms: change(|w| w.ttft_p99_ms),
-        tpot_p50_ms: change(|w| w.tpot_p50_ms),
-        tpot_p99_ms: change(|w| w.tpot_p99_ms),
-        throughput_tok_s: change(|w| Some(w.throughput_tok_s)),
-    })
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use super::collected::Collected;
 use super::load;
 use super::sample::{FailureSample, Sample, total};
 use super::slo::{self, request_value};
-use super::snapshots;
 use super::stats::Summary;
 use super::steady::{self, SHORT_SHARE};
 use super::summary::{
@@ -155,6 +154,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         passed: canary_results.iter().filter(|&&p| p).count(),
         foreign: samples.iter().filter(|s| s.canary_failed() && s.canary_foreign()).count(),
         malformed: samples.iter().filter(|s| s.canary_failed() && !s.canary_foreign() && s.canary_malformed()).count(),
+        no_content: samples.iter().filter(|s| s.canary_failed() && s.canary_no_content()).count(),
     };
     let controlled_output = controlled_output(samples);
     let sizing = sizing_errors(samples);
@@ -208,7 +208,19 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         error_counts: error_counts(failures.iter().map(|f| &f.kind)),
         excluded_by_reason: excluded_by_reason(samples),
         warnings: Vec::new(),
-        drift: snapshots::drift(&collected.windows),
+        drift: super::drift::drift(
+            &collected.windows,
+            super::drift::Measured {
+                from_ms: rules.warmup_before_ms,
+                until_ms: [
+                    info.duration_ms.or((!samples.is_empty() || !failures.is_empty()).then_some(last_start_ms)),
+                    rules.cooldown_from_ms,
+                ]
+                .into_iter()
+                .flatten()
+                .reduce(f64::min),
+            },
+        ),
         snapshot_windows: collected.windows.len(),
         steady_state: steady::steady_state(pacing, samples, failures, wall_clock_ms),
         performance_eligible,
@@ -345,13 +357,22 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         w.push(Warning::Interrupted);
     }
     let canaries = &s.canaries;
-    if canaries.failed() > 0 && canaries.failed() == canaries.samples {
-        w.push(Warning::CanariesAllFailed { canaries: canaries.samples, foreign: canaries.foreign });
-    } else if canaries.failed() > 0 {
-        w.push(Warning::CanariesFailed {
-            failed: canaries.failed(),
-            canaries: canaries.samples,
-            foreign: canaries.foreign,
+    // A response with no visible content gave its canary nothing to check: not a model that
+    // cannot copy the marker, not a swapped response. `budget_spent_in_reasoning` says why.
+    let (checked, failed) = (canaries.samples - canaries.no_content, canaries.failed() - canaries.no_content);
+    if failed > 0 && failed == checked {
+        w.push(Warning::CanariesAllFailed { canaries: checked, foreign: canaries.foreign });
+    } else if failed > 0 {
+        w.push(Warning::CanariesFailed { failed, canaries: checked, foreign: canaries.foreign });
+    }
+    let in_reasoning =
+        if info.api.streams_text() { samples.iter().filter(|s| s.budget_spent_in_reasoning()).count() } else { 0 };
+    if in_reasoning > 0 {
+        w.push(Warning::BudgetSpentInReasoning {
+            responses: in_reasoning,
+            completed: samples.len(),
+            max_tokens: info.max_tokens,
+            unchecked_canaries: canaries.no_content,
         });
     }
     if canaries.malformed > 0 {
@@ -420,7 +441,11 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
     }
     let eligible = s.population.performance_eligible_requests;
     if eligible == 0 && !samples.is_empty() {
-        w.push(Warning::NothingEligible { completed: samples.len() as u64, by_reason: s.excluded_by_reason.clone() });
+        w.push(Warning::NothingEligible {
+            completed: samples.len() as u64,
+            by_reason: s.excluded_by_reason.clone(),
+            no_content: canaries.no_content > 0 && canaries.no_content == canaries.failed(),
+        });
     } else if eligible > 0 {
         let thin: Vec<(&'static str, usize)> = s
             .population
@@ -431,7 +456,13 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
             .filter(|&(k, &n)| n > 0 || s.unstreamed.as_ref().is_none_or(|u| !u.notes.contains_key(k)))
             .map(|(&k, &n)| (k, n))
             .collect();
-        if !thin.is_empty() {
+        // A level that sent fewer requests than a comparable p99 needs was sized that way by
+        // its scenario (run.requests, a trace's rows): metric_population.p99_interpretation
+        // says its p99 is descriptive, and a warning would repeat what was asked for at every
+        // level. The warning is for samples the level lost (exclusions, failures, a metric
+        // most responses lack) and for a metric with none at all.
+        let lost = s.population.attempted_requests >= P99_MIN_SAMPLES as u64 || thin.iter().any(|&(_, n)| n == 0);
+        if !thin.is_empty() && lost {
             w.push(Warning::P99Descriptive { eligible, minimum: P99_MIN_SAMPLES, thin });
         }
     }
@@ -442,7 +473,7 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         None if eligible > 0 && !s.interrupted => w.push(Warning::SteadyStateNone),
         _ => {}
     }
-    super::output_warnings::token_warnings(&mut w, samples);
+    super::output_warnings::token_warnings(&mut w, samples, info.simulator_profile.as_deref());
     for reason in &s.load.validity.reasons {
         w.push(Warning::InvalidLoad { reason: reason.clone() });
     }

@@ -87,6 +87,8 @@ pub struct Canaries {
     pub foreign: usize,
     /// Failed canaries whose response held a cut-off or garbled marker, and no other request's.
     pub malformed: usize,
+    /// Failed canaries whose response had no visible content to check (all reasoning).
+    pub no_content: usize,
 }
 
 impl Canaries {

@@ -67,9 +67,20 @@ pub enum Warning {
         thin: Vec<(&'static str, usize)>,
     },
     /// Requests completed but every one was excluded: no distribution has a sample.
+    /// `no_content`: every failed canary had no visible content to check.
     NothingEligible {
         completed: u64,
         by_reason: BTreeMap<&'static str, u64>,
+        no_content: bool,
+    },
+    /// Responses whose output budget ran out inside the reasoning, before any visible content
+    /// (`finish_reason = length`, no content): `unchecked_canaries` of them carried a canary
+    /// that had nothing to check.
+    BudgetSpentInReasoning {
+        responses: usize,
+        completed: usize,
+        max_tokens: u32,
+        unchecked_canaries: usize,
     },
     InvalidLoad {
         reason: String,
@@ -163,6 +174,7 @@ impl Warning {
             Warning::CacheWarmInUniqueMode { .. } => "cache_warm_in_unique_mode",
             Warning::P99Descriptive { .. } => "p99_descriptive",
             Warning::NothingEligible { .. } => "nothing_eligible",
+            Warning::BudgetSpentInReasoning { .. } => "budget_spent_in_reasoning",
             Warning::InvalidLoad { .. } => "invalid_load",
             Warning::SteadyStateShort { .. } => "steady_state_short",
             Warning::SteadyStateNone => "steady_state_none",
@@ -250,12 +262,23 @@ impl Warning {
                     )
                 }
             }
-            Warning::NothingEligible { completed, by_reason } => {
+            Warning::NothingEligible { completed, by_reason, no_content } => {
                 let reasons: Vec<String> = by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
                 format!(
                     "no request is in the distributions: all {completed} completed requests were excluded ({}); every summary is empty — see request_timings[].exclusion_reason; {}",
                     reasons.join(", "),
-                    nothing_eligible_advice(by_reason)
+                    nothing_eligible_advice(by_reason, *no_content)
+                )
+            }
+            Warning::BudgetSpentInReasoning { responses, completed, max_tokens, unchecked_canaries } => {
+                let canaries = match unchecked_canaries {
+                    0 => String::new(),
+                    n => format!(
+                        "; their {n} canaries had no content to check (failure_reason no_content, excluded; no sign of mixed-up responses)"
+                    ),
+                };
+                format!(
+                    "{responses} of {completed} responses ended at max_tokens ({max_tokens}) before any content (all reasoning){canaries}: raise workload.max_tokens, or turn reasoning off (serve.thinking_mode = \"disabled\")"
                 )
             }
             Warning::InvalidLoad { reason } => reason.clone(),
@@ -285,7 +308,7 @@ impl Warning {
                 "{responses} of {counted} responses with per-chunk token counts reported usage.completion_tokens more than 5% away from what their chunks streamed ({usage_tokens} reported, {streamed_tokens} streamed in all): tokens were generated but not streamed (an end-of-turn token, hidden reasoning) or miscounted; tpot and decode rates use usage, tpot_corrected the streamed count (see request_timings[].streamed_tokens)"
             ),
             Warning::MultiTokenChunks { tokens_per_chunk, per_chunk_counts } => format!(
-                "chunks carried {tokens_per_chunk:.2} tokens on average ({}): itl_chunk_* is the gap between chunks (what vLLM's benchmark calls ITL), itl_token_* that gap per token; varying counts per chunk suggest speculative decoding (see tokens_per_chunk_* and server_metrics.spec_decode), a constant count a stream interval",
+                "chunks carried {tokens_per_chunk:.2} tokens on average ({}): ITL per chunk (itl_chunk_*, vLLM's ITL) is not ITL per token (itl_token_*); compare servers on itl_token_*",
                 if *per_chunk_counts { "from per-chunk usage" } else { "usage over chunks" }
             ),
             Warning::CanaryMarkersMalformed { responses } => format!(
@@ -307,10 +330,13 @@ impl Warning {
 }
 
 /// What to do when nothing is left in the distributions, by why it was left out.
-fn nothing_eligible_advice(by_reason: &BTreeMap<&'static str, u64>) -> String {
+fn nothing_eligible_advice(by_reason: &BTreeMap<&'static str, u64>, no_content: bool) -> String {
     let mut advice: Vec<&str> = Vec::new();
     for reason in by_reason.keys() {
         let a = match *reason {
+            "canary_failed" if no_content => {
+                "the answers held no content for the canaries to check (the output budget ended inside the reasoning): raise workload.max_tokens, or turn reasoning off"
+            }
             "canary_failed" => {
                 "the canaries failed (see the canary warning: mixed-up responses, or a model that cannot copy the marker, when workload.canaries = false is the way out)"
             }

@@ -103,17 +103,37 @@ pub struct DriftFile {
     pub tpot_p50_ms: ChangeFile,
     pub tpot_p99_ms: ChangeFile,
     pub throughput_tok_s: ChangeFile,
+    /// Absent in artifacts written before drift left out warm-up, drain and partial windows.
+    #[serde(default)]
+    pub measurement_windows: Option<usize>,
+    #[serde(default)]
+    pub measurement_span_s: Option<[f64; 2]>,
+    #[serde(default)]
+    pub first_span_s: Option<[f64; 2]>,
+    #[serde(default)]
+    pub last_span_s: Option<[f64; 2]>,
+    #[serde(default)]
+    pub excluded_windows: Option<ExcludedWindowsFile>,
+}
+
+/// Windows drift left out, by why.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ExcludedWindowsFile {
+    pub warmup: usize,
+    pub drain: usize,
+    pub partial: usize,
 }
 
 impl DriftFile {
-    /// The rows in the order people read them, with their names.
-    pub fn rows(&self) -> [(&'static str, &ChangeFile); 5] {
+    /// The rows in the order people read them, with their names and whether a rise is worse
+    /// (latency) or better (throughput).
+    pub fn rows(&self) -> [(&'static str, &ChangeFile, bool); 5] {
         [
-            ("TTFT p50 (ms)", &self.ttft_p50_ms),
-            ("TTFT p99 (ms)", &self.ttft_p99_ms),
-            ("TPOT p50 (ms)", &self.tpot_p50_ms),
-            ("TPOT p99 (ms)", &self.tpot_p99_ms),
-            ("output tok/s", &self.throughput_tok_s),
+            ("TTFT p50 (ms)", &self.ttft_p50_ms, true),
+            ("TTFT p99 (ms)", &self.ttft_p99_ms, true),
+            ("TPOT p50 (ms)", &self.tpot_p50_ms, true),
+            ("TPOT p99 (ms)", &self.tpot_p99_ms, true),
+            ("output tok/s", &self.throughput_tok_s, false),
         ]
     }
 }

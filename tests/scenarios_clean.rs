@@ -142,6 +142,7 @@ macro_rules! scenario_tests {
 scenario_tests! {
     capacity_search_runs_clean: "capacity-search.toml", "--simulator", "fast", "--requests", "256";
     capacity_v4_runs_clean: "capacity-v4.toml", "--simulator", "fast";
+    default_runs_clean: "default.toml";
     embeddings_runs_clean: "embeddings.toml";
     faults_raises_only_what_it_demonstrates: "faults.toml";
     messages_runs_clean: "messages.toml";

@@ -1,5 +1,6 @@
 //! `run()`: the whole program, top to bottom.
 
+mod ending;
 mod setup;
 pub mod validate;
 
@@ -26,7 +27,8 @@ use crate::results::aggregate::summary::LevelSummary;
 use crate::results::aggregate::warnings::Warning;
 use crate::results::aggregate::{self, LevelInput, LevelSink, Origin};
 use crate::results::artifact;
-use crate::results::console::{self, Progress, SweepRow};
+use crate::results::console::{self, Out, Progress, SweepRow};
+use ending::Ending;
 use setup::RunTarget;
 
 /// Why the program stopped early.
@@ -193,6 +195,8 @@ struct Session<'a> {
     shard: Shard,
     /// The server's `/metrics`, scraped around every level when the scenario asks.
     scraper: Option<server_metrics::Scraper>,
+    /// Where the human output goes (stderr when stdout holds the JSON summary).
+    out: Out,
 }
 
 /// `anvil-load SCENARIO`: run every load level (a fixed list, or a capacity search) and write
@@ -311,36 +315,50 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     info.model_not_listed = model_not_listed;
     shard.attach(&mut info, &workload);
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
-    let session =
-        Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id, shard, scraper };
+    let out = Out { json: args.console.format == console::Format::Json };
+    let session = Session {
+        args,
+        scenario: &scenario,
+        target,
+        client,
+        workload,
+        info,
+        records,
+        control,
+        run_id,
+        shard,
+        scraper,
+        out,
+    };
 
     let mut written: Vec<PathBuf> = Vec::new();
     let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
     let mut result = session.run_levels(&mut artifacts, &mut written).await;
     let interrupted = session.control.stop_issuing.is_cancelled();
-    if result.is_ok() && !interrupted {
-        result = session.shard.finish().await.map_err(AppError::Aborted);
+    let mut end = shard::RunEnd::Alone;
+    if let (Ok(_), false) = (&result, interrupted) {
+        match session.shard.finish().await {
+            Ok(e) => end = e,
+            Err(e) => result = Err(AppError::Aborted(e)),
+        }
     }
     session.target.shutdown().await;
     drop(session.records);
     if let Err(e) = records_writer.finish() {
         eprintln!("warning: the records file {} is incomplete: {e}", records_path.display());
     }
-    if let Err(e) = result {
+    let search = match result {
+        Ok(search) => search,
         // The records file is kept whatever it was meant to be: it is all that is left.
-        return Err(e.naming_records(&records_path, &args.out));
-    }
+        Err(e) => return Err(e.naming_records(&records_path, &args.out)),
+    };
     if keep_records {
         written.push(records_path);
     } else {
         let _ = std::fs::remove_file(&records_path);
     }
-    for (_, path) in &artifacts {
-        println!("artifact: {}", path.display());
-    }
-    for path in &written {
-        println!("written: {}", path.display());
-    }
+    let ending = Ending { args, info: &session.info, out: session.out, search: search.as_ref() };
+    ending.print(&artifacts, &written, &end);
     if interrupted {
         return Ok(exit::ABORTED);
     }
@@ -465,7 +483,8 @@ impl Session<'_> {
         &self,
         artifacts: &mut Vec<(LevelSummary, PathBuf)>,
         written: &mut Vec<PathBuf>,
-    ) -> Result<(), AppError> {
+    ) -> Result<Option<CapacitySearch>, AppError> {
+        let mut searched = None;
         match self.scenario.load.search {
             None => {
                 let levels = self.scenario.load.pacing.levels();
@@ -489,24 +508,41 @@ impl Session<'_> {
                         break;
                     }
                 }
-                if !self.args.quiet {
-                    print!("{}", console::search_table(&search));
-                }
                 let trace =
                     serde_json::json!({ "schema": "anvil-load.search/v1", "run_id": self.run_id, "search": search });
                 written.push(write(&self.args.out, &format!("{}-search.json", self.run_id), &trace)?);
+                searched = Some(search);
             }
         }
+        // The table and the answer are printed once the run is over (a sharded run's are the
+        // merged ones); the sweep file holds this process's levels.
         if artifacts.len() > 1 {
             let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
-            if !self.args.quiet {
-                print!("{}", console::sweep_table(&rows));
-            }
-            let summary = serde_json::json!({ "schema": "anvil-load.sweep/v1", "run_id": self.run_id, "levels": rows });
             let name = format!("{}-sweep.json", self.shard.stem(&self.run_id));
-            written.push(write(&self.args.out, &name, &summary)?);
+            written.push(write(&self.args.out, &name, &console::sweep::sweep_document(&self.run_id, &rows))?);
         }
-        Ok(())
+        Ok(searched)
+    }
+
+    /// What a level prints as it ends: a single level its answer box, detail table and warnings;
+    /// a level of a sweep or a search one line (its detail with `--verbose`), its warnings
+    /// grouped with the others' at the end; a shard's part one line, the merged run answering.
+    fn print_level(&self, summary: &LevelSummary, several: bool) {
+        let alone = !several && !self.shard.is_part();
+        if !self.args.quiet {
+            if alone {
+                self.out.print(&console::level::level_answer(summary, &self.info));
+            }
+            if alone || self.args.console.verbose {
+                self.out.print(&console::level_summary(summary, &self.info));
+            } else {
+                let part = if self.shard.is_part() { "this shard's part: " } else { "" };
+                self.out.line(&format!("{part}{}", console::level::level_line(summary)));
+            }
+        }
+        if alone || self.args.console.verbose {
+            console::print_warnings(&summary.warnings);
+        }
     }
 
     /// Run one level, write its artifact, print its summary.
@@ -614,10 +650,7 @@ impl Session<'_> {
         let summary = aggregate::finish_level(input, Origin::Run, self.records.path()).map_err(AppError::Aborted)?;
         let artifact = artifact::build(&self.info, &summary, self.records.path());
         let path = write(&self.args.out, &format!("{stem}.json"), &artifact)?;
-        if !self.args.quiet {
-            print!("{}", console::level_summary(&summary, &self.info));
-        }
-        console::print_warnings(&summary.warnings);
+        self.print_level(&summary, several);
         self.shard.hand_over(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;
         Ok((summary, path))
     }

@@ -54,16 +54,13 @@ impl Ending<'_> {
                     self.out.print(&console::level_summary(a, self.info));
                     console::print_warnings(&a.warnings);
                 }
-                if let RunEnd::Merged(m) = end {
-                    self.out.line(&format!("shards: {}", m.describe()));
-                }
             }
         }
         if several {
             if let (Some(answer), false) = (&answer, quiet) {
-                let engine = self.info.engine.as_deref().unwrap_or("unlabelled engine");
+                let engine = self.info.engine.as_deref().map(|e| format!(" · {e}")).unwrap_or_default();
                 let merged = if matches!(end, RunEnd::Merged(_)) { " · merged from every shard" } else { "" };
-                let title = format!("{} levels · {} · {engine}{merged}", levels.len(), self.info.model);
+                let title = format!("{} levels · {}{engine}{merged}", levels.len(), self.info.model);
                 self.out.print(&console::answer::run_answer(&summaries, answer, &title));
                 let mut rows: Vec<SweepRow> = levels.iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
                 // A search probes out of order; its table reads by load.
@@ -78,6 +75,9 @@ impl Ending<'_> {
             if !self.args.console.verbose {
                 eprint!("{}", console::answer::grouped_warnings(&summaries));
             }
+        }
+        if let RunEnd::Merged(m) = end {
+            self.out.line(&format!("shards: {}", m.describe()));
         }
         self.paths(levels, &files);
         self.json(levels, answer.as_ref(), &files);

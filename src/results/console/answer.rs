@@ -22,15 +22,16 @@ const CLIMB_AT_LEAST: f64 = 1.10;
 /// What the run answers, and how it was chosen.
 #[derive(Debug, Clone, Serialize)]
 pub struct Answer {
-    /// `search` (a capacity search's best), `slo` (the highest level meeting every objective),
-    /// `throughput` (no objectives: the valid level with the most throughput), or `none` (no level
-    /// qualifies).
+    /// How the level to run at is chosen: `search` (a capacity search's best), `slo` (the highest
+    /// level meeting every objective with a valid measurement), `throughput` (no objectives: the
+    /// valid level with the most throughput).
     pub basis: &'static str,
     /// `concurrency` or `rate`.
     pub by: &'static str,
     /// The highest level meeting every objective (search or SLO basis), as its number.
     pub capacity: Option<f64>,
-    /// The level to run at (its label, `c=8`, and its index in the run's levels).
+    /// The level to run at (its label, `c=8`, and its index in the run's levels); none when no
+    /// level qualifies.
     pub level: Option<String>,
     #[serde(skip)]
     pub at: Option<usize>,
@@ -85,7 +86,7 @@ pub fn answer(levels: &[&LevelSummary], search: Option<&CapacitySearch>) -> Answ
     };
     let climb = climb(levels, &order);
     Answer {
-        basis: if at.is_none() && search.is_none() { "none" } else { basis },
+        basis,
         by,
         capacity,
         level: at.map(|i| levels[i].pacing.label()),
@@ -171,6 +172,9 @@ pub fn run_answer(levels: &[&LevelSummary], answer: &Answer, title: &str) -> Str
             levels[i].pacing.label()
         )),
         ("throughput", Some(_)) => {}
+        ("throughput", None) => {
+            lines.push(format!("no level has a valid measurement ({} levels): nothing to answer with", levels.len()));
+        }
         _ => lines.push(format!("no level met every SLO with a valid measurement ({} levels)", levels.len())),
     }
     match answer.at {
@@ -197,15 +201,10 @@ pub fn run_answer(levels: &[&LevelSummary], answer: &Answer, title: &str) -> Str
             .iter()
             .filter(|a| a.pacing.level() > levels[i].pacing.level())
             .min_by(|a, b| a.pacing.level().total_cmp(&b.pacing.level()));
-        if let Some(next) = next {
-            match &next.slo {
-                Some(slo) if !slo.passed => {
-                    let missed: Vec<String> = slo.criteria.iter().filter(|c| !c.passed).map(objective_mark).collect();
-                    lines.push(format!("  at {}: {}", next.pacing.label(), missed.join(" · ")));
-                }
-                _ if !usable(next) => lines.push(format!("  at {}: {}", next.pacing.label(), validity(next))),
-                _ => {}
-            }
+        // An unusable level is named below; one that missed says what it missed.
+        if let Some((next, slo)) = next.and_then(|n| n.slo.as_ref().map(|slo| (n, slo))).filter(|(_, s)| !s.passed) {
+            let missed: Vec<String> = slo.criteria.iter().filter(|c| !c.passed).map(objective_mark).collect();
+            lines.push(format!("  at {}: {}", next.pacing.label(), missed.join(" · ")));
         }
     }
     match answer.climb {

@@ -234,7 +234,7 @@ fn server_line(m: &LevelServerMetrics) -> String {
 /// The distributions, one row per metric: each time row in one unit chosen from its own range
 /// (named in the label, so no cell carries a suffix), counts as counts, rates as rates.
 fn detail_table(s: &mut String, a: &LevelSummary) {
-    let _ = writeln!(s, "{:<24}{:>11}{:>11}{:>11}{:>11}{:>9}", "", "mean", "p50", "p90", "p99", "samples");
+    let _ = writeln!(s, "{:<27}{:>11}{:>11}{:>11}{:>11}{:>9}", "", "mean", "p50", "p90", "p99", "samples");
     for (label, metric) in [
         ("TTFT", Metric::Ttft),
         ("time to first output", Metric::TimeToFirstOutput),
@@ -275,7 +275,7 @@ fn detail_table(s: &mut String, a: &LevelSummary) {
         let label = if metric.ms_suffix() { format!("{label} ({})", unit.suffix()) } else { label.to_string() };
         let _ = writeln!(
             s,
-            "{label:<24}{:>11}{:>11}{:>11}{:>11}{:>9}",
+            "{label:<27}{:>11}{:>11}{:>11}{:>11}{:>9}",
             cell(stats[0], true),
             cell(stats[1], false),
             cell(stats[2], false),
@@ -361,8 +361,8 @@ pub fn level_line(a: &LevelSummary) -> String {
 /// The answer box of a single level: its headline (throughput, TTFT and TPOT p50/p99, goodput,
 /// validity, failures and canaries) and every objective marked, before the detail table.
 pub fn level_answer(a: &LevelSummary, info: &RunInfo) -> String {
-    let engine = info.engine.as_deref().unwrap_or("unlabelled engine");
-    let title = format!("{} · {} · {}", a.pacing.label(), info.model, engine);
+    let engine = info.engine.as_deref().map(|e| format!(" · {e}")).unwrap_or_default();
+    let title = format!("{} · {}{engine}", a.pacing.label(), info.model);
     let mut lines = Vec::new();
     if a.population.performance_eligible_requests == 0 {
         lines.push("no latency or throughput figure: no request is in the distributions (see below)".to_string());

@@ -99,7 +99,11 @@ pub fn sweep_table(rows: &[SweepRow]) -> String {
     }
     let _ = writeln!(s, "{:>8}", "valid");
     let cell = |unit: TimeUnit, v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| unit.number(v));
+    // Nothing measured (every request failed or was excluded) is no figure, not a zero.
+    let measured = |r: &SweepRow| r.request_throughput_rps.is_some_and(|v| v > 0.0);
+    let rate = |v: Option<f64>| v.map_or_else(|| "–".to_string(), numbers::rate);
     for r in rows {
+        let rate = |v: Option<f64>| if measured(r) { rate(v) } else { "–".to_string() };
         let level = match r.rate {
             Some(rate) => numbers::significant(rate, 6),
             None => numbers::thousands(u64::from(r.concurrency)),
@@ -108,8 +112,8 @@ pub fn sweep_table(rows: &[SweepRow]) -> String {
             s,
             "{:>11}{:>10}{:>14}{:>15}{:>15}{:>15}{:>15}{:>9}",
             level,
-            r.request_throughput_rps.map_or_else(|| "–".into(), numbers::rate),
-            r.output_throughput_tok_s.map_or_else(|| "–".into(), numbers::rate),
+            rate(r.request_throughput_rps),
+            rate(r.output_throughput_tok_s),
             cell(units[0], r.ttft_p50_ms),
             cell(units[1], r.ttft_p99_ms),
             cell(units[2], r.tpot_p50_ms),

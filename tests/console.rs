@@ -8,10 +8,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anvil_load::mock::{MockServer, Profile};
-use common::{anvil, artifacts, check_artifact, read_json, text};
+use common::{anvil, artifacts, check_artifact, read_json, text, wait_all};
 use serde_json::Value;
 
 fn run(args: &[&str]) -> Output {
@@ -205,26 +205,6 @@ fn json_on_stdout_agrees_with_the_artifacts() {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Wait for every child, bounded in time, without blocking the runtime that hosts the simulator.
-async fn wait_all(children: Vec<Child>, limit: Duration) -> Vec<Output> {
-    tokio::task::spawn_blocking(move || {
-        let deadline = Instant::now() + limit;
-        let mut children = children;
-        while !children.iter_mut().all(|c| c.try_wait().ok().flatten().is_some()) {
-            if Instant::now() > deadline {
-                for c in &mut children {
-                    let _ = c.kill();
-                }
-                panic!("the shards did not finish within {limit:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        children.into_iter().map(|c| c.wait_with_output().expect("output")).collect::<Vec<_>>()
-    })
-    .await
-    .expect("join")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

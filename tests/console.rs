@@ -262,5 +262,14 @@ async fn a_sharded_sweep_prints_and_writes_the_merged_sweep() {
     assert!(zero.contains(&format!("{run_id}-sweep.json")) && zero.contains("merged artifacts"), "{zero}");
     assert!(!one.contains("concurrency     req/s"), "{one}");
     assert_eq!(one.lines().filter(|l| l.starts_with("shards: merged artifacts in ")).count(), 1, "{one}");
+    // `anvil-load merge` by hand writes the same sweep file.
+    let by_hand = dir.path().join("by-hand");
+    let o =
+        anvil().arg("merge").arg(outs[0].join(format!("{run_id}.shards"))).arg("--out").arg(&by_hand).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let again = read_json(&by_hand.join(format!("{run_id}-sweep.json")));
+    let requests =
+        |v: &Value| v["levels"].as_array().unwrap().iter().map(|r| r["requests"].clone()).collect::<Vec<_>>();
+    assert_eq!(requests(&again), requests(&merged));
     server.shutdown().await;
 }

@@ -27,7 +27,7 @@ use crate::results::aggregate::summary::LevelSummary;
 use crate::results::aggregate::warnings::Warning;
 use crate::results::aggregate::{self, LevelInput, LevelSink, Origin};
 use crate::results::artifact;
-use crate::results::console::{self, Out, Progress, SweepRow};
+use crate::results::console::{self, Out, Progress};
 use ending::Ending;
 use setup::RunTarget;
 
@@ -154,7 +154,14 @@ fn merge(args: &MergeArgs) -> Result<u8, AppError> {
     }
     let mut notices = Vec::new();
     let merged = rebuild::merge::merge(&args.records, &args.out, args.allow_partial, args.window, &mut notices);
-    print_rebuilt(&notices, merged?);
+    let merged = print_rebuilt(&notices, merged?);
+    // Several levels: the sweep file one process would have written, as a coordinated run's has.
+    if let (true, Some(run)) = (merged.levels.len() > 1, merged.runs.first()) {
+        let levels = merged.levels.iter().map(|l| (&l.summary, l.artifact.as_path()));
+        let path =
+            console::sweep::write_sweep(&args.out, &run.run_id, &run.run_id, levels).map_err(AppError::Aborted)?;
+        println!("written: {}", path.display());
+    }
     // A partial merge got this far only with --allow-partial; its artifacts say so.
     Ok(exit::OK)
 }
@@ -517,9 +524,11 @@ impl Session<'_> {
         // The table and the answer are printed once the run is over (a sharded run's are the
         // merged ones); the sweep file holds this process's levels.
         if artifacts.len() > 1 {
-            let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
-            let name = format!("{}-sweep.json", self.shard.stem(&self.run_id));
-            written.push(write(&self.args.out, &name, &console::sweep::sweep_document(&self.run_id, &rows))?);
+            let stem = self.shard.stem(&self.run_id);
+            let levels = artifacts.iter().map(|(a, p)| (a, p.as_path()));
+            written.push(
+                console::sweep::write_sweep(&self.args.out, &stem, &self.run_id, levels).map_err(AppError::Aborted)?,
+            );
         }
         Ok(searched)
     }

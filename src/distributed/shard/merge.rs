@@ -8,9 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::results::aggregate::summary::LevelSummary;
-use crate::results::artifact;
-use crate::results::console::SweepRow;
-use crate::results::console::sweep::sweep_document;
+use crate::results::console::sweep::write_sweep;
 
 /// What became of the gathered records files: the merged artifacts, one per level with its
 /// summary, and for a run of several levels the merged sweep file.
@@ -58,11 +56,7 @@ pub fn merge(paths: &[PathBuf], out: &Path) -> Result<Merged, String> {
     let run_id = merged.runs.first().map(|r| r.run_id.clone()).unwrap_or_default();
     let levels: Vec<(LevelSummary, PathBuf)> = merged.levels.into_iter().map(|l| (l.summary, l.artifact)).collect();
     let sweep = if levels.len() > 1 {
-        let rows: Vec<SweepRow> = levels.iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
-        let name = format!("{run_id}-sweep.json");
-        let path = artifact::write_json_atomic(out, &name, &sweep_document(&run_id, &rows))
-            .map_err(|e| format!("cannot write {name} to {}: {e}", out.display()))?;
-        Some(path)
+        Some(write_sweep(out, &run_id, &run_id, levels.iter().map(|(a, p)| (a, p.as_path())))?)
     } else {
         None
     };

@@ -108,10 +108,17 @@ fn climb(levels: &[&LevelSummary], order: &[usize]) -> Option<(usize, usize)> {
         usable(a).then_some((rps, e2e))
     };
     let points: Vec<(usize, (f64, f64))> = order.iter().filter_map(|&i| point(i).map(|p| (i, p))).collect();
-    points.windows(2).find_map(|w| {
-        let ((i, (r0, l0)), (j, (r1, l1))) = (w[0], w[1]);
-        let (throughput, latency) = (r1 / r0, l1 / l0);
-        (latency >= CLIMB_AT_LEAST && latency > throughput).then_some((i, j))
+    let k = climbs_after(&points.iter().map(|(_, p)| *p).collect::<Vec<_>>())?;
+    Some((points[k].0, points[k + 1].0))
+}
+
+/// Over `(req/s, latency)` points by increasing load: the index of the last point before latency
+/// grows faster than throughput.
+fn climbs_after(points: &[(f64, f64)]) -> Option<usize> {
+    points.windows(2).position(|w| {
+        let ((r0, l0), (r1, l1)) = (w[0], w[1]);
+        let latency = l1 / l0;
+        latency >= CLIMB_AT_LEAST && latency > r1 / r0
     })
 }
 
@@ -254,4 +261,21 @@ pub fn grouped_warnings(levels: &[&LevelSummary]) -> String {
         let _ = writeln!(s, "warning: {} ({scope})", g.message);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_climbs_only_where_it_grows_faster_than_throughput() {
+        // Linear: throughput doubles with the load, latency flat: no knee.
+        assert_eq!(climbs_after(&[(100.0, 10.0), (200.0, 10.2), (400.0, 10.5), (800.0, 10.9)]), None);
+        // Throughput doubles at c=8 with flat latency after a noisy step: still none.
+        assert_eq!(climbs_after(&[(100.0, 10.0), (150.0, 10.8), (300.0, 10.8)]), None);
+        // Saturated: throughput +10 %, latency +80 % from the third point on.
+        assert_eq!(climbs_after(&[(100.0, 10.0), (190.0, 10.5), (210.0, 18.9), (215.0, 37.0)]), Some(1));
+        // Latency rises with throughput in step (both doubled): not faster, no knee.
+        assert_eq!(climbs_after(&[(100.0, 10.0), (200.0, 20.0)]), None);
+    }
 }

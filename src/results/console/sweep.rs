@@ -2,6 +2,7 @@
 //! holds the same rows for scripts: `RUN_ID-sweep.json` (`anvil-load.sweep/v1`).
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -66,9 +67,19 @@ impl SweepRow {
     }
 }
 
-/// The sweep file: the run's id and one row per level, in the order they ran.
-pub fn sweep_document(run_id: &str, rows: &[SweepRow]) -> serde_json::Value {
-    serde_json::json!({ "schema": SWEEP_SCHEMA, "run_id": run_id, "levels": rows })
+/// Write the sweep file `{stem}-sweep.json` into `dir`: the run's id and one row per level, in
+/// the order they ran (a one-process run, a shard's part, a merge: one shape).
+pub fn write_sweep<'a>(
+    dir: &Path,
+    stem: &str,
+    run_id: &str,
+    levels: impl IntoIterator<Item = (&'a LevelSummary, &'a Path)>,
+) -> Result<PathBuf, String> {
+    let rows: Vec<SweepRow> = levels.into_iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
+    let name = format!("{stem}-sweep.json");
+    let document = serde_json::json!({ "schema": SWEEP_SCHEMA, "run_id": run_id, "levels": rows });
+    crate::results::artifact::write_json_atomic(dir, &name, &document)
+        .map_err(|e| format!("cannot write {name} to {}: {e}", dir.display()))
 }
 
 /// One row per level; every time column in one unit chosen from its own range and named in the

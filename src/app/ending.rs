@@ -126,11 +126,16 @@ fn pattern(paths: &[&Path]) -> String {
     });
     // The common ends never overlap, and split on character boundaries.
     let suffix = suffix.min(shortest - prefix.min(shortest));
+    // ... on character boundaries, and never inside a number (`r{20,40}.json`, not `r{2,4}0.json`).
+    // A digit, or a decimal point between digits.
+    let bytes = first.as_bytes();
+    let digit = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_digit);
+    let number = |i: usize| digit(i) || (bytes[i] == b'.' && i > 0 && digit(i - 1) && digit(i + 1));
     let (mut prefix, mut suffix) = (prefix, suffix);
-    while !first.is_char_boundary(prefix) {
+    while !first.is_char_boundary(prefix) || (prefix > 0 && number(prefix - 1)) {
         prefix -= 1;
     }
-    while !first.is_char_boundary(first.len() - suffix) {
+    while suffix > 0 && (!first.is_char_boundary(first.len() - suffix) || number(first.len() - suffix)) {
         suffix -= 1;
     }
     let middles: Vec<&str> = names.iter().map(|n| &n[prefix..n.len() - suffix]).collect();
@@ -150,5 +155,9 @@ mod tests {
         assert_eq!(pattern(&paths), "/r/anvil-x-c{1,2,16}.json");
         let paths = ["/r/a-r0.5.json", "/r/a-r1.json"].map(Path::new);
         assert_eq!(pattern(&paths), "/r/a-r{0.5,1}.json");
+        let paths = ["/r/a-r20.json", "/r/a-r40.json", "/r/a-r80.json"].map(Path::new);
+        assert_eq!(pattern(&paths), "/r/a-r{20,40,80}.json");
+        let paths = ["/r/a-c1.shard0of2.json", "/r/a-c16.shard0of2.json"].map(Path::new);
+        assert_eq!(pattern(&paths), "/r/a-c{1,16}.shard0of2.json");
     }
 }

@@ -229,13 +229,14 @@ pub fn run_answer(levels: &[&LevelSummary], answer: &Answer, title: &str) -> Str
                 change(b.rates.request_throughput_rps, a.rates.request_throughput_rps)
             ));
         }
-        None if answer.basis == "throughput" && levels.len() > 1 => {
+        // Said only where there was a curve to look at: two valid levels or more.
+        None if answer.basis == "throughput" && levels.iter().filter(|a| usable(a)).count() > 1 => {
             lines.push("latency does not climb faster than throughput at any level measured".to_string());
         }
         None => {}
     }
     let invalid: Vec<String> =
-        levels.iter().filter(|a| !usable(a)).map(|a| format!("{} {}", a.pacing.label(), validity(a))).collect();
+        levels.iter().filter(|a| !usable(a)).map(|a| format!("{} ({})", a.pacing.label(), validity(a))).collect();
     if !invalid.is_empty() {
         lines.push(format!("not counted: {}", invalid.join(", ")));
     }

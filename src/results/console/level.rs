@@ -323,7 +323,7 @@ pub fn validity(a: &LevelSummary) -> &'static str {
 /// `c=4  32/32 ok  429 req/s  14,212 tok/s  TTFT p99 7.24 ms  valid`.
 pub fn level_line(a: &LevelSummary) -> String {
     let mut s =
-        format!("{:<8}{}/{} ok", a.pacing.label(), numbers::thousands(a.completed), numbers::thousands(a.requests));
+        format!("{:<7} {}/{} ok", a.pacing.label(), numbers::thousands(a.completed), numbers::thousands(a.requests));
     if a.failed > 0 {
         let _ = write!(s, " ({} failed)", numbers::thousands(a.failed));
     }

@@ -124,7 +124,7 @@ fn climbs_after(points: &[(f64, f64)]) -> Option<usize> {
 
 /// `c=8 · 192 req/s · 6,124 output tok/s · TTFT p50 30.6 ms · p99 59.8 ms`.
 fn headline(a: &LevelSummary) -> String {
-    let mut parts = vec![a.pacing.label()];
+    let mut parts = vec![super::level::name(a)];
     parts.push(format!("{} req/s", a.rates.request_throughput_rps.map_or_else(|| "–".to_string(), numbers::rate)));
     if let Some(g) = a.rates.goodput.and_then(|g| g.rps) {
         parts.push(format!("goodput {} req/s", numbers::rate(g)));

@@ -306,6 +306,15 @@ pub fn objective_mark(c: &SloResult) -> String {
     )
 }
 
+/// A level as a line names it: `c=4`, or `rate 2.5 req/s` (so the offered rate is not read as
+/// the achieved one next to it).
+pub fn name(a: &LevelSummary) -> String {
+    match a.load.rate {
+        Some(_) => format!("rate {}", a.pacing.label()),
+        None => a.pacing.label(),
+    }
+}
+
 /// What a level's verdicts add up to in a word or two: `valid`, `INVALID`, `interrupted`.
 pub fn validity(a: &LevelSummary) -> &'static str {
     if a.interrupted {
@@ -322,8 +331,7 @@ pub fn validity(a: &LevelSummary) -> &'static str {
 /// The line a sweep or a search prints as each level ends:
 /// `c=4  32/32 ok  429 req/s  14,212 tok/s  TTFT p99 7.24 ms  valid`.
 pub fn level_line(a: &LevelSummary) -> String {
-    let mut s =
-        format!("{:<7} {}/{} ok", a.pacing.label(), numbers::thousands(a.completed), numbers::thousands(a.requests));
+    let mut s = format!("{:<7} {}/{} ok", name(a), numbers::thousands(a.completed), numbers::thousands(a.requests));
     if a.failed > 0 {
         let _ = write!(s, " ({} failed)", numbers::thousands(a.failed));
     }

@@ -12,6 +12,30 @@ use crate::request::record::RunInfo;
 use crate::results::aggregate::summary::LevelSummary;
 use crate::results::console::{self, Out, SweepRow};
 
+/// What a level prints as it ends: a level alone its answer box, detail table and warnings; a
+/// level of a sweep or a search (`several`) one line (its detail with `--verbose`), its warnings
+/// grouped with the others' at the end; a shard's part (`part`) one line, the merged run
+/// answering at the end.
+pub(super) fn level_end(args: &RunArgs, info: &RunInfo, summary: &LevelSummary, several: bool, part: bool) {
+    let out = Out::new(&args.console);
+    let alone = !several && !part;
+    let verbose = args.console.verbose;
+    if !args.quiet {
+        if alone {
+            out.print(&console::level::level_answer(summary, info));
+        }
+        if alone || verbose {
+            out.print(&console::level_summary(summary, info));
+        } else {
+            let part = if part { "this shard's part: " } else { "" };
+            out.line(&format!("{part}{}", console::level::level_line(summary)));
+        }
+    }
+    if alone || verbose {
+        console::print_warnings(&summary.warnings);
+    }
+}
+
 pub(super) struct Ending<'a> {
     pub args: &'a RunArgs,
     pub info: &'a RunInfo,

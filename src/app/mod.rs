@@ -202,8 +202,6 @@ struct Session<'a> {
     shard: Shard,
     /// The server's `/metrics`, scraped around every level when the scenario asks.
     scraper: Option<server_metrics::Scraper>,
-    /// Where the human output goes (stderr when stdout holds the JSON summary).
-    out: Out,
 }
 
 /// `anvil-load SCENARIO`: run every load level (a fixed list, or a capacity search) and write
@@ -322,21 +320,8 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     info.model_not_listed = model_not_listed;
     shard.attach(&mut info, &workload);
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
-    let out = Out { json: args.console.format == console::Format::Json };
-    let session = Session {
-        args,
-        scenario: &scenario,
-        target,
-        client,
-        workload,
-        info,
-        records,
-        control,
-        run_id,
-        shard,
-        scraper,
-        out,
-    };
+    let session =
+        Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id, shard, scraper };
 
     let mut written: Vec<PathBuf> = Vec::new();
     let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
@@ -364,7 +349,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     } else {
         let _ = std::fs::remove_file(&records_path);
     }
-    let ending = Ending { args, info: &session.info, out: session.out, search: search.as_ref() };
+    let ending = Ending { args, info: &session.info, out: Out::new(&args.console), search: search.as_ref() };
     ending.print(&artifacts, &written, &end);
     if interrupted {
         return Ok(exit::ABORTED);
@@ -533,27 +518,6 @@ impl Session<'_> {
         Ok(searched)
     }
 
-    /// What a level prints as it ends: a single level its answer box, detail table and warnings;
-    /// a level of a sweep or a search one line (its detail with `--verbose`), its warnings
-    /// grouped with the others' at the end; a shard's part one line, the merged run answering.
-    fn print_level(&self, summary: &LevelSummary, several: bool) {
-        let alone = !several && !self.shard.is_part();
-        if !self.args.quiet {
-            if alone {
-                self.out.print(&console::level::level_answer(summary, &self.info));
-            }
-            if alone || self.args.console.verbose {
-                self.out.print(&console::level_summary(summary, &self.info));
-            } else {
-                let part = if self.shard.is_part() { "this shard's part: " } else { "" };
-                self.out.line(&format!("{part}{}", console::level::level_line(summary)));
-            }
-        }
-        if alone || self.args.console.verbose {
-            console::print_warnings(&summary.warnings);
-        }
-    }
-
     /// Run one level, write its artifact, print its summary.
     async fn level(&self, pacing: LevelPacing, several: bool) -> Result<(LevelSummary, PathBuf), AppError> {
         let s = self.scenario;
@@ -659,7 +623,7 @@ impl Session<'_> {
         let summary = aggregate::finish_level(input, Origin::Run, self.records.path()).map_err(AppError::Aborted)?;
         let artifact = artifact::build(&self.info, &summary, self.records.path());
         let path = write(&self.args.out, &format!("{stem}.json"), &artifact)?;
-        self.print_level(&summary, several);
+        ending::level_end(self.args, &self.info, &summary, several, self.shard.is_part());
         self.shard.hand_over(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;
         Ok((summary, path))
     }

@@ -51,6 +51,10 @@ pub struct Out {
 }
 
 impl Out {
+    pub fn new(args: &ConsoleArgs) -> Out {
+        Out { json: args.format == Format::Json }
+    }
+
     pub fn print(&self, text: &str) {
         if self.json {
             eprint!("{text}");

@@ -222,6 +222,9 @@ pub struct RunArgs {
     pub strict: bool,
     #[command(flatten)]
     pub shard: crate::distributed::shard::ShardArgs,
+    /// `--format text|json` and `--verbose`: how the run's results are printed.
+    #[command(flatten)]
+    pub console: crate::results::console::ConsoleArgs,
 }
 
 impl RunArgs {

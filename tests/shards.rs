@@ -12,7 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anvil_load::mock::{MockServer, Profile};
-use common::{anvil, check_artifact, text};
+use common::{anvil, check_artifact, text, wait_all};
 use serde_json::Value;
 
 const SHARDS: u32 = 4;
@@ -48,28 +48,6 @@ fn command(scenario: &Path, server: &MockServer, out: &Path, shard: Option<(u32,
 
 fn spawn(mut cmd: Command) -> Child {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the binary starts")
-}
-
-/// Wait for every child, bounded in time, without blocking the runtime that hosts the simulator.
-async fn wait_all(children: Vec<Child>, limit: Duration) -> Vec<Output> {
-    let task = tokio::task::spawn_blocking(move || {
-        let deadline = Instant::now() + limit;
-        let mut children = children;
-        loop {
-            if children.iter_mut().all(|c| c.try_wait().ok().flatten().is_some()) {
-                break;
-            }
-            if Instant::now() > deadline {
-                for c in &mut children {
-                    let _ = c.kill();
-                }
-                panic!("the shards did not finish within {limit:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        children.into_iter().map(|c| c.wait_with_output().expect("output")).collect::<Vec<_>>()
-    });
-    task.await.expect("join")
 }
 
 fn describe(outputs: &[Output]) -> String {

@@ -1,5 +1,6 @@
 //! `run()`: the whole program, top to bottom.
 
+mod ending;
 mod meet;
 mod setup;
 pub mod validate;
@@ -27,7 +28,8 @@ use crate::results::aggregate::summary::LevelSummary;
 use crate::results::aggregate::warnings::Warning;
 use crate::results::aggregate::{self, LevelInput, LevelSink, Origin};
 use crate::results::artifact;
-use crate::results::console::{self, Progress, SweepRow};
+use crate::results::console::{self, Out, Progress};
+use ending::Ending;
 use setup::RunTarget;
 
 /// Why the program stopped early.
@@ -153,7 +155,14 @@ fn merge(args: &MergeArgs) -> Result<u8, AppError> {
     }
     let mut notices = Vec::new();
     let merged = rebuild::merge::merge(&args.records, &args.out, args.allow_partial, args.window, &mut notices);
-    print_rebuilt(&notices, merged?);
+    let merged = print_rebuilt(&notices, merged?);
+    // Several levels: the sweep file one process would have written, as a coordinated run's has.
+    if let (true, Some(run)) = (merged.levels.len() > 1, merged.runs.first()) {
+        let levels = merged.levels.iter().map(|l| (&l.summary, l.artifact.as_path()));
+        let path =
+            console::sweep::write_sweep(&args.out, &run.run_id, &run.run_id, levels).map_err(AppError::Aborted)?;
+        println!("written: {}", path.display());
+    }
     // A partial merge got this far only with --allow-partial; its artifacts say so.
     Ok(exit::OK)
 }
@@ -333,29 +342,30 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
     let mut result = session.run_levels(&mut artifacts, &mut written).await;
     let interrupted = session.control.stop_issuing.is_cancelled();
-    if result.is_ok() && !interrupted {
-        result = session.shard.finish().await.map_err(AppError::Aborted);
+    let mut end = shard::RunEnd::Alone;
+    if let (Ok(_), false) = (&result, interrupted) {
+        match session.shard.finish().await {
+            Ok(e) => end = e,
+            Err(e) => result = Err(AppError::Aborted(e)),
+        }
     }
     session.target.shutdown().await;
     drop(session.records);
     if let Err(e) = records_writer.finish() {
         eprintln!("warning: the records file {} is incomplete: {e}", records_path.display());
     }
-    if let Err(e) = result {
+    let search = match result {
+        Ok(search) => search,
         // The records file is kept whatever it was meant to be: it is all that is left.
-        return Err(e.naming_records(&records_path, &args.out));
-    }
+        Err(e) => return Err(e.naming_records(&records_path, &args.out)),
+    };
     if keep_records {
         written.push(records_path);
     } else {
         let _ = std::fs::remove_file(&records_path);
     }
-    for (_, path) in &artifacts {
-        println!("artifact: {}", path.display());
-    }
-    for path in &written {
-        println!("written: {}", path.display());
-    }
+    let ending = Ending { args, info: &session.info, out: Out::new(&args.console), search: search.as_ref() };
+    ending.print(&artifacts, &written, &end);
     if interrupted {
         return Ok(exit::ABORTED);
     }
@@ -480,7 +490,8 @@ impl Session<'_> {
         &self,
         artifacts: &mut Vec<(LevelSummary, PathBuf)>,
         written: &mut Vec<PathBuf>,
-    ) -> Result<(), AppError> {
+    ) -> Result<Option<CapacitySearch>, AppError> {
+        let mut searched = None;
         match self.scenario.load.search {
             None => {
                 let levels = self.scenario.load.pacing.levels();
@@ -504,24 +515,22 @@ impl Session<'_> {
                         break;
                     }
                 }
-                if !self.args.quiet {
-                    print!("{}", console::search_table(&search));
-                }
                 let trace =
                     serde_json::json!({ "schema": "anvil-load.search/v1", "run_id": self.run_id, "search": search });
                 written.push(write(&self.args.out, &format!("{}-search.json", self.run_id), &trace)?);
+                searched = Some(search);
             }
         }
+        // The table and the answer are printed once the run is over (a sharded run's are the
+        // merged ones); the sweep file holds this process's levels.
         if artifacts.len() > 1 {
-            let rows: Vec<SweepRow> = artifacts.iter().map(|(a, p)| SweepRow::from_summary(a, p)).collect();
-            if !self.args.quiet {
-                print!("{}", console::sweep_table(&rows));
-            }
-            let summary = serde_json::json!({ "schema": "anvil-load.sweep/v1", "run_id": self.run_id, "levels": rows });
-            let name = format!("{}-sweep.json", self.shard.stem(&self.run_id));
-            written.push(write(&self.args.out, &name, &summary)?);
+            let stem = self.shard.stem(&self.run_id);
+            let levels = artifacts.iter().map(|(a, p)| (a, p.as_path()));
+            written.push(
+                console::sweep::write_sweep(&self.args.out, &stem, &self.run_id, levels).map_err(AppError::Aborted)?,
+            );
         }
-        Ok(())
+        Ok(searched)
     }
 
     /// Run one level, write its artifact, print its summary.
@@ -629,10 +638,7 @@ impl Session<'_> {
         let summary = aggregate::finish_level(input, Origin::Run, self.records.path()).map_err(AppError::Aborted)?;
         let artifact = artifact::build(&self.info, &summary, self.records.path());
         let path = write(&self.args.out, &format!("{stem}.json"), &artifact)?;
-        if !self.args.quiet {
-            print!("{}", console::level_summary(&summary, &self.info));
-        }
-        console::print_warnings(&summary.warnings);
+        ending::level_end(self.args, &self.info, &summary, several, self.shard.is_part());
         self.shard.hand_over(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;
         Ok((summary, path))
     }

@@ -124,3 +124,24 @@ pub fn check_records(path: &Path) {
         &contract::records_violations(path),
     );
 }
+
+/// Wait for every child process, bounded in time (they are killed past it), without blocking the
+/// runtime that may host the simulator they talk to.
+pub async fn wait_all(children: Vec<std::process::Child>, limit: Duration) -> Vec<Output> {
+    tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + limit;
+        let mut children = children;
+        while !children.iter_mut().all(|c| c.try_wait().ok().flatten().is_some()) {
+            if std::time::Instant::now() > deadline {
+                for c in &mut children {
+                    let _ = c.kill();
+                }
+                panic!("the processes did not finish within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        children.into_iter().map(|c| c.wait_with_output().expect("output")).collect::<Vec<_>>()
+    })
+    .await
+    .expect("join")
+}

@@ -147,7 +147,7 @@ impl Coordinated {
     }
 
     /// The end of the run: every shard finished (and shard 0 merged), or the reason it failed.
-    pub(super) async fn finish(&self) -> Result<(), String> {
+    pub(super) async fn finish(&self) -> Result<super::RunEnd, String> {
         let done = async {
             self.link.send(&Msg::Finished).await?;
             // Every shard finishing is a barrier; the merge after it is bounded by liveness alone.
@@ -167,11 +167,12 @@ impl Coordinated {
             Err(e) => return Err(self.fail(e).await),
         };
         self.link.mark_done();
+        // Shard 0 holds the merged levels themselves; the others, where they are.
         if let Some(coordinator) = self.coordinator.lock().await.take() {
-            coordinator.finish(Duration::from_secs(60)).await?;
+            let merged = coordinator.finish(Duration::from_secs(60)).await?;
+            return Ok(super::RunEnd::Merged(Box::new(merged)));
         }
-        println!("shards: {merged}");
-        Ok(())
+        Ok(super::RunEnd::MergedElsewhere(merged))
     }
 
     /// Tell the coordinator this shard stopped (unless the run already failed), and on shard 0,

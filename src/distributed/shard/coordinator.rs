@@ -130,7 +130,7 @@ async fn bind_host(host: &str, port: u16) -> Result<TcpListener, String> {
 
 /// A running coordinator; `finish` waits for its verdict.
 pub struct Coordinator {
-    task: JoinHandle<Result<String, String>>,
+    task: JoinHandle<Result<merge::Merged, String>>,
     accept: JoinHandle<()>,
 }
 
@@ -146,7 +146,7 @@ impl Coordinator {
     }
 
     /// The run's outcome: what became of the results, or why it failed. Waits at most `limit`.
-    pub async fn finish(self, limit: Duration) -> Result<String, String> {
+    pub async fn finish(self, limit: Duration) -> Result<merge::Merged, String> {
         let verdict = match tokio::time::timeout(limit, self.task).await {
             Ok(Ok(verdict)) => verdict,
             Ok(Err(e)) => Err(format!("the coordinator failed: {e}")),
@@ -217,7 +217,7 @@ impl Central {
     }
 
     /// Tell every shard the run failed, and let the writers deliver it.
-    async fn abort(self, reason: String) -> Result<String, String> {
+    async fn abort(self, reason: String) -> Result<merge::Merged, String> {
         tracing::error!("coordinator: {reason}");
         self.log_ignored();
         self.broadcast(&Msg::Abort { reason: reason.clone() }).await;
@@ -244,7 +244,7 @@ async fn central(
     config: Config,
     mut events: mpsc::UnboundedReceiver<Event>,
     ignored: Arc<Ignored>,
-) -> Result<String, String> {
+) -> Result<merge::Merged, String> {
     let deadline = Instant::now() + config.join_timeout;
     let mut c = Central { config, shards: BTreeMap::new(), hosts: BTreeMap::new(), ignored };
     let count = c.config.count;
@@ -443,7 +443,7 @@ async fn central(
         .await
         .unwrap_or_else(|e| Err(format!("the merge failed: {e}")));
     let merged = match outcome {
-        Ok(outcome) => outcome.describe(),
+        Ok(merged) => merged,
         Err(e) => {
             let dir = c.config.gathered_dir();
             return c
@@ -456,7 +456,7 @@ async fn central(
     };
     tracing::info!("coordinator: {records_lines} records lines gathered");
     c.log_ignored();
-    c.broadcast(&Msg::Done { merged: merged.clone() }).await;
+    c.broadcast(&Msg::Done { merged: merged.describe() }).await;
     drop(c.shards);
     tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(merged)

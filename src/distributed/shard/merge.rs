@@ -3,30 +3,43 @@
 //! `merge(paths, out)` is what the coordinator calls once every shard's records have arrived:
 //! the merge proper (`crate::after_run::rebuild::merge::merge`). When it fails, the message names the
 //! gathered files and the `anvil-load merge` command, so the files are never silently left behind.
+//! A run of several levels also gets its merged sweep file, as one process would have written it.
 
 use std::path::{Path, PathBuf};
 
-/// What became of the gathered records files.
-#[derive(Debug, Clone, PartialEq)]
-pub enum MergeOutcome {
-    /// Merged artifacts written.
-    Written(Vec<PathBuf>),
+use crate::results::aggregate::summary::LevelSummary;
+use crate::results::console::sweep::write_sweep;
+
+/// What became of the gathered records files: the merged artifacts, one per level with its
+/// summary, and for a run of several levels the merged sweep file.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    pub run_id: String,
+    pub levels: Vec<(LevelSummary, PathBuf)>,
+    /// `RUN_ID-sweep.json`, the same shape as a one-process sweep's (several levels only).
+    pub sweep: Option<PathBuf>,
+    /// The merged records file and time series.
+    pub files: Vec<PathBuf>,
 }
 
-impl MergeOutcome {
-    /// One line for the console and for every shard.
+impl Merged {
+    /// One line for the console and for every shard: where the merged results are.
     pub fn describe(&self) -> String {
-        match self {
-            MergeOutcome::Written(paths) => {
-                let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-                format!("merged artifacts: {}", list.join(", "))
-            }
-        }
+        let dir =
+            self.levels.first().and_then(|(_, p)| p.parent()).map(|d| d.display().to_string()).unwrap_or_default();
+        let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let artifacts = match self.levels.as_slice() {
+            [(_, one)] => name(one),
+            levels => format!("{}-*.json ({} levels)", self.run_id, levels.len()),
+        };
+        let sweep = self.sweep.as_deref().map(|p| format!(", sweep {}", name(p))).unwrap_or_default();
+        format!("merged artifacts in {dir}: {artifacts}{sweep}")
     }
 }
 
-/// Merge the records files of one run's shards into artifacts under `out`.
-pub fn merge(paths: &[PathBuf], out: &Path) -> Result<MergeOutcome, String> {
+/// Merge the records files of one run's shards into artifacts under `out`, and for several
+/// levels the sweep file a single process would have written.
+pub fn merge(paths: &[PathBuf], out: &Path) -> Result<Merged, String> {
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
         if meta.len() == 0 {
@@ -40,7 +53,14 @@ pub fn merge(paths: &[PathBuf], out: &Path) -> Result<MergeOutcome, String> {
         eprintln!("{notice}");
     }
     let merged = merged.map_err(|e| e.to_string())?;
-    Ok(MergeOutcome::Written(merged.levels.into_iter().map(|l| l.artifact).collect()))
+    let run_id = merged.runs.first().map(|r| r.run_id.clone()).unwrap_or_default();
+    let levels: Vec<(LevelSummary, PathBuf)> = merged.levels.into_iter().map(|l| (l.summary, l.artifact)).collect();
+    let sweep = if levels.len() > 1 {
+        Some(write_sweep(out, &run_id, &run_id, levels.iter().map(|(a, p)| (a, p.as_path())))?)
+    } else {
+        None
+    };
+    Ok(Merged { run_id, levels, sweep, files: merged.files })
 }
 
 /// The command that merges `paths` into `out` by hand.

@@ -63,6 +63,17 @@ pub fn plan(args: &ShardArgs, scenario: &Scenario) -> Result<ShardPlan, String> 
     args.resolve(scenario, &args::ProcessEnv).map(ShardPlan)
 }
 
+/// How a run ended, for what it prints: its own levels are the answer (a run alone), or the
+/// merged ones are (shard 0 of a coordinated run, which merged them), or they are elsewhere.
+pub enum RunEnd {
+    Alone,
+    /// A shard started at an instant: its part only; `anvil-load merge` makes the whole.
+    Part,
+    Merged(Box<merge::Merged>),
+    /// Another shard merged the run; the line says where the results are.
+    MergedElsewhere(String),
+}
+
 /// When a level starts, and this shard's part of it.
 pub struct LevelStart {
     /// The wall-clock start (this host's clock).
@@ -313,11 +324,17 @@ impl Shard {
     }
 
     /// The end of the run: every shard finished (and shard 0 merged), or the reason it failed.
-    pub async fn finish(&self) -> Result<(), String> {
+    pub async fn finish(&self) -> Result<RunEnd, String> {
         match &self.kind {
             Kind::Coordinated(c) => c.finish().await,
-            Kind::Solo { .. } | Kind::StartAt(_) => Ok(()),
+            Kind::Solo { .. } => Ok(RunEnd::Alone),
+            Kind::StartAt(_) => Ok(RunEnd::Part),
         }
+    }
+
+    /// Whether this process measures only a part of the run (its own levels are not the answer).
+    pub fn is_part(&self) -> bool {
+        self.is_sharded()
     }
 }
 

@@ -323,18 +323,23 @@ pub fn windows_from_samples(
 
 /// One status line per window, for logs and CI.
 pub fn status_line(w: &Window) -> String {
-    let opt = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |x| format!("{x:.1}"));
+    // TTFT p50 and p99 share one unit, TPOT p99 has its own; counts and rates as people read them.
+    let ttft = crate::numbers::TimeUnit::for_column([w.ttft_p50_ms, w.ttft_p99_ms].into_iter().flatten());
+    let number = |unit: crate::numbers::TimeUnit, v: Option<f64>| v.map_or_else(|| "–".to_string(), |x| unit.number(x));
+    let tpot = crate::numbers::TimeUnit::for_column(w.tpot_p99_ms);
     format!(
-        "[{} {:>7.0}s] done {} failed {} · {:.1} req/s {:.0} tok/s · TTFT p50/p99 {}/{} ms · TPOT p99 {} ms · in flight {}{}",
+        "[{} {:>7.0}s] done {} failed {} · {} req/s {} tok/s · TTFT p50/p99 {}/{} {} · TPOT p99 {} {} · in flight {}{}",
         w.level,
         w.end_s,
-        w.total_completed,
-        w.total_failed,
-        w.request_rate,
-        w.throughput_tok_s,
-        opt(w.ttft_p50_ms),
-        opt(w.ttft_p99_ms),
-        opt(w.tpot_p99_ms),
+        crate::numbers::thousands(w.total_completed),
+        crate::numbers::thousands(w.total_failed),
+        crate::numbers::rate(w.request_rate),
+        crate::numbers::rate(w.throughput_tok_s),
+        number(ttft, w.ttft_p50_ms),
+        number(ttft, w.ttft_p99_ms),
+        ttft.suffix(),
+        number(tpot, w.tpot_p99_ms),
+        tpot.suffix(),
         w.in_flight,
         if w.errors.is_empty() {
             String::new()

@@ -6,16 +6,15 @@ pub use crate::after_run::gather::level_label;
 use crate::after_run::gather::{LevelFile, Run};
 use crate::contract::{Metric, Stat, Total, metric_key};
 use crate::results::aggregate::stats::quantile_ci;
+use crate::results::aggregate::warning_groups::grouped;
 use crate::results::artifact::ArtifactFile;
 
-/// A number with four significant digits (no exponent at the magnitudes of latencies and rates).
+use super::doc::WarningLine;
+
+/// A number as people read it: three significant digits, thousands separators, integers
+/// without a point, never a raw float (see [`crate::numbers::significant`]).
 pub fn num(v: f64) -> String {
-    if !v.is_finite() {
-        return "–".to_string();
-    }
-    let magnitude = if v == 0.0 { 0 } else { v.abs().log10().floor() as i32 };
-    let decimals = (3 - magnitude).clamp(0, 4) as usize;
-    format!("{v:.decimals$}")
+    crate::numbers::significant(v, 3)
 }
 
 pub fn opt(v: Option<f64>) -> String {
@@ -133,7 +132,7 @@ pub fn invalid_reasons(run: &Run) -> Vec<String> {
             out.push(format!("{at}no request completed"));
         } else if eligible(a) == 0 {
             out.push(format!(
-                "{at}no request is in the distributions ({}): no figure describes the server",
+                "{at}no request is in the distributions ({}): no figure describes the target",
                 left_out(a)
             ));
         }
@@ -141,20 +140,29 @@ pub fn invalid_reasons(run: &Run) -> Vec<String> {
     out
 }
 
-/// Every methodology warning, with its level when the run has several.
-pub fn warnings(run: &Run) -> Vec<(String, String)> {
-    let several = run.levels.len() > 1;
-    let mut out: Vec<(String, String)> = Vec::new();
-    for l in &run.levels {
-        for w in &l.artifact.warnings {
-            let message =
-                if several { format!("{}: {}", level_label(&l.artifact), w.message) } else { w.message.clone() };
-            if !out.iter().any(|(c, m)| c == &w.code && m == &message) {
-                out.push((w.code.clone(), message));
-            }
-        }
-    }
-    out
+/// The methodology warnings, one line per kind with the levels it applies to (`every level`
+/// when all of them), most important first, each text once (see
+/// [`crate::results::aggregate::warning_groups`]).
+pub fn warnings(run: &Run) -> Vec<WarningLine> {
+    let labels: Vec<String> = run.levels.iter().map(|l| level_label(&l.artifact)).collect();
+    let raised = run.levels.iter().zip(&labels).flat_map(|(l, label)| {
+        l.artifact.warnings.iter().map(move |w| (label.as_str(), w.code.as_str(), w.message.as_str()))
+    });
+    grouped(raised, run.levels.len())
+        .into_iter()
+        .map(|g| {
+            let applies = if run.levels.len() < 2 {
+                String::new()
+            } else if g.every_level {
+                "every level".to_string()
+            } else {
+                g.levels.join(", ")
+            };
+            // Several levels: the first level's figures stand for all, so say whose they are.
+            let message = if g.levels.len() > 1 { format!("{} (at {})", g.message, g.levels[0]) } else { g.message };
+            WarningLine { code: g.code, applies, message }
+        })
+        .collect()
 }
 
 /// One distribution of the headline table.
@@ -297,10 +305,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_keep_four_significant_digits() {
-        assert_eq!(num(812.345), "812.3");
-        assert_eq!(num(12_345.6), "12346");
+    fn numbers_keep_three_significant_digits_and_integers_whole() {
+        assert_eq!(num(812.345), "812");
+        assert_eq!(num(12_345.6), "12,346");
         assert_eq!(num(0.045_21), "0.0452");
+        assert_eq!(num(32.0), "32");
         assert_eq!(num(f64::NAN), "–");
         assert_eq!(pct(Some(4.04)), "+4.0 %");
     }

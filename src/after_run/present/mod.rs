@@ -5,6 +5,7 @@
 //! own metrics — written as one self-contained HTML file (`html`, plots from `svg`) or as
 //! GitHub-flavoured Markdown (`markdown`, the same content without plots).
 
+mod answer;
 pub mod doc;
 pub mod escape;
 pub mod facts;
@@ -100,7 +101,8 @@ pub fn document(g: &Gathered) -> Doc {
     for (i, r) in g.runs.iter().enumerate() {
         let p = if several { format!("r{i}-") } else { String::new() };
         let title = if several { run::run_title(r) } else { "Overview".to_string() };
-        sections.push(run::overview(r, &format!("{p}overview"), &title));
+        let name = if several { title.clone() } else { String::new() };
+        sections.push(run::overview(r, &format!("{p}overview"), &title, &name));
         sections.extend(sweep::section(r, &format!("{p}sweep")));
         sections.push(run::level_details(r, &format!("{p}levels")));
         sections.extend(run::distributions(r, &format!("{p}distributions")));

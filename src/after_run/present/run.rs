@@ -2,11 +2,13 @@
 //! latency distributions, TTFT per request over time, and per level the canaries, failures,
 //! steady state and the server's own metrics.
 
+use super::answer;
 use super::doc::{Block, Cell, Figure, LegendEntry, Section, Swatch, Table, Tone};
-use super::facts::{self, ci, level_label, num, opt};
+use super::facts::{self, level_label, num, opt};
 use super::svg::{self, Chart, Mark, PALETTE, Series};
 use crate::after_run::gather::{LevelFile, Run, RunKind};
 use crate::contract::{Metric, Total};
+use crate::numbers;
 use crate::results::artifact::ArtifactFile;
 
 /// Points a scatter plot draws at most (failures always drawn).
@@ -19,25 +21,20 @@ pub const PERCENTILE_METHOD: &str = "Percentiles are nearest-rank over every eli
      [x(l), x(u)] that covers the true percentile with at least 95 % probability (binomial); \"–\" where the sample is \
      too small for one (a p99 needs a few hundred requests).";
 
-pub fn overview(run: &Run, id: &str, title: &str) -> Section {
+pub fn overview(run: &Run, id: &str, title: &str, name: &str) -> Section {
     let mut s = Section::new(id, title);
+    // The answer first, before the verdict, the warnings and everything else.
+    s.push(Block::Answer(answer::answer(run, name)));
     let reasons = facts::invalid_reasons(run);
-    let verdict = if facts::valid(run) {
-        match run.levels.len() {
-            1 => "Valid: the planned load was delivered and the numbers describe the server.".to_string(),
-            n => format!("Valid: the planned load was delivered at all {n} levels."),
-        }
-    } else {
-        "Not valid: the numbers do not describe the server under the planned load (see why below).".to_string()
-    };
-    s.push(Block::Verdict { ok: reasons.is_empty(), text: verdict });
-    if !reasons.is_empty() {
+    let target = if run.levels[0].artifact.simulated() { "the simulator" } else { "the server" };
+    if !facts::valid(run) || !reasons.is_empty() {
+        let text = format!("Not valid: the numbers do not describe {target} under the planned load (see why below).");
+        s.push(Block::Verdict { ok: false, text });
         s.push(Block::List(reasons));
     }
-    let mut status = Vec::new();
+    let mut status: Vec<(String, String)> = Vec::new();
     for l in &run.levels {
         let a = &l.artifact;
-        let at = if run.levels.len() > 1 { format!("{}: ", level_label(a)) } else { String::new() };
         let eligible = if a.performance_eligible {
             "every request succeeded and is in the distributions".to_string()
         } else {
@@ -64,17 +61,37 @@ pub fn overview(run: &Run, id: &str, title: &str) -> Section {
             }
             _ => String::new(),
         };
-        status.push(format!("{at}{eligible}{slo}"));
+        status.push((level_label(a), format!("{eligible}{slo}")));
     }
-    s.push(Block::List(status));
+    s.push(Block::List(status_lines(status)));
     let warnings = facts::warnings(run);
     if !warnings.is_empty() {
-        s.push(Block::Heading(format!("Methodology warnings ({})", warnings.len())));
-        s.push(Block::Warnings(warnings));
+        let kinds = if warnings.len() == 1 { "1 kind".to_string() } else { format!("{} kinds", warnings.len()) };
+        s.push(Block::Heading(format!("Methodology warnings ({kinds})")));
+        s.push(Block::WarningGroups(warnings));
     }
     s.push(Block::Heading("Provenance".into()));
     s.push(Block::Facts(facts::provenance(run)));
     s
+}
+
+/// Per level `label: status`, levels saying the same thing on one line (`every level: …` when
+/// all do), in the order first seen.
+fn status_lines(status: Vec<(String, String)>) -> Vec<String> {
+    if status.len() == 1 {
+        return status.into_iter().map(|(_, t)| t).collect();
+    }
+    let mut groups: Vec<(Vec<String>, String)> = Vec::new();
+    for (label, text) in &status {
+        match groups.iter_mut().find(|(_, t)| t == text) {
+            Some((labels, _)) => labels.push(label.clone()),
+            None => groups.push((vec![label.clone()], text.clone())),
+        }
+    }
+    if groups.len() == 1 {
+        return vec![format!("every level: {}", groups[0].1)];
+    }
+    groups.into_iter().map(|(labels, text)| format!("{}: {text}", labels.join(", "))).collect()
 }
 
 /// The headline table of one level, the method note, and its rates.
@@ -97,32 +114,58 @@ pub fn headline(a: &ArtifactFile) -> Vec<Block> {
         if r.samples == 0 {
             continue;
         }
-        t.row(vec![
-            Cell::from(r.label),
-            Cell::from(r.samples.to_string()),
-            Cell::from(opt(r.mean)),
-            Cell::from(opt(r.p50)),
-            Cell::from(ci(r.p50_ci)),
-            Cell::from(opt(r.p90)),
-            Cell::from(opt(r.p99)),
-            Cell::from(ci(r.p99_ci)),
-            Cell::from(opt(r.max)),
-        ]);
+        t.row(headline_row(&r));
     }
     let mut rates = vec![
         ("requests".to_string(), format!("{} attempted, {} completed, {} failed", a.requests, a.completed, a.failed)),
-        ("output throughput".to_string(), format!("{} tok/s", opt(a.value(Total::ThroughputTokS)))),
-        ("request throughput".to_string(), format!("{} req/s", opt(a.value(Total::RequestThroughputRps)))),
-        ("wall clock".to_string(), format!("{} s", num(a.wall_clock_ms / 1000.0))),
+        ("output throughput".to_string(), format!("{} tok/s", opt_rate(a.value(Total::ThroughputTokS)))),
+        ("request throughput".to_string(), format!("{} req/s", opt_rate(a.value(Total::RequestThroughputRps)))),
+        ("wall clock".to_string(), numbers::duration_ms(a.wall_clock_ms)),
     ];
     if let Some(g) = a.value(Total::GoodputRps) {
-        rates.push(("goodput (requests meeting every objective)".into(), format!("{} req/s", num(g))));
+        rates.push(("goodput (requests meeting every objective)".into(), format!("{} req/s", numbers::rate(g))));
     }
     if let (Some(rate), Some(achieved)) = (a.rate, a.achieved_rate) {
-        rates.push(("arrival rate".into(), format!("planned {} req/s, achieved {} req/s", num(rate), num(achieved))));
+        rates.push((
+            "arrival rate".into(),
+            format!("planned {} req/s, achieved {} req/s", numbers::rate(rate), numbers::rate(achieved)),
+        ));
     }
     rates.push(("peak in flight".into(), a.peak_in_flight.to_string()));
     vec![Block::Table(t), Block::Note(PERCENTILE_METHOD.into()), Block::Facts(rates)]
+}
+
+fn opt_rate(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), numbers::rate)
+}
+
+/// One distribution's row: a latency in one unit for the whole row, chosen from its largest
+/// value and named in the label (`TTFT (s)`); token counts as counts.
+fn headline_row(r: &facts::HeadlineRow) -> Vec<Cell> {
+    let ms = r.label.ends_with("(ms)");
+    let (label, show): (String, Box<dyn Fn(f64) -> String>) = if ms {
+        let values = [r.mean, r.p50, r.p90, r.p99, r.max].into_iter().flatten();
+        let ci = [r.p50_ci, r.p99_ci].into_iter().flatten().flat_map(|(lo, hi)| [lo, hi]);
+        let unit = numbers::TimeUnit::for_column(values.chain(ci));
+        let label = format!("{}({})", r.label.trim_end_matches("(ms)"), unit.suffix());
+        (label, Box::new(move |v| unit.number(v)))
+    } else {
+        (r.label.to_string(), Box::new(numbers::count))
+    };
+    let opt = |v: Option<f64>| v.map_or_else(|| "–".to_string(), &show);
+    let ci =
+        |c: Option<(f64, f64)>| c.map_or_else(|| "–".to_string(), |(lo, hi)| format!("{} – {}", show(lo), show(hi)));
+    vec![
+        Cell::from(label),
+        Cell::from(numbers::thousands(r.samples)),
+        Cell::from(opt(r.mean)),
+        Cell::from(opt(r.p50)),
+        Cell::from(ci(r.p50_ci)),
+        Cell::from(opt(r.p90)),
+        Cell::from(opt(r.p99)),
+        Cell::from(ci(r.p99_ci)),
+        Cell::from(opt(r.max)),
+    ]
 }
 
 /// CDFs of TTFT, TPOT and end-to-end latency (one line per level), then TTFT per request over

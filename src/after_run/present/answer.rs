@@ -13,14 +13,13 @@ use crate::plan::scenario::Bound;
 use crate::results::aggregate::slo::SloResult;
 use crate::results::artifact::ArtifactFile;
 
-/// The answer of one run; `run` names it when the page holds several.
-pub fn answer(run: &Run, name: &str) -> Answer {
+/// The answer of one run.
+pub fn answer(run: &Run) -> Answer {
     let valid = facts::valid(run);
     let mut a = match run.kind {
         RunKind::Single => single(&run.levels[0].artifact),
         RunKind::Sweep | RunKind::Search => levels(run),
     };
-    a.run = name.to_string();
     a.ok = a.ok && valid;
     a.facts.push(("valid".into(), validity(run, valid)));
     let first = &run.levels[0].artifact;

@@ -58,8 +58,6 @@ pub enum Block {
 /// it, and each objective met (✓) or missed (✗), as k6 marks its thresholds.
 #[derive(Debug, Clone, Default)]
 pub struct Answer {
-    /// Whose answer (a run's label when the page holds several); empty for a lone run.
-    pub run: String,
     /// What the number is (`capacity`, `throughput`).
     pub label: String,
     /// The number itself (`c=20`, `443 req/s`).

@@ -158,8 +158,13 @@ pub fn warnings(run: &Run) -> Vec<WarningLine> {
             } else {
                 g.levels.join(", ")
             };
-            // Several levels: the first level's figures stand for all, so say whose they are.
-            let message = if g.levels.len() > 1 { format!("{} (at {})", g.message, g.levels[0]) } else { g.message };
+            // Where the levels' texts differ (their figures), the first stands for all: say whose.
+            let differ = run
+                .levels
+                .iter()
+                .flat_map(|l| &l.artifact.warnings)
+                .any(|w| w.code == g.code && w.message != g.message);
+            let message = if differ { format!("{} (figures of {})", g.message, g.levels[0]) } else { g.message };
             WarningLine { code: g.code, applies, message }
         })
         .collect()

@@ -55,7 +55,6 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 .sw.cross::before { transform: rotate(45deg); } .sw.cross::after { transform: rotate(-45deg); }
 .answer { border: 2px solid var(--good); border-radius: 10px; padding: 14px 18px 10px; margin: 14px 0 18px; background: #f3faf6; }
 .answer.bad { border-color: var(--bad); background: #fdf3f4; }
-.answer .run { color: var(--muted); font-size: 13px; margin: 0 0 2px; }
 .answer .main { margin: 0; font-size: 17px; }
 .answer .main .label { color: var(--muted); margin-right: 8px; }
 .answer .main .value { font-size: 30px; font-weight: 700; letter-spacing: -0.01em; }
@@ -68,6 +67,7 @@ ul.objectives { list-style: none; padding: 0; margin: 4px 0 6px; display: flex; 
 ul.objectives li.met { color: var(--good); } ul.objectives li.missed { color: var(--bad); font-weight: 600; }
 ul.warnings .applies { color: var(--muted); margin-right: 8px; font-size: 13.5px; }
 ul.warnings details { display: inline; } ul.warnings summary { display: inline; cursor: pointer; }
+ul.warnings summary::after { content: " … more"; color: var(--muted); font-size: 13px; } ul.warnings details[open] summary::after { content: ""; }
 footer { margin-top: 36px; padding-top: 10px; border-top: 1px solid var(--line); color: var(--muted); font-size: 13px; }
 @media print { .figures { grid-template-columns: 1fr 1fr; } figure { break-inside: avoid; } }
 "#;
@@ -193,9 +193,6 @@ fn split_long(text: &str) -> (&str, Option<&str>) {
 
 fn answer(out: &mut String, a: &Answer) {
     let _ = writeln!(out, "<div class=\"answer{}\">", if a.ok { "" } else { " bad" });
-    if !a.run.is_empty() {
-        let _ = writeln!(out, "<p class=\"run\">{}</p>", escape(&a.run));
-    }
     let _ = writeln!(
         out,
         "<p class=\"main\"><span class=\"label\">{}</span><span class=\"value\">{}</span></p>",

@@ -45,9 +45,6 @@ fn block(out: &mut String, b: &Block) {
             out.push('\n');
         }
         Block::Answer(a) => {
-            if !a.run.is_empty() {
-                let _ = writeln!(out, "{}\n", inline(&a.run));
-            }
             let detail = if a.detail.is_empty() { String::new() } else { format!(" — {}", inline(&a.detail)) };
             let mark = if a.ok { "✅" } else { "❌" };
             let _ = writeln!(out, "> {mark} **{}: {}**{detail}\n", inline(&a.label), inline(&a.value));

@@ -21,10 +21,10 @@ pub const PERCENTILE_METHOD: &str = "Percentiles are nearest-rank over every eli
      [x(l), x(u)] that covers the true percentile with at least 95 % probability (binomial); \"–\" where the sample is \
      too small for one (a p99 needs a few hundred requests).";
 
-pub fn overview(run: &Run, id: &str, title: &str, name: &str) -> Section {
+pub fn overview(run: &Run, id: &str, title: &str) -> Section {
     let mut s = Section::new(id, title);
     // The answer first, before the verdict, the warnings and everything else.
-    s.push(Block::Answer(answer::answer(run, name)));
+    s.push(Block::Answer(answer::answer(run)));
     let reasons = facts::invalid_reasons(run);
     let target = if run.levels[0].artifact.simulated() { "the simulator" } else { "the server" };
     if !facts::valid(run) || !reasons.is_empty() {
@@ -175,17 +175,16 @@ pub fn distributions(run: &Run, id: &str) -> Option<Section> {
     for (metric, name, slug) in
         [(Metric::Ttft, "TTFT", "ttft"), (Metric::Tpot, "TPOT", "tpot"), (Metric::E2e, "End-to-end latency", "e2e")]
     {
-        let mut chart = Chart::new(format!("{name} (ms)"), "requests at or below (%)");
+        // One unit for the axis, from the slowest request of any level.
+        let unit = numbers::TimeUnit::for_column(run.levels.iter().flat_map(|l| l.artifact.values(metric)));
+        let mut chart = Chart::new(format!("{name} ({})", unit.suffix()), "requests at or below (%)");
         chart.y_range = Some((0.0, 100.0));
         let mut legend = Vec::new();
         let mut requests = 0;
         for (i, l) in run.levels.iter().enumerate() {
-            let mut values = l.artifact.values(metric);
-            values.sort_by(f64::total_cmp);
-            requests += values.len();
             let color = PALETTE[i % PALETTE.len()];
-            let mut series =
-                Series::new(level_label(&l.artifact), color, Mark::Line, svg::cdf_points(&values, CDF_POINTS));
+            let mut series = cdf_series(&l.artifact, metric, unit, level_label(&l.artifact), color);
+            requests += l.artifact.values(metric).len();
             // A second round of colours is told apart by its dashes.
             if i >= PALETTE.len() {
                 series = series.dashed();
@@ -226,6 +225,19 @@ pub fn distributions(run: &Run, id: &str) -> Option<Section> {
         s.push(Block::Figures(timelines));
     }
     Some(s)
+}
+
+/// The CDF of one level's `metric`, in `unit`, as a line.
+pub fn cdf_series(
+    a: &ArtifactFile,
+    metric: Metric,
+    unit: numbers::TimeUnit,
+    label: String,
+    color: &'static str,
+) -> Series {
+    let mut values: Vec<f64> = a.values(metric).into_iter().map(|v| unit.from_ms(v)).collect();
+    values.sort_by(f64::total_cmp);
+    Series::new(label, color, Mark::Line, svg::cdf_points(&values, CDF_POINTS))
 }
 
 /// TTFT of every request against when it was sent, failures marked by kind.

@@ -349,9 +349,9 @@ pub fn checks(a: &ArtifactFile) -> Vec<Block> {
             (
                 "steady state".into(),
                 format!(
-                    "{} s to {} s ({:.0} % of the level; {})",
-                    num(st.start_ms / 1000.0),
-                    num(st.end_ms / 1000.0),
+                    "{} to {} ({:.0} % of the level; {})",
+                    numbers::duration_ms(st.start_ms),
+                    numbers::duration_ms(st.end_ms),
                     st.share_of_level * 100.0,
                     st.basis.replace('_', " ")
                 ),

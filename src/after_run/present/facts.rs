@@ -6,7 +6,7 @@ pub use crate::after_run::gather::level_label;
 use crate::after_run::gather::{LevelFile, Run};
 use crate::contract::{Metric, Stat, Total, metric_key};
 use crate::results::aggregate::stats::quantile_ci;
-use crate::results::aggregate::warning_groups::grouped;
+use crate::results::aggregate::warning_groups::{grouped, importance};
 use crate::results::artifact::ArtifactFile;
 
 use super::doc::WarningLine;
@@ -144,11 +144,19 @@ pub fn invalid_reasons(run: &Run) -> Vec<String> {
 /// when all of them), most important first, each text once (see
 /// [`crate::results::aggregate::warning_groups`]).
 pub fn warnings(run: &Run) -> Vec<WarningLine> {
-    let labels: Vec<String> = run.levels.iter().map(|l| level_label(&l.artifact)).collect();
-    let raised = run.levels.iter().zip(&labels).flat_map(|(l, label)| {
-        l.artifact.warnings.iter().map(move |w| (label.as_str(), w.code.as_str(), w.message.as_str()))
-    });
-    grouped(raised, run.levels.len())
+    // A level can raise one kind twice with different texts (two reasons a load was invalid):
+    // the second of a kind is its own line, so grouping across levels never drops one.
+    let mut raised: Vec<(String, String, &str, &str)> = Vec::new();
+    for l in &run.levels {
+        let label = level_label(&l.artifact);
+        for (i, w) in l.artifact.warnings.iter().enumerate() {
+            let nth = l.artifact.warnings[..i].iter().filter(|x| x.code == w.code).count();
+            let key = if nth == 0 { w.code.clone() } else { format!("{}\u{0}{nth}", w.code) };
+            raised.push((label.clone(), key, w.code.as_str(), w.message.as_str()));
+        }
+    }
+    let triples = raised.iter().map(|(label, key, _, message)| (label.as_str(), key.as_str(), *message));
+    let mut lines = grouped(triples, run.levels.len())
         .into_iter()
         .map(|g| {
             let applies = if run.levels.len() < 2 {
@@ -159,15 +167,15 @@ pub fn warnings(run: &Run) -> Vec<WarningLine> {
                 g.levels.join(", ")
             };
             // Where the levels' texts differ (their figures), the first stands for all: say whose.
-            let differ = run
-                .levels
-                .iter()
-                .flat_map(|l| &l.artifact.warnings)
-                .any(|w| w.code == g.code && w.message != g.message);
+            let differ = raised.iter().any(|(_, key, _, message)| *key == g.code && *message != g.message);
             let message = if differ { format!("{} (figures of {})", g.message, g.levels[0]) } else { g.message };
-            WarningLine { code: g.code, applies, message }
+            let code = g.code.split('\u{0}').next().unwrap_or_default().to_string();
+            WarningLine { code, applies, message }
         })
-        .collect()
+        .collect::<Vec<_>>();
+    // The second of a kind was ordered under its key: order it by its kind again (stable).
+    lines.sort_by_key(|w| importance(&w.code));
+    lines
 }
 
 /// One distribution of the headline table.
@@ -317,6 +325,23 @@ mod tests {
         assert_eq!(num(32.0), "32");
         assert_eq!(num(f64::NAN), "–");
         assert_eq!(pct(Some(4.04)), "+4.0 %");
+    }
+
+    #[test]
+    fn two_warnings_of_one_kind_at_one_level_both_stay() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize/open");
+        let mut g = crate::after_run::gather::gather(&[dir]).unwrap();
+        let a = &mut g.runs[0].levels[0].artifact;
+        let mut w = a.warnings.first().cloned().expect("the fixture warns");
+        a.warnings.clear();
+        for text in ["client saturated", "arrivals queued"] {
+            w.code = "invalid_load".into();
+            w.message = text.into();
+            a.warnings.push(w.clone());
+        }
+        let lines = warnings(&g.runs[0]);
+        let texts: Vec<(&str, &str)> = lines.iter().map(|l| (l.code.as_str(), l.message.as_str())).collect();
+        assert_eq!(texts, [("invalid_load", "client saturated"), ("invalid_load", "arrivals queued")]);
     }
 
     #[test]

@@ -200,22 +200,23 @@ fn objectives(a: &ArtifactFile) -> Vec<(bool, String)> {
     slo.criteria.iter().map(|c| (c.passed, objective_text(c))).collect()
 }
 
+/// An objective's observed value and limit in one unit, the observed value's, so the limit reads
+/// beside it: `(346 ms, 2,000 ms)`, `(0.02, 0.01)`.
+pub fn observed_and_limit(c: &SloResult) -> (String, String) {
+    let observed = c.observed.unwrap_or(f64::NAN);
+    if c.key.ends_with("_ms") {
+        let unit = TimeUnit::for_column([if observed.is_finite() { observed } else { c.threshold }]);
+        (unit.show(observed), unit.show(c.threshold))
+    } else {
+        (crate::numbers::significant(observed, 3), crate::numbers::significant(c.threshold, 3))
+    }
+}
+
 fn objective_text(c: &SloResult) -> String {
     let sign = match c.bound {
         Bound::AtMost => "≤",
         Bound::AtLeast => "≥",
     };
-    let observed = c.observed.unwrap_or(f64::NAN);
-    if c.key.ends_with("_ms") {
-        // The observed value's unit for both, so the limit reads beside it (`346 ms ≤ 2,000 ms`).
-        let unit = TimeUnit::for_column([if observed.is_finite() { observed } else { c.threshold }]);
-        format!("{}: {} {sign} {}", c.key, unit.show(observed), unit.show(c.threshold))
-    } else {
-        format!(
-            "{}: {} {sign} {}",
-            c.key,
-            crate::numbers::significant(observed, 3),
-            crate::numbers::significant(c.threshold, 3)
-        )
-    }
+    let (observed, limit) = observed_and_limit(c);
+    format!("{}: {observed} {sign} {limit}", c.key)
 }

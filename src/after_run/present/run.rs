@@ -4,7 +4,7 @@
 
 use super::answer;
 use super::doc::{Block, Cell, Figure, LegendEntry, Section, Swatch, Table, Tone};
-use super::facts::{self, level_label, num, opt};
+use super::facts::{self, level_label, num};
 use super::svg::{self, Chart, Mark, PALETTE, Series};
 use crate::after_run::gather::{LevelFile, Run, RunKind};
 use crate::contract::{Metric, Total};
@@ -51,7 +51,10 @@ pub fn overview(run: &Run, id: &str, title: &str) -> Section {
                     .criteria
                     .iter()
                     .filter(|c| !c.passed)
-                    .map(|c| format!("{} (observed {}, limit {})", c.key, opt(c.observed), num(c.threshold)))
+                    .map(|c| {
+                        let (observed, limit) = answer::observed_and_limit(c);
+                        format!("{} (observed {observed}, limit {limit})", c.key)
+                    })
                     .collect();
                 if missed.is_empty() {
                     "; every objective met".to_string()

@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 
 use super::answer;
-use super::doc::{Block, Cell, Figure, LegendEntry, Section, Swatch, Table, Tone};
-use super::run::cdf_series;
+use super::doc::{Block, Cell, Figure, Section, Table, Tone};
+use super::run::{add_line, cdf_series};
 use super::svg::{Chart, PALETTE};
 use crate::after_run::gather::{Gathered, LevelFile, Run, level_label};
 use crate::contract::{Metric, Stat, Total};
@@ -171,15 +171,7 @@ fn cdfs(g: &Gathered, names: &[String]) -> Vec<Figure> {
                 if !single && r > 0 {
                     series = series.dashed();
                 }
-                if series.points.is_empty() {
-                    continue;
-                }
-                legend.push(LegendEntry {
-                    label: series.label.clone(),
-                    color,
-                    shape: if series.dashed { Swatch::Dashed } else { Swatch::Solid },
-                });
-                chart.series.push(series);
+                add_line(&mut chart, &mut legend, series);
             }
         }
         let Some(svg) = chart.render() else { continue };

@@ -192,14 +192,7 @@ pub fn distributions(run: &Run, id: &str) -> Option<Section> {
             if i >= PALETTE.len() {
                 series = series.dashed();
             }
-            if !series.points.is_empty() {
-                legend.push(LegendEntry {
-                    label: series.label.clone(),
-                    color,
-                    shape: if series.dashed { Swatch::Dashed } else { Swatch::Solid },
-                });
-                chart.series.push(series);
-            }
+            add_line(&mut chart, &mut legend, series);
         }
         let Some(svg) = chart.render() else { continue };
         figures.push(Figure {
@@ -228,6 +221,16 @@ pub fn distributions(run: &Run, id: &str) -> Option<Section> {
         s.push(Block::Figures(timelines));
     }
     Some(s)
+}
+
+/// A line on the chart with its legend entry (solid or dashed, as drawn); nothing when empty.
+pub fn add_line(chart: &mut Chart, legend: &mut Vec<LegendEntry>, series: Series) {
+    if series.points.is_empty() {
+        return;
+    }
+    let shape = if series.dashed { Swatch::Dashed } else { Swatch::Solid };
+    legend.push(LegendEntry { label: series.label.clone(), color: series.color, shape });
+    chart.series.push(series);
 }
 
 /// The CDF of one level's `metric`, in `unit`, as a line.

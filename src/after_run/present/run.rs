@@ -249,11 +249,15 @@ pub fn cdf_series(
 /// TTFT of every request against when it was sent, failures marked by kind.
 pub fn timeline(level: &LevelFile, id: &str) -> Option<Figure> {
     let a = &level.artifact;
+    // One unit for the TTFT axis, from the slowest first token drawn.
+    let unit = numbers::TimeUnit::for_column(
+        a.request_timings.iter().filter_map(|r| r.ttft_ms).chain(a.failures.iter().filter_map(|f| f.ttft_ms)),
+    );
     let mut eligible: Vec<(f64, f64)> = Vec::new();
     let mut excluded: Vec<(f64, f64)> = Vec::new();
     for r in &a.request_timings {
         if let Some(t) = r.ttft_ms {
-            let p = (r.start_offset_ms / 1000.0, t);
+            let p = (r.start_offset_ms / 1000.0, unit.from_ms(t));
             if r.performance_eligible { eligible.push(p) } else { excluded.push(p) }
         }
     }
@@ -267,7 +271,7 @@ pub fn timeline(level: &LevelFile, id: &str) -> Option<Figure> {
         eligible = keep(eligible);
         excluded = keep(excluded);
     }
-    let mut chart = Chart::new("sent at (s from the level start)", "TTFT (ms)");
+    let mut chart = Chart::new("sent at (s from the level start)", format!("TTFT ({})", unit.suffix()));
     chart.x_from_zero = true;
     let mut legend = Vec::new();
     if !eligible.is_empty() {
@@ -291,7 +295,7 @@ pub fn timeline(level: &LevelFile, id: &str) -> Option<Figure> {
             .failures
             .iter()
             .filter(|f| &f.error_kind.to_string() == kind)
-            .map(|f| (f.start_offset_ms / 1000.0, f.ttft_ms.unwrap_or(0.0)))
+            .map(|f| (f.start_offset_ms / 1000.0, unit.from_ms(f.ttft_ms.unwrap_or(0.0))))
             .collect();
         legend.push(LegendEntry { label: format!("failed: {kind} ({})", points.len()), color, shape: Swatch::Cross });
         chart.series.push(Series::new(kind.clone(), color, Mark::Crosses, points));

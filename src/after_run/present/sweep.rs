@@ -100,24 +100,29 @@ fn curve(
     capacity: Option<usize>,
     id: &str,
 ) -> Option<Figure> {
-    let mut chart = Chart::new(x_name, format!("{name} (ms)"));
+    type YOf = fn(&SweepPoint) -> Option<f64>;
+    let (p50, p99): (YOf, YOf) = match metric {
+        Metric::Ttft => (|p| p.ttft_p50, |p| p.ttft_p99),
+        _ => (|p| p.tpot_p50, |p| p.tpot_p99),
+    };
+    let limits = [Stat::P50, Stat::P99].map(|stat| facts::objective(first, metric, stat));
+    // One unit for the axis, from its largest value (a level's p99 or an objective).
+    let unit = TimeUnit::for_column(points.iter().filter_map(p99).chain(limits.iter().flatten().copied()));
+    let mut chart = Chart::new(x_name, format!("{name} ({})", unit.suffix()));
     chart.x_from_zero = true;
     let mut legend = Vec::new();
-    for (stat, color, label) in [(Stat::P50, PALETTE[0], "p50"), (Stat::P99, PALETTE[1], "p99")] {
-        let y_of = |p: &SweepPoint| match (metric, stat) {
-            (Metric::Ttft, Stat::P50) => p.ttft_p50,
-            (Metric::Ttft, _) => p.ttft_p99,
-            (_, Stat::P50) => p.tpot_p50,
-            _ => p.tpot_p99,
-        };
-        let xy: Vec<(f64, f64)> = points.iter().filter_map(|p| Some((x_of(p)?, y_of(p)?))).collect();
+    let lines = [(Stat::P50, p50, PALETTE[0], "p50", limits[0]), (Stat::P99, p99, PALETTE[1], "p99", limits[1])];
+    for (stat, y_of, color, label, limit) in lines {
+        let xy: Vec<(f64, f64)> = points.iter().filter_map(|p| Some((x_of(p)?, unit.from_ms(y_of(p)?)))).collect();
         legend.push(LegendEntry { label: format!("{name} {label}"), color, shape: Swatch::Solid });
         chart.series.push(Series::new(format!("{name} {label}"), color, Mark::LineDots, xy));
-        if let Some(limit) = facts::objective(first, metric, stat) {
+        if let Some(limit) = limit {
             let key = metric_key(metric, stat);
-            chart
-                .h_rules
-                .push(Rule { label: format!("objective {key} ≤ {}", num(limit)), value: limit, color: LIMIT });
+            chart.h_rules.push(Rule {
+                label: format!("objective {key} ≤ {}", unit.show(limit)),
+                value: unit.from_ms(limit),
+                color: LIMIT,
+            });
             legend.push(LegendEntry { label: format!("objective {key}"), color: LIMIT, shape: Swatch::Dashed });
         }
     }

@@ -136,7 +136,9 @@ fn deltas(base: &Run, new: &Run) -> (Table, usize) {
                     } else {
                         Tone::Bad
                     };
-                    Cell::toned(format!("{pct:+.1} %"), tone)
+                    // Under a twentieth of a percent is no change, not `-0.0 %`.
+                    let text = if pct.abs() < 0.05 { "0.0 %".to_string() } else { format!("{pct:+.1} %") };
+                    Cell::toned(text, tone)
                 }
                 _ => Cell::from("–"),
             });

@@ -57,7 +57,9 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
     /// Artifacts, sweep summaries (*-sweep.json), search traces (*-search.json), time series
-    /// (*.timeseries.ndjson) or directories holding them.
+    /// (*.timeseries.ndjson) or directories holding them (subdirectories searched, 4 deep).
+    /// Two or more runs (report BASE NEW …) are overlaid: the first path's run is BASE, and the
+    /// others are compared with it level by level.
     #[arg(required = true, num_args = 1..)]
     pub paths: Vec<PathBuf>,
     /// Where the report goes (default: report.html or report.md in the first directory given,

@@ -1,8 +1,9 @@
-//! Reports as a person sees them: the reports of the demo, a sweep, a capacity search and a
-//! soak (small, bounded runs against the embedded simulator) are opened in a real headless
-//! Chromium (Debian's `chromium` package; `.ci/run` installs it), which prints the DOM it built,
-//! logs every network request it made and takes a screenshot under
-//! `target/report-screenshots/`. Each page must have every plot's SVG with data points, make no
+//! Reports as a person sees them: the reports of the demo, a sweep, a capacity search, a soak
+//! and two runs of the sweep overlaid (small, bounded runs against the embedded simulator) are
+//! opened in a real headless Chromium (Debian's `chromium` package; `.ci/run` installs it), which
+//! prints the DOM it built, logs every network request it made and takes screenshots under
+//! `target/report-screenshots/`: the whole page and the first 1400×900 screen, where the search's
+//! capacity must be (measured by the page's own geometry). Each page must have every plot's SVG with data points, make no
 //! network request at all, and log no console message (a refused load, a parse error).
 //!
 //! A missing Chromium fails the test with the command that installs it: a browser test that
@@ -105,6 +106,47 @@ fn open(page: &Path, png: &Path, scratch: &Path) -> Seen {
     seen
 }
 
+/// The first screen a person sees: a 1400×900 screenshot of the page at `png`.
+fn first_screen(page: &Path, png: &Path, scratch: &Path) {
+    std::fs::remove_file(png).ok();
+    chromium(
+        page,
+        &[format!("--window-size={FIRST_SCREEN_W},{FIRST_SCREEN_H}"), format!("--screenshot={}", png.display())],
+        scratch,
+    );
+    let size = std::fs::metadata(png).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 20_000, "no real screenshot of {} at {} ({size} bytes)", page.display(), png.display());
+}
+
+const FIRST_SCREEN_W: u32 = 1400;
+const FIRST_SCREEN_H: u32 = 900;
+
+/// Where the answer's number sits on the page in a 1400×900 window, by the page's own geometry:
+/// a copy of the page (the report itself carries no script, and its Content-Security-Policy
+/// would refuse one) gets a script that writes the number's bounding box into the DOM, which
+/// Chromium then prints. Returns (bottom edge in px from the top, the number's text).
+fn answer_position(page: &Path, scratch: &Path) -> (f64, String) {
+    let html = std::fs::read_to_string(page).unwrap();
+    let csp = html.find("<meta http-equiv=\"Content-Security-Policy\"").expect("the page has its CSP");
+    let end = csp + html[csp..].find('>').unwrap() + 1;
+    let probe = format!(
+        "{}{}",
+        &html[..csp],
+        html[end..].replace(
+            "</body>",
+            "<script>const v = document.querySelector('.answer .value'); const r = v.getBoundingClientRect(); \
+             document.body.setAttribute('data-answer', r.bottom + '|' + v.textContent);</script></body>"
+        )
+    );
+    let copy = scratch.join("first-screen-probe.html");
+    std::fs::write(&copy, probe).unwrap();
+    let (dom, _) =
+        chromium(&copy, &["--dump-dom".into(), format!("--window-size={FIRST_SCREEN_W},{FIRST_SCREEN_H}")], scratch);
+    let at = dom.find("data-answer=\"").expect("the probe ran and found the answer's number");
+    let (bottom, value) = dom[at + 13..].split('"').next().unwrap().split_once('|').unwrap();
+    (bottom.parse().unwrap(), value.to_string())
+}
+
 /// URL requests the page started: Chromium's net log marks the browser's own (update checks,
 /// time sync) with the initiator "not an origin"; a page's carry its origin (`null` for file://).
 fn page_requests(netlog: &Path) -> Vec<String> {
@@ -196,8 +238,8 @@ async fn measure(dir: &Path, name: &str, args: Vec<String>) -> PathBuf {
     out
 }
 
-fn report(results: &Path, html: &Path) {
-    let out = anvil().arg("report").arg(results).arg("--out").arg(html).output().unwrap();
+fn report(results: &[&PathBuf], html: &Path) {
+    let out = anvil().arg("report").args(results).arg("--out").arg(html).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains(&format!("report: {}", html.display())), "{}", text(&out.stdout));
 }
@@ -226,6 +268,7 @@ async fn reports_render_in_a_real_browser_with_every_plot_and_no_network() {
     // other's numbers.
     let demo = vec![scenario("capacity-v4.toml").display().to_string(), "--simulator".into(), "fast".into()];
     let demo = measure(dir.path(), "demo", demo).await;
+    let sweep_again = measure(dir.path(), "sweep-again", vec![sweep.clone()]).await;
     let sweep = measure(dir.path(), "sweep", vec![sweep]).await;
     let search = measure(dir.path(), "search", vec![search]).await;
     let soak = measure(dir.path(), "soak", vec![soak]).await;
@@ -235,9 +278,17 @@ async fn reports_render_in_a_real_browser_with_every_plot_and_no_network() {
         .join("report-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let mut seen = Vec::new();
-    for (name, results) in [("demo", &demo), ("sweep", &sweep), ("search", &search), ("soak", &soak)] {
+    let runs = [
+        ("demo", vec![&demo]),
+        ("sweep", vec![&sweep]),
+        ("search", vec![&search]),
+        ("soak", vec![&soak]),
+        ("two-runs", vec![&sweep, &sweep_again]),
+    ];
+    for (name, results) in runs {
         let html = shots.join(format!("{name}.html"));
-        report(results, &html);
+        report(&results, &html);
+        first_screen(&html, &shots.join(format!("{name}-first-screen.png")), dir.path());
         let page = std::fs::read_to_string(&html).unwrap();
         assert!(!page.contains("http://") && !page.contains("https://"), "{name}: a URL in the page");
         let s = open(&html, &shots.join(format!("{name}.png")), dir.path());
@@ -263,11 +314,15 @@ async fn reports_render_in_a_real_browser_with_every_plot_and_no_network() {
     ] {
         assert!(has(ids, id), "sweep: no {id} in {ids:?}");
     }
-    assert!(sweep.dom.contains("Knee at c="), "sweep: no knee");
+    assert!(sweep.dom.contains("Knee at c=") || sweep.dom.contains("No knee: "), "sweep: no knee verdict");
     assert!(sweep.dom.contains("objective ttft_p99_ms"), "sweep: no objective line");
     let (_, search, ids) = &seen[2];
     assert!(has(ids, "plot-sweep-probes"), "search: no probes plot in {ids:?}");
     assert!(search.dom.contains("Capacity: c="), "search: no capacity point");
+    // The search's first screen holds its capacity: the answer's number within 900 px of the top.
+    let (bottom, value) = answer_position(&shots.join("search.html"), dir.path());
+    assert!(value.starts_with("c="), "search: the answer is not a capacity: {value}");
+    assert!(bottom > 0.0 && bottom <= f64::from(FIRST_SCREEN_H), "search: the capacity ends {bottom} px down");
     assert!(
         search.dom.contains("class=\"rule-label\"") && search.dom.contains("capacity c="),
         "search: capacity not drawn"
@@ -280,6 +335,11 @@ async fn reports_render_in_a_real_browser_with_every_plot_and_no_network() {
     assert!(soak.dom.contains("<th>drift</th>"), "soak: no drift table");
     assert!(soak.dom.contains("own metrics (vllm"), "soak: the server's metrics are not shown");
     assert!(soak.dom.contains("<th>counter</th>"), "soak: no server counters");
+    let (_, two, ids) = &seen[4];
+    for slug in ["ttft", "tpot", "e2e"] {
+        assert!(has(ids, &format!("plot-runs-{slug}-cdf")), "two runs: no {slug} overlay in {ids:?}");
+    }
+    assert!(two.dom.contains("<h2>Runs side by side</h2>") && two.dom.contains("against sweep (BASE)"), "two runs");
 }
 
 /// The checks above can fail: a page that loads an image from the network is caught by the net

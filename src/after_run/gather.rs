@@ -1,7 +1,7 @@
 //! The result files `report` and `compare` take, read back typed and grouped into runs: level
 //! artifacts, sweep summaries (`<run_id>-sweep.json`), capacity-search traces
 //! (`<run_id>-search.json`), soak time series (`<level>.timeseries.ndjson`, picked up beside
-//! their artifact), or directories holding any of them.
+//! their artifact), or directories holding any of them (searched down to a few levels of subdirectories).
 //!
 //! A run is a single level, a sweep (several levels of one configuration) or a capacity search
 //! (its probes). Artifacts a summary or trace names are found where it says or, when the
@@ -37,6 +37,9 @@ pub struct Run {
     pub kind: RunKind,
     pub levels: Vec<LevelFile>,
     pub search: Option<SearchTrace>,
+    /// Which of the paths given it was found under (their index): runs are ordered by it, so
+    /// `report BASE NEW` keeps BASE first whatever ran first.
+    pub source: usize,
 }
 
 /// One level's artifact, where it was read from, and its snapshot windows (empty without a
@@ -206,9 +209,10 @@ pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
         if levels.is_empty() {
             continue;
         }
-        out.runs.push(Run { run_id, kind, levels, search });
+        let source = source_of(paths, &levels[0].path);
+        out.runs.push(Run { run_id, kind, levels, search, source });
     }
-    out.runs.sort_by_key(|r| r.levels.first().map_or(0, |l| l.artifact.started_at_unix_ns));
+    out.runs.sort_by_key(|r| (r.source, r.levels.first().map_or(0, |l| l.artifact.started_at_unix_ns)));
     if out.runs.is_empty() {
         let named: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         return Err(format!(
@@ -219,7 +223,13 @@ pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
     Ok(out)
 }
 
-/// Directories become their result files (sorted; hidden files and subdirectories left out).
+/// How deep `report DIR` looks below each directory it is given: results sit in `DIR/` or a
+/// few levels down (`results/<gpu>/<engine>/<run>/`); deeper is more likely a home directory.
+pub const MAX_DEPTH: usize = 4;
+
+/// Directories become their result files, found in them and in their subdirectories down to
+/// [`MAX_DEPTH`], in a fixed order (sorted by path). Hidden entries are left out, and symbolic
+/// links to directories are not followed, so a link loop cannot make the walk endless.
 fn expand(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, String> {
     let mut out = Vec::new();
     for path in paths {
@@ -236,18 +246,52 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, String> {
                 crate::sys::kind_in_words(&meta.file_type())
             ));
         }
-        let entries = std::fs::read_dir(path).map_err(|e| format!("{}: cannot list it ({e})", path.display()))?;
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                !name.starts_with('.') && p.is_file() && name.ends_with(".json")
-            })
-            .collect();
+        let mut files = Vec::new();
+        walk(path, 0, &mut files)?;
         files.sort();
         out.extend(files.into_iter().map(|p| (p, false)));
     }
     Ok(out)
+}
+
+/// The `.json` files of `dir` and of its subdirectories down to [`MAX_DEPTH`]. The directory
+/// given must be listable; a subdirectory that is not is passed over (it may be another user's).
+fn walk(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if depth == 0 => return Err(format!("{}: cannot list it ({e})", dir.display())),
+        Err(_) => return Ok(()),
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        // The entry's own type: a symbolic link is a link here, never the directory it names.
+        let Ok(kind) = entry.file_type() else { continue };
+        let path = entry.path();
+        if kind.is_dir() {
+            if depth < MAX_DEPTH {
+                walk(&path, depth + 1, files)?;
+            }
+        } else if name.ends_with(".json") && path.is_file() {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The index of the first path given that holds `level` (a directory above it, or a file beside
+/// it: a summary's levels sit next to the summary); past the end when none does.
+fn source_of(paths: &[PathBuf], level: &Path) -> usize {
+    paths
+        .iter()
+        .position(|p| {
+            let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            let dir = if p.is_file() { p.parent().map(Path::to_path_buf).unwrap_or_default() } else { p };
+            level.starts_with(dir)
+        })
+        .unwrap_or(paths.len())
 }
 
 fn load_artifact(artifacts: &mut BTreeMap<PathBuf, ArtifactFile>, path: &Path) -> Result<PathBuf, String> {
@@ -284,7 +328,8 @@ fn resolve_all<'a>(
 /// How a level is named for people: `c=8` (closed loop) or `50 req/s` (open loop).
 pub fn level_label(a: &ArtifactFile) -> String {
     match a.rate {
-        Some(rate) => format!("{rate} req/s"),
+        // A planned rate is shown as people write it (`5.11 req/s`), never as a raw float.
+        Some(rate) => format!("{} req/s", crate::numbers::significant(rate, 3)),
         None => format!("c={}", a.concurrency),
     }
 }

@@ -42,12 +42,45 @@ pub enum Block {
     },
     /// Methodology warnings: code and message.
     Warnings(Vec<(String, String)>),
+    /// The answer a reader came for, before anything else.
+    Answer(Answer),
+    /// Warnings grouped by kind: one line each, with the levels it applies to.
+    WarningGroups(Vec<WarningLine>),
     List(Vec<String>),
     /// Label–value pairs.
     Facts(Vec<(String, String)>),
     Table(Table),
     /// Plots side by side.
     Figures(Vec<Figure>),
+}
+
+/// The box a report opens with: the headline number, the level to run at, the figures beside
+/// it, and each objective met (✓) or missed (✗), as k6 marks its thresholds.
+#[derive(Debug, Clone, Default)]
+pub struct Answer {
+    /// What the number is (`capacity`, `throughput`).
+    pub label: String,
+    /// The number itself (`c=20`, `443 req/s`).
+    pub value: String,
+    /// One line under it (`the highest concurrency that met every objective`).
+    pub detail: String,
+    /// Label–value pairs: rates, latencies, goodput, validity.
+    pub facts: Vec<(String, String)>,
+    /// Objectives: met, and `ttft_p99_ms 812 ms ≤ 2,000 ms`.
+    pub objectives: Vec<(bool, String)>,
+    /// Whether the numbers stand (valid, nothing lost); drawn red otherwise.
+    pub ok: bool,
+    /// Sentences after the figures: what the target was, how the knee relates to the capacity.
+    pub notes: Vec<String>,
+}
+
+/// One kind of warning: its code, where it applies (`every level`, `c=1, c=2`, or empty for a
+/// single level), and its full text once.
+#[derive(Debug, Clone, Default)]
+pub struct WarningLine {
+    pub code: String,
+    pub applies: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -6,16 +6,15 @@ pub use crate::after_run::gather::level_label;
 use crate::after_run::gather::{LevelFile, Run};
 use crate::contract::{Metric, Stat, Total, metric_key};
 use crate::results::aggregate::stats::quantile_ci;
+use crate::results::aggregate::warning_groups::{grouped, importance};
 use crate::results::artifact::ArtifactFile;
 
-/// A number with four significant digits (no exponent at the magnitudes of latencies and rates).
+use super::doc::WarningLine;
+
+/// A number as people read it: three significant digits, thousands separators, integers
+/// without a point, never a raw float (see [`crate::numbers::significant`]).
 pub fn num(v: f64) -> String {
-    if !v.is_finite() {
-        return "–".to_string();
-    }
-    let magnitude = if v == 0.0 { 0 } else { v.abs().log10().floor() as i32 };
-    let decimals = (3 - magnitude).clamp(0, 4) as usize;
-    format!("{v:.decimals$}")
+    crate::numbers::significant(v, 3)
 }
 
 pub fn opt(v: Option<f64>) -> String {
@@ -133,7 +132,7 @@ pub fn invalid_reasons(run: &Run) -> Vec<String> {
             out.push(format!("{at}no request completed"));
         } else if eligible(a) == 0 {
             out.push(format!(
-                "{at}no request is in the distributions ({}): no figure describes the server",
+                "{at}no request is in the distributions ({}): no figure describes the target",
                 left_out(a)
             ));
         }
@@ -141,20 +140,42 @@ pub fn invalid_reasons(run: &Run) -> Vec<String> {
     out
 }
 
-/// Every methodology warning, with its level when the run has several.
-pub fn warnings(run: &Run) -> Vec<(String, String)> {
-    let several = run.levels.len() > 1;
-    let mut out: Vec<(String, String)> = Vec::new();
+/// The methodology warnings, one line per kind with the levels it applies to (`every level`
+/// when all of them), most important first, each text once (see
+/// [`crate::results::aggregate::warning_groups`]).
+pub fn warnings(run: &Run) -> Vec<WarningLine> {
+    // A level can raise one kind twice with different texts (two reasons a load was invalid):
+    // the second of a kind is its own line, so grouping across levels never drops one.
+    let mut raised: Vec<(String, String, &str, &str)> = Vec::new();
     for l in &run.levels {
-        for w in &l.artifact.warnings {
-            let message =
-                if several { format!("{}: {}", level_label(&l.artifact), w.message) } else { w.message.clone() };
-            if !out.iter().any(|(c, m)| c == &w.code && m == &message) {
-                out.push((w.code.clone(), message));
-            }
+        let label = level_label(&l.artifact);
+        for (i, w) in l.artifact.warnings.iter().enumerate() {
+            let nth = l.artifact.warnings[..i].iter().filter(|x| x.code == w.code).count();
+            let key = if nth == 0 { w.code.clone() } else { format!("{}\u{0}{nth}", w.code) };
+            raised.push((label.clone(), key, w.code.as_str(), w.message.as_str()));
         }
     }
-    out
+    let triples = raised.iter().map(|(label, key, _, message)| (label.as_str(), key.as_str(), *message));
+    let mut lines = grouped(triples, run.levels.len())
+        .into_iter()
+        .map(|g| {
+            let applies = if run.levels.len() < 2 {
+                String::new()
+            } else if g.every_level {
+                "every level".to_string()
+            } else {
+                g.levels.join(", ")
+            };
+            // Where the levels' texts differ (their figures), the first stands for all: say whose.
+            let differ = raised.iter().any(|(_, key, _, message)| *key == g.code && *message != g.message);
+            let message = if differ { format!("{} (figures of {})", g.message, g.levels[0]) } else { g.message };
+            let code = g.code.split('\u{0}').next().unwrap_or_default().to_string();
+            WarningLine { code, applies, message }
+        })
+        .collect::<Vec<_>>();
+    // The second of a kind was ordered under its key: order it by its kind again (stable).
+    lines.sort_by_key(|w| importance(&w.code));
+    lines
 }
 
 /// One distribution of the headline table.
@@ -297,12 +318,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_keep_four_significant_digits() {
-        assert_eq!(num(812.345), "812.3");
-        assert_eq!(num(12_345.6), "12346");
+    fn numbers_keep_three_significant_digits_and_integers_whole() {
+        assert_eq!(num(812.345), "812");
+        assert_eq!(num(12_345.6), "12,346");
         assert_eq!(num(0.045_21), "0.0452");
+        assert_eq!(num(32.0), "32");
         assert_eq!(num(f64::NAN), "–");
         assert_eq!(pct(Some(4.04)), "+4.0 %");
+    }
+
+    #[test]
+    fn two_warnings_of_one_kind_at_one_level_both_stay() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize/open");
+        let mut g = crate::after_run::gather::gather(&[dir]).unwrap();
+        let a = &mut g.runs[0].levels[0].artifact;
+        let mut w = a.warnings.first().cloned().expect("the fixture warns");
+        a.warnings.clear();
+        for text in ["client saturated", "arrivals queued"] {
+            w.code = "invalid_load".into();
+            w.message = text.into();
+            a.warnings.push(w.clone());
+        }
+        let lines = warnings(&g.runs[0]);
+        let texts: Vec<(&str, &str)> = lines.iter().map(|l| (l.code.as_str(), l.message.as_str())).collect();
+        assert_eq!(texts, [("invalid_load", "client saturated"), ("invalid_load", "arrivals queued")]);
     }
 
     #[test]

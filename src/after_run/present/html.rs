@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::doc::{Block, Cell, Doc, Figure, Swatch, Table, Tone};
+use super::doc::{Answer, Block, Cell, Doc, Figure, Swatch, Table, Tone};
 
 pub use super::escape::html as escape;
 
@@ -53,6 +53,21 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 .sw.cross { width: 12px; height: 12px; border: none; position: relative; }
 .sw.cross::before, .sw.cross::after { content: ""; position: absolute; left: 5px; top: -1px; width: 2.5px; height: 14px; background: currentColor; }
 .sw.cross::before { transform: rotate(45deg); } .sw.cross::after { transform: rotate(-45deg); }
+.answer { border: 2px solid var(--good); border-radius: 10px; padding: 14px 18px 10px; margin: 14px 0 18px; background: #f3faf6; }
+.answer.bad { border-color: var(--bad); background: #fdf3f4; }
+.answer .main { margin: 0; font-size: 17px; }
+.answer .main .label { color: var(--muted); margin-right: 8px; }
+.answer .main .value { font-size: 30px; font-weight: 700; letter-spacing: -0.01em; }
+.answer .detail { margin: 2px 0 8px; }
+dl.figs { display: grid; grid-template-columns: repeat(auto-fill, minmax(168px, 1fr)); gap: 6px 18px; margin: 6px 0 8px; }
+dl.figs div { border-left: 3px solid var(--line); padding-left: 8px; }
+dl.figs dt { color: var(--muted); font-size: 13px; }
+dl.figs dd { margin: 0; font-weight: 600; font-variant-numeric: tabular-nums; }
+ul.objectives { list-style: none; padding: 0; margin: 4px 0 6px; display: flex; flex-wrap: wrap; gap: 4px 22px; }
+ul.objectives li.met { color: var(--good); } ul.objectives li.missed { color: var(--bad); font-weight: 600; }
+ul.warnings .applies { color: var(--muted); margin-right: 8px; font-size: 13.5px; }
+ul.warnings details { display: inline; } ul.warnings summary { display: inline; cursor: pointer; }
+ul.warnings summary::after { content: " … more"; color: var(--muted); font-size: 13px; } ul.warnings details[open] summary::after { content: ""; }
 footer { margin-top: 36px; padding-top: 10px; border-top: 1px solid var(--line); color: var(--muted); font-size: 13px; }
 @media print { .figures { grid-template-columns: 1fr 1fr; } figure { break-inside: avoid; } }
 "#;
@@ -116,6 +131,25 @@ fn block(out: &mut String, b: &Block) {
             }
             out.push_str("</ul>\n");
         }
+        Block::Answer(a) => answer(out, a),
+        Block::WarningGroups(lines) => {
+            out.push_str("<ul class=\"warnings grouped\">\n");
+            for w in lines {
+                let _ = write!(out, "<li><code>{}</code>", escape(&w.code));
+                if !w.applies.is_empty() {
+                    let _ = write!(out, "<span class=\"applies\">{}</span>", escape(&w.applies));
+                }
+                match split_long(&w.message) {
+                    // A long text folds after its first clause; the rest opens on a click.
+                    (head, Some(rest)) => {
+                        let _ = write!(out, "<details><summary>{}</summary> {}</details>", escape(head), escape(rest));
+                    }
+                    (whole, None) => out.push_str(&escape(whole)),
+                }
+                out.push_str("</li>\n");
+            }
+            out.push_str("</ul>\n");
+        }
         Block::List(items) => {
             out.push_str("<ul>\n");
             for i in items {
@@ -139,6 +173,54 @@ fn block(out: &mut String, b: &Block) {
             out.push_str("</div>\n");
         }
     }
+}
+
+/// A warning longer than a line, cut after its first clause (a `:` or `;` past 40 characters, or
+/// the last word before 140): the head, and the rest when there is one.
+fn split_long(text: &str) -> (&str, Option<&str>) {
+    const SHORT: usize = 140;
+    if text.chars().count() <= SHORT {
+        return (text, None);
+    }
+    let limit = text.char_indices().nth(SHORT).map_or(text.len(), |(i, _)| i);
+    let clause =
+        text[..limit].char_indices().filter(|&(i, c)| i >= 40 && (c == ':' || c == ';')).map(|(i, _)| i + 1).next();
+    let cut = clause.or_else(|| text[..limit].rfind(' ')).unwrap_or(limit);
+    let (head, rest) = text.split_at(cut);
+    let rest = rest.trim_start();
+    if rest.is_empty() { (text, None) } else { (head, Some(rest)) }
+}
+
+fn answer(out: &mut String, a: &Answer) {
+    let _ = writeln!(out, "<div class=\"answer{}\">", if a.ok { "" } else { " bad" });
+    let _ = writeln!(
+        out,
+        "<p class=\"main\"><span class=\"label\">{}</span><span class=\"value\">{}</span></p>",
+        escape(&a.label),
+        escape(&a.value)
+    );
+    if !a.detail.is_empty() {
+        let _ = writeln!(out, "<p class=\"detail\">{}</p>", escape(&a.detail));
+    }
+    if !a.facts.is_empty() {
+        out.push_str("<dl class=\"figs\">");
+        for (k, v) in &a.facts {
+            let _ = write!(out, "<div><dt>{}</dt><dd>{}</dd></div>", escape(k), escape(v));
+        }
+        out.push_str("</dl>\n");
+    }
+    if !a.objectives.is_empty() {
+        out.push_str("<ul class=\"objectives\">");
+        for (met, text) in &a.objectives {
+            let (class, mark) = if *met { ("met", "✓") } else { ("missed", "✗") };
+            let _ = write!(out, "<li class=\"{class}\">{mark} {}</li>", escape(text));
+        }
+        out.push_str("</ul>\n");
+    }
+    for n in &a.notes {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(n));
+    }
+    out.push_str("</div>\n");
 }
 
 fn table(out: &mut String, t: &Table) {

@@ -5,9 +5,17 @@
 //! both axes to 0–1 over the sweep; the knee is the level farthest below the straight line from
 //! the first level's point to the last one's, i.e. the one with the largest
 //! `x_scaled − y_scaled` gap over the chord. Before it, throughput grows faster than latency;
-//! after it, latency grows faster than throughput. There is no knee with fewer than three
-//! levels, when no point lies below the chord (latency never grew faster than throughput), or
-//! when throughput or latency did not change across the sweep.
+//! after it, latency grows faster than throughput.
+//!
+//! Kneedle finds the most bent point of any curve, so a candidate is kept only when the data
+//! past it bear the name out: from the knee to the last level, latency grew by a larger factor
+//! than throughput, and by at least [`MIN_LATENCY_GROWTH`]. A linear sweep (throughput doubling,
+//! latency flat but for noise) thus has no knee. There is none either with fewer than three
+//! levels, when no point lies below the chord, or when throughput or latency did not change.
+
+/// How much median latency must grow past a knee for it to be one (10 %): less is noise on a
+/// flat curve.
+pub const MIN_LATENCY_GROWTH: f64 = 1.10;
 
 /// The index of the knee among `points` (`(throughput, latency)` in load order).
 pub fn knee(points: &[(f64, f64)]) -> Option<usize> {
@@ -36,7 +44,18 @@ pub fn knee(points: &[(f64, f64)]) -> Option<usize> {
         .take(scaled.len() - 2)
         .map(|(i, &p)| (i, below(p)))
         .fold((0, 0.0), |acc, (i, g)| if g > acc.1 { (i, g) } else { acc });
-    (gap > 0.0).then_some(best)
+    if gap <= 0.0 {
+        return None;
+    }
+    // Past the knee, latency must outgrow throughput (both as factors of their value there).
+    let (knee_x, knee_y) = points[best];
+    let (last_x, last_y) = points[points.len() - 1];
+    if knee_x <= 0.0 || knee_y <= 0.0 {
+        return None;
+    }
+    let latency_growth = last_y / knee_y;
+    let throughput_growth = last_x / knee_x;
+    (latency_growth >= MIN_LATENCY_GROWTH && latency_growth > throughput_growth).then_some(best)
 }
 
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -52,6 +71,16 @@ mod tests {
         // Throughput doubles up to the fourth level, then barely moves while latency climbs.
         let points = [(100.0, 10.0), (200.0, 10.5), (390.0, 11.0), (700.0, 13.0), (720.0, 25.0), (730.0, 50.0)];
         assert_eq!(knee(&points), Some(3));
+    }
+
+    #[test]
+    fn a_linear_sweep_has_no_knee() {
+        // Throughput doubles at every level while latency stays flat but for noise: Kneedle alone
+        // would call the noisiest point a knee.
+        let points = [(3261.0, 8.51), (6384.0, 8.3), (11821.0, 8.85), (23500.0, 9.0)];
+        assert_eq!(knee(&points), None);
+        // Latency growing, but no faster than throughput past the candidate.
+        assert_eq!(knee(&[(100.0, 10.0), (300.0, 10.2), (400.0, 11.0), (600.0, 16.0)]), None);
     }
 
     #[test]

@@ -44,6 +44,39 @@ fn block(out: &mut String, b: &Block) {
             }
             out.push('\n');
         }
+        Block::Answer(a) => {
+            let detail = if a.detail.is_empty() { String::new() } else { format!(" — {}", inline(&a.detail)) };
+            let mark = if a.ok { "✅" } else { "❌" };
+            let _ = writeln!(out, "> {mark} **{}: {}**{detail}\n", inline(&a.label), inline(&a.value));
+            if !a.facts.is_empty() {
+                // One row of figures across, as the page lays them out.
+                let head: Vec<String> = a.facts.iter().map(|(k, _)| inline(k)).collect();
+                let values: Vec<String> = a.facts.iter().map(|(_, v)| inline(v)).collect();
+                let _ = writeln!(
+                    out,
+                    "| {} |\n|{}|\n| {} |\n",
+                    head.join(" | "),
+                    vec!["---:"; head.len()].join("|"),
+                    values.join(" | ")
+                );
+            }
+            for (met, text) in &a.objectives {
+                let _ = writeln!(out, "- {} {}", if *met { "✓" } else { "✗" }, inline(text));
+            }
+            if !a.objectives.is_empty() {
+                out.push('\n');
+            }
+            for n in &a.notes {
+                let _ = writeln!(out, "{}\n", inline(n));
+            }
+        }
+        Block::WarningGroups(lines) => {
+            for w in lines {
+                let applies = if w.applies.is_empty() { String::new() } else { format!(" ({})", inline(&w.applies)) };
+                let _ = writeln!(out, "- ⚠️ `{}`{applies} {}", markdown_code(&w.code), inline(&w.message));
+            }
+            out.push('\n');
+        }
         Block::List(items) => {
             for i in items {
                 let _ = writeln!(out, "- {}", inline(i));

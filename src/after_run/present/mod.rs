@@ -1,16 +1,21 @@
 //! `anvil-load report`: results people look at. The runs the paths hold (see `gather`) become
-//! one document — per run its verdict and warnings, provenance, headline tables with CI95,
-//! latency distributions, TTFT per request over time, the sweep curves with the knee and a
-//! search's capacity point, a soak's windows and drift, canaries, steady state and the server's
-//! own metrics — written as one self-contained HTML file (`html`, plots from `svg`) or as
+//! one document. Each run opens with its answer (`answer`: the capacity and the level to run at,
+//! or a level's headline, with every objective met or missed), then its warnings grouped by kind,
+//! provenance, headline tables with CI95, latency distributions, TTFT per request over time, the
+//! sweep curves with the knee and a search's capacity point, a soak's windows and drift,
+//! canaries, steady state and the server's own metrics. Several runs open with what each answers,
+//! the differences against the first and their distributions on one axis (`overlay`). The
+//! document is written as one self-contained HTML file (`html`, plots from `svg`) or as
 //! GitHub-flavoured Markdown (`markdown`, the same content without plots).
 
+mod answer;
 pub mod doc;
 pub mod escape;
 pub mod facts;
 pub mod html;
 pub mod knee;
 mod markdown;
+mod overlay;
 mod run;
 mod soak;
 pub mod svg;
@@ -45,7 +50,8 @@ impl Format {
 /// place, a regular file replaced atomically). Errors name the file and the fix.
 pub fn report(paths: &[PathBuf], out: Option<&Path>, format: Format) -> Result<(Written, Vec<String>), String> {
     let gathered = gather(paths)?;
-    let doc = document(&gathered);
+    let names = overlay::names(&gathered, paths);
+    let doc = document_named(&gathered, &names);
     let text = match format {
         Format::Html => html::render(&doc),
         Format::Md => markdown::render(&doc),
@@ -78,12 +84,23 @@ fn write(path: &Path, bytes: &[u8]) -> std::io::Result<Written> {
     output::write_whole(path, |w| w.write_all(bytes))
 }
 
-/// The document of everything gathered.
+/// The document of everything gathered, runs named by their run ids.
 pub fn document(g: &Gathered) -> Doc {
+    let names: Vec<String> = g.runs.iter().map(|r| r.run_id.clone()).collect();
+    document_named(g, &names)
+}
+
+/// The document, each run under its name (see [`overlay::names`]). One run opens with its
+/// answer; several open with what each answers, the differences against the first, and their
+/// distributions on one axis, and then come each run's own sections.
+fn document_named(g: &Gathered, names: &[String]) -> Doc {
     let several = g.runs.len() > 1;
     let first = &g.runs[0].levels[0].artifact;
     let (title, subtitle) = if several {
-        (format!("anvil-load report: {} runs", g.runs.len()), format!("{} levels in all", g.levels().count()))
+        (
+            format!("anvil-load report: {} runs", g.runs.len()),
+            format!("{} levels in all · BASE {} against {}", g.levels().count(), names[0], names[1..].join(", ")),
+        )
     } else {
         let run = &g.runs[0];
         let kind = match run.kind {
@@ -97,9 +114,12 @@ pub fn document(g: &Gathered) -> Doc {
         )
     };
     let mut sections = Vec::new();
-    for (i, r) in g.runs.iter().enumerate() {
+    if several {
+        sections.extend(overlay::sections(g, names));
+    }
+    for (i, (r, name)) in g.runs.iter().zip(names).enumerate() {
         let p = if several { format!("r{i}-") } else { String::new() };
-        let title = if several { run::run_title(r) } else { "Overview".to_string() };
+        let title = if several { format!("{name}: {}", run::run_title(r)) } else { "Overview".to_string() };
         sections.push(run::overview(r, &format!("{p}overview"), &title));
         sections.extend(sweep::section(r, &format!("{p}sweep")));
         sections.push(run::level_details(r, &format!("{p}levels")));

@@ -2,11 +2,13 @@
 //! latency distributions, TTFT per request over time, and per level the canaries, failures,
 //! steady state and the server's own metrics.
 
+use super::answer;
 use super::doc::{Block, Cell, Figure, LegendEntry, Section, Swatch, Table, Tone};
-use super::facts::{self, ci, level_label, num, opt};
+use super::facts::{self, level_label, num};
 use super::svg::{self, Chart, Mark, PALETTE, Series};
 use crate::after_run::gather::{LevelFile, Run, RunKind};
 use crate::contract::{Metric, Total};
+use crate::numbers;
 use crate::results::artifact::ArtifactFile;
 
 /// Points a scatter plot draws at most (failures always drawn).
@@ -21,23 +23,18 @@ pub const PERCENTILE_METHOD: &str = "Percentiles are nearest-rank over every eli
 
 pub fn overview(run: &Run, id: &str, title: &str) -> Section {
     let mut s = Section::new(id, title);
+    // The answer first, before the verdict, the warnings and everything else.
+    s.push(Block::Answer(answer::answer(run)));
     let reasons = facts::invalid_reasons(run);
-    let verdict = if facts::valid(run) {
-        match run.levels.len() {
-            1 => "Valid: the planned load was delivered and the numbers describe the server.".to_string(),
-            n => format!("Valid: the planned load was delivered at all {n} levels."),
-        }
-    } else {
-        "Not valid: the numbers do not describe the server under the planned load (see why below).".to_string()
-    };
-    s.push(Block::Verdict { ok: reasons.is_empty(), text: verdict });
-    if !reasons.is_empty() {
+    let target = if run.levels[0].artifact.simulated() { "the simulator" } else { "the server" };
+    if !facts::valid(run) || !reasons.is_empty() {
+        let text = format!("Not valid: the numbers do not describe {target} under the planned load (see why below).");
+        s.push(Block::Verdict { ok: false, text });
         s.push(Block::List(reasons));
     }
-    let mut status = Vec::new();
+    let mut status: Vec<(String, String)> = Vec::new();
     for l in &run.levels {
         let a = &l.artifact;
-        let at = if run.levels.len() > 1 { format!("{}: ", level_label(a)) } else { String::new() };
         let eligible = if a.performance_eligible {
             "every request succeeded and is in the distributions".to_string()
         } else {
@@ -54,7 +51,10 @@ pub fn overview(run: &Run, id: &str, title: &str) -> Section {
                     .criteria
                     .iter()
                     .filter(|c| !c.passed)
-                    .map(|c| format!("{} (observed {}, limit {})", c.key, opt(c.observed), num(c.threshold)))
+                    .map(|c| {
+                        let (observed, limit) = answer::observed_and_limit(c);
+                        format!("{} (observed {observed}, limit {limit})", c.key)
+                    })
                     .collect();
                 if missed.is_empty() {
                     "; every objective met".to_string()
@@ -64,17 +64,37 @@ pub fn overview(run: &Run, id: &str, title: &str) -> Section {
             }
             _ => String::new(),
         };
-        status.push(format!("{at}{eligible}{slo}"));
+        status.push((level_label(a), format!("{eligible}{slo}")));
     }
-    s.push(Block::List(status));
+    s.push(Block::List(status_lines(status)));
     let warnings = facts::warnings(run);
     if !warnings.is_empty() {
-        s.push(Block::Heading(format!("Methodology warnings ({})", warnings.len())));
-        s.push(Block::Warnings(warnings));
+        let kinds = if warnings.len() == 1 { "1 kind".to_string() } else { format!("{} kinds", warnings.len()) };
+        s.push(Block::Heading(format!("Methodology warnings ({kinds})")));
+        s.push(Block::WarningGroups(warnings));
     }
     s.push(Block::Heading("Provenance".into()));
     s.push(Block::Facts(facts::provenance(run)));
     s
+}
+
+/// Per level `label: status`, levels saying the same thing on one line (`every level: …` when
+/// all do), in the order first seen.
+fn status_lines(status: Vec<(String, String)>) -> Vec<String> {
+    if status.len() == 1 {
+        return status.into_iter().map(|(_, t)| t).collect();
+    }
+    let mut groups: Vec<(Vec<String>, String)> = Vec::new();
+    for (label, text) in &status {
+        match groups.iter_mut().find(|(_, t)| t == text) {
+            Some((labels, _)) => labels.push(label.clone()),
+            None => groups.push((vec![label.clone()], text.clone())),
+        }
+    }
+    if groups.len() == 1 {
+        return vec![format!("every level: {}", groups[0].1)];
+    }
+    groups.into_iter().map(|(labels, text)| format!("{}: {text}", labels.join(", "))).collect()
 }
 
 /// The headline table of one level, the method note, and its rates.
@@ -97,32 +117,58 @@ pub fn headline(a: &ArtifactFile) -> Vec<Block> {
         if r.samples == 0 {
             continue;
         }
-        t.row(vec![
-            Cell::from(r.label),
-            Cell::from(r.samples.to_string()),
-            Cell::from(opt(r.mean)),
-            Cell::from(opt(r.p50)),
-            Cell::from(ci(r.p50_ci)),
-            Cell::from(opt(r.p90)),
-            Cell::from(opt(r.p99)),
-            Cell::from(ci(r.p99_ci)),
-            Cell::from(opt(r.max)),
-        ]);
+        t.row(headline_row(&r));
     }
     let mut rates = vec![
         ("requests".to_string(), format!("{} attempted, {} completed, {} failed", a.requests, a.completed, a.failed)),
-        ("output throughput".to_string(), format!("{} tok/s", opt(a.value(Total::ThroughputTokS)))),
-        ("request throughput".to_string(), format!("{} req/s", opt(a.value(Total::RequestThroughputRps)))),
-        ("wall clock".to_string(), format!("{} s", num(a.wall_clock_ms / 1000.0))),
+        ("output throughput".to_string(), format!("{} tok/s", opt_rate(a.value(Total::ThroughputTokS)))),
+        ("request throughput".to_string(), format!("{} req/s", opt_rate(a.value(Total::RequestThroughputRps)))),
+        ("wall clock".to_string(), numbers::duration_ms(a.wall_clock_ms)),
     ];
     if let Some(g) = a.value(Total::GoodputRps) {
-        rates.push(("goodput (requests meeting every objective)".into(), format!("{} req/s", num(g))));
+        rates.push(("goodput (requests meeting every objective)".into(), format!("{} req/s", numbers::rate(g))));
     }
     if let (Some(rate), Some(achieved)) = (a.rate, a.achieved_rate) {
-        rates.push(("arrival rate".into(), format!("planned {} req/s, achieved {} req/s", num(rate), num(achieved))));
+        rates.push((
+            "arrival rate".into(),
+            format!("planned {} req/s, achieved {} req/s", numbers::rate(rate), numbers::rate(achieved)),
+        ));
     }
     rates.push(("peak in flight".into(), a.peak_in_flight.to_string()));
     vec![Block::Table(t), Block::Note(PERCENTILE_METHOD.into()), Block::Facts(rates)]
+}
+
+fn opt_rate(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), numbers::rate)
+}
+
+/// One distribution's row: a latency in one unit for the whole row, chosen from its largest
+/// value and named in the label (`TTFT (s)`); token counts as counts.
+fn headline_row(r: &facts::HeadlineRow) -> Vec<Cell> {
+    let ms = r.label.ends_with("(ms)");
+    let (label, show): (String, Box<dyn Fn(f64) -> String>) = if ms {
+        let values = [r.mean, r.p50, r.p90, r.p99, r.max].into_iter().flatten();
+        let ci = [r.p50_ci, r.p99_ci].into_iter().flatten().flat_map(|(lo, hi)| [lo, hi]);
+        let unit = numbers::TimeUnit::for_column(values.chain(ci));
+        let label = format!("{}({})", r.label.trim_end_matches("(ms)"), unit.suffix());
+        (label, Box::new(move |v| unit.number(v)))
+    } else {
+        (r.label.to_string(), Box::new(numbers::count))
+    };
+    let opt = |v: Option<f64>| v.map_or_else(|| "–".to_string(), &show);
+    let ci =
+        |c: Option<(f64, f64)>| c.map_or_else(|| "–".to_string(), |(lo, hi)| format!("{} – {}", show(lo), show(hi)));
+    vec![
+        Cell::from(label),
+        Cell::from(numbers::thousands(r.samples)),
+        Cell::from(opt(r.mean)),
+        Cell::from(opt(r.p50)),
+        Cell::from(ci(r.p50_ci)),
+        Cell::from(opt(r.p90)),
+        Cell::from(opt(r.p99)),
+        Cell::from(ci(r.p99_ci)),
+        Cell::from(opt(r.max)),
+    ]
 }
 
 /// CDFs of TTFT, TPOT and end-to-end latency (one line per level), then TTFT per request over
@@ -132,29 +178,21 @@ pub fn distributions(run: &Run, id: &str) -> Option<Section> {
     for (metric, name, slug) in
         [(Metric::Ttft, "TTFT", "ttft"), (Metric::Tpot, "TPOT", "tpot"), (Metric::E2e, "End-to-end latency", "e2e")]
     {
-        let mut chart = Chart::new(format!("{name} (ms)"), "requests at or below (%)");
+        // One unit for the axis, from the slowest request of any level.
+        let unit = numbers::TimeUnit::for_column(run.levels.iter().flat_map(|l| l.artifact.values(metric)));
+        let mut chart = Chart::new(format!("{name} ({})", unit.suffix()), "requests at or below (%)");
         chart.y_range = Some((0.0, 100.0));
         let mut legend = Vec::new();
         let mut requests = 0;
         for (i, l) in run.levels.iter().enumerate() {
-            let mut values = l.artifact.values(metric);
-            values.sort_by(f64::total_cmp);
-            requests += values.len();
             let color = PALETTE[i % PALETTE.len()];
-            let mut series =
-                Series::new(level_label(&l.artifact), color, Mark::Line, svg::cdf_points(&values, CDF_POINTS));
+            let mut series = cdf_series(&l.artifact, metric, unit, level_label(&l.artifact), color);
+            requests += l.artifact.values(metric).len();
             // A second round of colours is told apart by its dashes.
             if i >= PALETTE.len() {
                 series = series.dashed();
             }
-            if !series.points.is_empty() {
-                legend.push(LegendEntry {
-                    label: series.label.clone(),
-                    color,
-                    shape: if series.dashed { Swatch::Dashed } else { Swatch::Solid },
-                });
-                chart.series.push(series);
-            }
+            add_line(&mut chart, &mut legend, series);
         }
         let Some(svg) = chart.render() else { continue };
         figures.push(Figure {
@@ -185,14 +223,41 @@ pub fn distributions(run: &Run, id: &str) -> Option<Section> {
     Some(s)
 }
 
+/// A line on the chart with its legend entry (solid or dashed, as drawn); nothing when empty.
+pub fn add_line(chart: &mut Chart, legend: &mut Vec<LegendEntry>, series: Series) {
+    if series.points.is_empty() {
+        return;
+    }
+    let shape = if series.dashed { Swatch::Dashed } else { Swatch::Solid };
+    legend.push(LegendEntry { label: series.label.clone(), color: series.color, shape });
+    chart.series.push(series);
+}
+
+/// The CDF of one level's `metric`, in `unit`, as a line.
+pub fn cdf_series(
+    a: &ArtifactFile,
+    metric: Metric,
+    unit: numbers::TimeUnit,
+    label: String,
+    color: &'static str,
+) -> Series {
+    let mut values: Vec<f64> = a.values(metric).into_iter().map(|v| unit.from_ms(v)).collect();
+    values.sort_by(f64::total_cmp);
+    Series::new(label, color, Mark::Line, svg::cdf_points(&values, CDF_POINTS))
+}
+
 /// TTFT of every request against when it was sent, failures marked by kind.
 pub fn timeline(level: &LevelFile, id: &str) -> Option<Figure> {
     let a = &level.artifact;
+    // One unit for the TTFT axis, from the slowest first token drawn.
+    let unit = numbers::TimeUnit::for_column(
+        a.request_timings.iter().filter_map(|r| r.ttft_ms).chain(a.failures.iter().filter_map(|f| f.ttft_ms)),
+    );
     let mut eligible: Vec<(f64, f64)> = Vec::new();
     let mut excluded: Vec<(f64, f64)> = Vec::new();
     for r in &a.request_timings {
         if let Some(t) = r.ttft_ms {
-            let p = (r.start_offset_ms / 1000.0, t);
+            let p = (r.start_offset_ms / 1000.0, unit.from_ms(t));
             if r.performance_eligible { eligible.push(p) } else { excluded.push(p) }
         }
     }
@@ -206,7 +271,7 @@ pub fn timeline(level: &LevelFile, id: &str) -> Option<Figure> {
         eligible = keep(eligible);
         excluded = keep(excluded);
     }
-    let mut chart = Chart::new("sent at (s from the level start)", "TTFT (ms)");
+    let mut chart = Chart::new("sent at (s from the level start)", format!("TTFT ({})", unit.suffix()));
     chart.x_from_zero = true;
     let mut legend = Vec::new();
     if !eligible.is_empty() {
@@ -230,7 +295,7 @@ pub fn timeline(level: &LevelFile, id: &str) -> Option<Figure> {
             .failures
             .iter()
             .filter(|f| &f.error_kind.to_string() == kind)
-            .map(|f| (f.start_offset_ms / 1000.0, f.ttft_ms.unwrap_or(0.0)))
+            .map(|f| (f.start_offset_ms / 1000.0, unit.from_ms(f.ttft_ms.unwrap_or(0.0))))
             .collect();
         legend.push(LegendEntry { label: format!("failed: {kind} ({})", points.len()), color, shape: Swatch::Cross });
         chart.series.push(Series::new(kind.clone(), color, Mark::Crosses, points));
@@ -294,9 +359,9 @@ pub fn checks(a: &ArtifactFile) -> Vec<Block> {
             (
                 "steady state".into(),
                 format!(
-                    "{} s to {} s ({:.0} % of the level; {})",
-                    num(st.start_ms / 1000.0),
-                    num(st.end_ms / 1000.0),
+                    "{} to {} ({:.0} % of the level; {})",
+                    numbers::duration_ms(st.start_ms),
+                    numbers::duration_ms(st.end_ms),
                     st.share_of_level * 100.0,
                     st.basis.replace('_', " ")
                 ),

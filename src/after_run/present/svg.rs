@@ -6,6 +6,8 @@
 
 use std::fmt::Write as _;
 
+use plotters::coord::ranged1d::{BoldPoints, Ranged};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
@@ -152,7 +154,11 @@ impl Chart {
             .y_label_area_size(64)
             .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(|x| e(&x))?;
-        let ticks = |v: &f64| tick(*v);
+        // Every label of an axis at once, with the digits that tell neighbours apart
+        // (`4.2 4.25 4.3`, never `4.25 4.25 4.25`), at the very points plotters labels.
+        let (x_ticks, y_ticks) = (Ticks::new(x0..x1, X_LABELS), Ticks::new(y0..y1, Y_LABELS));
+        let x_label = |v: &f64| x_ticks.label(*v);
+        let y_label = |v: &f64| y_ticks.label(*v);
         chart
             .configure_mesh()
             .light_line_style(RGBColor(242, 242, 242))
@@ -160,10 +166,10 @@ impl Chart {
             .axis_style(RGBColor(140, 140, 140))
             .label_style(("sans-serif", 15).into_font().color(&RGBColor(60, 60, 60)))
             .axis_desc_style(("sans-serif", 16).into_font().color(&RGBColor(40, 40, 40)))
-            .x_labels(8)
-            .y_labels(6)
-            .x_label_formatter(&ticks)
-            .y_label_formatter(&ticks)
+            .x_labels(X_LABELS)
+            .y_labels(Y_LABELS)
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
             .x_desc(self.x_label.as_str())
             .y_desc(self.y_label.as_str())
             .draw()
@@ -285,24 +291,36 @@ fn pad(lo: f64, hi: f64, keep_lo: bool) -> (f64, f64) {
     (if keep_lo { lo } else { lo - span * 0.03 }, hi + span * 0.06)
 }
 
-/// Tick labels: three significant digits, thousands without decimals.
-pub fn tick(v: f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".to_string()
-    } else if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        trim(format!("{v:.1}"))
-    } else if a >= 1.0 {
-        trim(format!("{v:.2}"))
-    } else {
-        trim(format!("{v:.3}"))
+/// Labels on the x and y axes, at most.
+const X_LABELS: usize = 8;
+const Y_LABELS: usize = 6;
+
+/// The labels of one axis, worked out together by [`crate::numbers::tick_labels`].
+struct Ticks {
+    values: Vec<f64>,
+    labels: Vec<String>,
+}
+
+impl Ticks {
+    fn new(range: std::ops::Range<f64>, count: usize) -> Self {
+        let values = RangedCoordf64::from(range).key_points(BoldPoints(count));
+        let labels = crate::numbers::tick_labels(&values);
+        Ticks { values, labels }
+    }
+
+    /// The label worked out for the key point nearest `v` (plotters asks about those points).
+    fn label(&self, v: f64) -> String {
+        let nearest = self.values.iter().enumerate().min_by(|a, b| (a.1 - v).abs().total_cmp(&(b.1 - v).abs()));
+        match nearest {
+            Some((i, &at)) if (at - v).abs() <= f64::EPSILON * at.abs().max(1.0) * 16.0 => self.labels[i].clone(),
+            _ => tick(v),
+        }
     }
 }
 
-fn trim(s: String) -> String {
-    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+/// One tick label on its own: three significant digits, no trailing zeros.
+pub fn tick(v: f64) -> String {
+    crate::numbers::significant(v, 3)
 }
 
 /// At most `max` points of a sorted sample's CDF: evenly spaced ranks, the first and last kept.
@@ -364,9 +382,19 @@ mod tests {
     }
 
     #[test]
+    fn neighbouring_ticks_never_read_the_same() {
+        let t = Ticks::new(4.2..4.3, X_LABELS);
+        let labels: Vec<String> = t.values.iter().map(|&v| t.label(v)).collect();
+        assert!(labels.len() >= 3, "{labels:?}");
+        assert!(labels.windows(2).all(|w| w[0] != w[1]), "{labels:?}");
+        let t = Ticks::new(0.0..12_000.0, Y_LABELS);
+        assert!(t.values.iter().all(|&v| !t.label(v).contains('.')), "{:?}", t.labels);
+    }
+
+    #[test]
     fn ticks_read_well() {
         assert_eq!(tick(0.0), "0");
-        assert_eq!(tick(1500.0), "1500");
+        assert_eq!(tick(1500.0), "1,500");
         assert_eq!(tick(12.5), "12.5");
         assert_eq!(tick(2.0), "2");
         assert_eq!(tick(0.125), "0.125");

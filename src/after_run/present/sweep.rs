@@ -2,18 +2,21 @@
 //! against output tokens per second and requests per second) with the objectives drawn as
 //! limits, goodput by level, the knee, and a search's probes and capacity point.
 
+use super::answer::{self, opt_rate};
 use super::doc::{Block, Cell, Figure, LegendEntry, Section, Swatch, Table, Tone};
-use super::facts::{self, SweepPoint, num, opt};
+use super::facts::{self, SweepPoint, num};
 use super::svg::{Chart, LIMIT, MARK, Mark, PALETTE, Rule, Series};
 use crate::after_run::gather::{Run, SearchTrace};
 use crate::contract::{Metric, Stat, metric_key};
+use crate::numbers::{self, TimeUnit};
 use crate::results::artifact::ArtifactFile;
 
 pub const KNEE_DEFINITION: &str = "The knee is where adding load stops buying throughput and starts buying latency: \
      with every level at (output tok/s, median end-to-end latency) in load order and both axes scaled to 0–1, it is the \
      level farthest below the straight line from the first level to the last (the Kneedle rule, Satopää et al. 2011). \
-     Past it, latency grows faster than throughput. No knee is marked with fewer than three levels or when no level \
-     lies below that line.";
+     Past it, latency grows faster than throughput: it is kept only when, from it to the last level, median latency \
+     grew by a larger factor than throughput and by at least 10 %, so a linear sweep has none. No knee is marked with \
+     fewer than three levels or when no level lies below that line.";
 
 pub fn section(run: &Run, id: &str) -> Option<Section> {
     if run.levels.len() < 2 {
@@ -26,17 +29,24 @@ pub fn section(run: &Run, id: &str) -> Option<Section> {
     let mut s = Section::new(id, "Throughput and latency");
     let mut summary = Vec::new();
     match knee {
-        Some(k) => summary.push(format!(
-            "Knee at {}: {} output tok/s, {} req/s, median end-to-end {} ms.",
-            points[k].label,
-            opt(points[k].tok_s),
-            opt(points[k].req_s),
-            opt(points[k].e2e_p50)
-        )),
-        None => summary.push("No knee: latency never grew faster than throughput across these levels.".into()),
+        Some(k) => {
+            let e2e = points[k].e2e_p50.map_or_else(|| "–".to_string(), numbers::duration_ms);
+            summary.push(format!(
+                "Knee at {}: {} output tok/s, {} req/s, median end-to-end {e2e}.",
+                points[k].label,
+                opt_rate(points[k].tok_s),
+                opt_rate(points[k].req_s),
+            ));
+        }
+        None => summary.push(
+            "No knee: latency never grew faster than throughput across these levels (a linear sweep, or one that stopped short of saturation)."
+                .into(),
+        ),
     }
     if let Some(search) = &run.search {
         summary.push(capacity_sentence(search, &points, capacity));
+        // Knee and capacity side by side: say which answers what.
+        summary.extend(answer::knee_note(&points, knee, capacity).filter(|_| knee.is_some() && capacity.is_some()));
     }
     for line in summary {
         s.push(Block::Text(line));
@@ -72,8 +82,8 @@ fn capacity_sentence(search: &SearchTrace, points: &[SweepPoint], capacity: Opti
             "Capacity: {} is the highest {} that met every objective ({} output tok/s, goodput {} req/s); search stopped: {how}.",
             points[i].label,
             search.by,
-            opt(points[i].tok_s),
-            opt(points[i].goodput_rps)
+            opt_rate(points[i].tok_s),
+            opt_rate(points[i].goodput_rps)
         ),
         (Some(best), None) => format!("Capacity: {} {} met every objective ({how}).", search.by, num(best)),
         (None, _) => format!("Capacity: no {} probed met every objective ({how}).", search.by),
@@ -91,24 +101,29 @@ fn curve(
     capacity: Option<usize>,
     id: &str,
 ) -> Option<Figure> {
-    let mut chart = Chart::new(x_name, format!("{name} (ms)"));
+    type YOf = fn(&SweepPoint) -> Option<f64>;
+    let (p50, p99): (YOf, YOf) = match metric {
+        Metric::Ttft => (|p| p.ttft_p50, |p| p.ttft_p99),
+        _ => (|p| p.tpot_p50, |p| p.tpot_p99),
+    };
+    let limits = [Stat::P50, Stat::P99].map(|stat| facts::objective(first, metric, stat));
+    // One unit for the axis, from its largest value (a level's p99 or an objective).
+    let unit = TimeUnit::for_column(points.iter().filter_map(p99).chain(limits.iter().flatten().copied()));
+    let mut chart = Chart::new(x_name, format!("{name} ({})", unit.suffix()));
     chart.x_from_zero = true;
     let mut legend = Vec::new();
-    for (stat, color, label) in [(Stat::P50, PALETTE[0], "p50"), (Stat::P99, PALETTE[1], "p99")] {
-        let y_of = |p: &SweepPoint| match (metric, stat) {
-            (Metric::Ttft, Stat::P50) => p.ttft_p50,
-            (Metric::Ttft, _) => p.ttft_p99,
-            (_, Stat::P50) => p.tpot_p50,
-            _ => p.tpot_p99,
-        };
-        let xy: Vec<(f64, f64)> = points.iter().filter_map(|p| Some((x_of(p)?, y_of(p)?))).collect();
+    let lines = [(Stat::P50, p50, PALETTE[0], "p50", limits[0]), (Stat::P99, p99, PALETTE[1], "p99", limits[1])];
+    for (stat, y_of, color, label, limit) in lines {
+        let xy: Vec<(f64, f64)> = points.iter().filter_map(|p| Some((x_of(p)?, unit.from_ms(y_of(p)?)))).collect();
         legend.push(LegendEntry { label: format!("{name} {label}"), color, shape: Swatch::Solid });
         chart.series.push(Series::new(format!("{name} {label}"), color, Mark::LineDots, xy));
-        if let Some(limit) = facts::objective(first, metric, stat) {
+        if let Some(limit) = limit {
             let key = metric_key(metric, stat);
-            chart
-                .h_rules
-                .push(Rule { label: format!("objective {key} ≤ {}", num(limit)), value: limit, color: LIMIT });
+            chart.h_rules.push(Rule {
+                label: format!("objective {key} ≤ {}", unit.show(limit)),
+                value: unit.from_ms(limit),
+                color: LIMIT,
+            });
             legend.push(LegendEntry { label: format!("objective {key}"), color: LIMIT, shape: Swatch::Dashed });
         }
     }
@@ -224,24 +239,21 @@ fn probes(search: &SearchTrace, id: &str) -> Option<Figure> {
 }
 
 fn table(points: &[SweepPoint], knee: Option<usize>, capacity: Option<usize>) -> Table {
-    let mut t = Table::new(
-        &[
-            "level",
-            "note",
-            "requests",
-            "failed",
-            "req/s",
-            "output tok/s",
-            "TTFT p50",
-            "TTFT p99",
-            "TPOT p50",
-            "TPOT p99",
-            "goodput req/s",
-            "objectives",
-            "valid",
-        ],
-        2,
-    );
+    // One time unit per latency column, from its largest value, named in its heading.
+    type Of = fn(&SweepPoint) -> Option<f64>;
+    let latencies: [(&str, Of); 4] = [
+        ("TTFT p50", |p| p.ttft_p50),
+        ("TTFT p99", |p| p.ttft_p99),
+        ("TPOT p50", |p| p.tpot_p50),
+        ("TPOT p99", |p| p.tpot_p99),
+    ];
+    let units: Vec<TimeUnit> =
+        latencies.iter().map(|(_, of)| TimeUnit::for_column(points.iter().filter_map(of))).collect();
+    let mut head: Vec<String> =
+        ["level", "note", "requests", "failed", "req/s", "output tok/s"].iter().map(|h| h.to_string()).collect();
+    head.extend(latencies.iter().zip(&units).map(|((name, _), u)| format!("{name} ({})", u.suffix())));
+    head.extend(["goodput req/s", "objectives", "valid"].iter().map(|h| h.to_string()));
+    let mut t = Table { head, rows: Vec::new(), numeric_from: 2 };
     for (i, p) in points.iter().enumerate() {
         let mut note = Vec::new();
         if knee == Some(i) {
@@ -251,18 +263,19 @@ fn table(points: &[SweepPoint], knee: Option<usize>, capacity: Option<usize>) ->
             note.push("capacity");
         }
         let tone = if note.is_empty() { Tone::Plain } else { Tone::Marked };
-        t.row(vec![
+        let mut row = vec![
             Cell::from(p.label.clone()),
             Cell::toned(note.join(", "), tone),
-            Cell::from(p.requests.to_string()),
-            Cell::toned(p.failed.to_string(), if p.failed > 0 { Tone::Bad } else { Tone::Plain }),
-            Cell::from(opt(p.req_s)),
-            Cell::from(opt(p.tok_s)),
-            Cell::from(opt(p.ttft_p50)),
-            Cell::from(opt(p.ttft_p99)),
-            Cell::from(opt(p.tpot_p50)),
-            Cell::from(opt(p.tpot_p99)),
-            Cell::from(opt(p.goodput_rps)),
+            Cell::from(numbers::thousands(p.requests)),
+            Cell::toned(numbers::thousands(p.failed), if p.failed > 0 { Tone::Bad } else { Tone::Plain }),
+            Cell::from(opt_rate(p.req_s)),
+            Cell::from(opt_rate(p.tok_s)),
+        ];
+        for ((_, of), unit) in latencies.iter().zip(&units) {
+            row.push(Cell::from(of(p).map_or_else(|| "–".to_string(), |v| unit.number(v))));
+        }
+        row.extend([
+            Cell::from(opt_rate(p.goodput_rps)),
             match p.slo_passed {
                 Some(true) => Cell::toned("met", Tone::Good),
                 Some(false) => Cell::toned("missed", Tone::Bad),
@@ -270,6 +283,7 @@ fn table(points: &[SweepPoint], knee: Option<usize>, capacity: Option<usize>) ->
             },
             if p.valid { Cell::toned("yes", Tone::Good) } else { Cell::toned("NO", Tone::Bad) },
         ]);
+        t.row(row);
     }
     t
 }
@@ -282,7 +296,7 @@ fn probe_table(search: &SearchTrace) -> Table {
             Cell::from((i + 1).to_string()),
             Cell::toned(num(p.level), if capacity { Tone::Marked } else { Tone::Plain }),
             if p.passed { Cell::toned("met", Tone::Good) } else { Cell::toned("missed", Tone::Bad) },
-            Cell::from(opt(p.goodput_rps)),
+            Cell::from(opt_rate(p.goodput_rps)),
         ]);
     }
     t

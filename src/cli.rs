@@ -318,9 +318,11 @@ pub fn mistyped_command(args: &[std::ffi::OsString]) -> Option<String> {
     // One edit for short names (mock, man), two for longer ones: close enough to be a typo,
     // far enough that a scenario called `smoke` is not taken for `mock`.
     let allowed = if name.len() <= 4 { 1 } else { 2 };
+    // Escaped: the word is the user's, and reaches a terminal.
+    let word = word.escape_debug();
     (distance > 0 && distance <= allowed).then(|| {
         format!(
-            "unknown command '{word}'; did you mean '{name}'?\n  (no file named '{word}' exists either; a scenario is a path such as scenarios/smoke.toml)"
+            "unknown command '{word}'; did you mean '{name}'?\n  fix: anvil-load {name} …; a scenario is a file path (no file named '{word}' exists), e.g. scenarios/smoke.toml"
         )
     })
 }

@@ -1,7 +1,7 @@
 # The two commands a new user runs: `make demo` and `make test`.
 CARGO ?= cargo
 
-.PHONY: all build demo test test-engine test-slurm lint bench clean
+.PHONY: all build demo test test-engine test-slurm test-wheel lint bench clean
 
 all: build
 
@@ -40,6 +40,12 @@ test-engine:
 # simulator, the shards' records checked; every daemon it starts is stopped on exit.
 test-slurm:
 	bash .ci/slurm-test.sh
+
+# The Python wheel (maturin, pyproject.toml) built with the release profile, installed into a
+# fresh venv, then `anvil-load --version` and a smoke run against the embedded simulator from
+# that venv (.ci/wheel.sh). Leaves the wheel in target/wheels.
+test-wheel:
+	bash .ci/wheel.sh
 
 # Criterion micro-benches (parse, aggregate), the end-to-end benchmark (e2e: a table on stdout,
 # JSON in target/bench/e2e.json) and the start skew of four local shards (shards). Not part of

@@ -1,7 +1,7 @@
 //! The command line: clap's types for every subcommand and option, and the exit codes. Parsing
 //! happens in `main.rs`; `app::run` takes the parsed `Cli`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -10,7 +10,7 @@ use crate::plan::scenario::Overrides;
 #[derive(Debug, Parser)]
 #[command(
     name = "anvil-load",
-    version,
+    version = VERSION,
     about = "Load generator for OpenAI-compatible LLM inference servers",
     long_about = "Runs a TOML scenario against an OpenAI-compatible server (or the embedded simulator when \
                   no base URL is given) and writes one JSON artifact per load level.\n\n\
@@ -52,6 +52,31 @@ pub enum Command {
     /// significant regression exceeds a --max-regress threshold, 2 when they are not comparable
     /// or a --max-regress gate could not be tested (unless --allow-untested).
     Compare(CompareArgs),
+    /// Print the shell completion script for SHELL, e.g. `anvil-load completions bash >
+    /// ~/.local/share/bash-completion/completions/anvil-load`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) on standard output, or with --dir write one page per command
+    /// into a directory, e.g. `anvil-load man --dir ~/.local/share/man/man1`.
+    Man(ManArgs),
+}
+
+/// `--version`: `0.1.0 (COMMIT DATE)`, the commit and the build date (UTC) from `build.rs`.
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (", env!("ANVIL_BUILD_COMMIT"), " ", env!("ANVIL_BUILD_DATE"), ")");
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ManArgs {
+    /// Write anvil-load.1 and one page per subcommand (anvil-load-report.1, …) into this
+    /// directory (created if missing) instead of printing the main page.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -257,6 +282,118 @@ impl RunArgs {
             tokenizer: self.tokenizer.clone(),
         }
     }
+}
+
+/// `anvil-load completions SHELL`: the script on standard output.
+pub fn print_completions(args: &CompletionsArgs) -> std::io::Result<()> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    // Into memory first: clap_complete panics on a failed write (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "anvil-load", &mut script);
+    to_stdout(&script)
+}
+
+/// Bytes to standard output; a reader that closed the pipe early (`| head`) is not an error.
+fn to_stdout(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match std::io::Write::write_all(&mut out, bytes).and_then(|()| std::io::Write::flush(&mut out)) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// `anvil-load man`: the main page on standard output, or with `--dir` one page per command
+/// (written by the rule of every output file: atomically, never through a planted link). Returns
+/// the files written.
+pub fn write_man(args: &ManArgs) -> std::io::Result<Vec<PathBuf>> {
+    let mut cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+    // Built first, so every subcommand has its display name (anvil-load-report) for its page.
+    cmd.build();
+    let Some(dir) = &args.dir else {
+        let mut bytes = Vec::new();
+        page(cmd).render(&mut bytes)?;
+        to_stdout(&bytes)?;
+        return Ok(Vec::new());
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    let mut pending = vec![cmd];
+    while let Some(cmd) = pending.pop() {
+        pending.extend(cmd.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
+        let man = page(cmd);
+        let path = dir.join(man.get_filename());
+        let mut bytes = Vec::new();
+        man.render(&mut bytes)?;
+        crate::results::artifact::output::write_whole(&path, |w| w.write_all(&bytes))?;
+        written.push(path);
+    }
+    written.sort();
+    Ok(written)
+}
+
+fn page(cmd: clap::Command) -> clap_mangen::Man {
+    clap_mangen::Man::new(cmd).date(env!("ANVIL_BUILD_DATE")).source(concat!("anvil-load ", env!("CARGO_PKG_VERSION")))
+}
+
+/// A mistyped subcommand (`anvil-load reprot`) would otherwise be read as a scenario path and
+/// fail with "cannot read the scenario file". The first positional argument is taken for a
+/// mistyped subcommand when no such file exists, it looks like no path (no `/`, no `.`), and
+/// it is within a small edit distance of a subcommand's name: then the message that names it.
+pub fn mistyped_command(args: &[std::ffi::OsString]) -> Option<String> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    // Built, so that every option knows whether it takes a value.
+    cmd.build();
+    let word = first_positional(&cmd, args)?;
+    if word.contains(['/', '\\', '.']) || word.is_empty() || Path::new(word).exists() {
+        return None;
+    }
+    let lower = word.to_ascii_lowercase();
+    let (name, distance) = cmd
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name())
+        .chain(["help"])
+        .map(|name| (name, strsim::osa_distance(&lower, name)))
+        .min_by_key(|(_, d)| *d)?;
+    // One edit for short names (mock, man), two for longer ones: close enough to be a typo,
+    // far enough that a scenario called `smoke` is not taken for `mock`.
+    let allowed = if name.len() <= 4 { 1 } else { 2 };
+    // Escaped: the word is the user's, and reaches a terminal.
+    let word = word.escape_debug();
+    (distance > 0 && distance <= allowed).then(|| {
+        format!(
+            "unknown command '{word}'; did you mean '{name}'?\n  fix: anvil-load {name} …; a scenario is a file path (no file named '{word}' exists), e.g. scenarios/smoke.toml"
+        )
+    })
+}
+
+/// The first argument after the program's name that is neither an option nor an option's value.
+fn first_positional<'a>(cmd: &clap::Command, args: &'a [std::ffi::OsString]) -> Option<&'a str> {
+    let takes_value = |arg: &clap::Arg| arg.get_num_args().is_some_and(|n| n.takes_values());
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        let text = arg.to_str()?;
+        if text == "--" {
+            return rest.next().and_then(|a| a.to_str());
+        }
+        let option = if let Some(long) = text.strip_prefix("--") {
+            if long.contains('=') {
+                continue;
+            }
+            cmd.get_arguments().find(|a| a.get_long() == Some(long))
+        } else if let Some(short) = text.strip_prefix('-').filter(|s| !s.is_empty()) {
+            if short.chars().count() > 1 {
+                continue;
+            }
+            cmd.get_arguments().find(|a| a.get_short().is_some_and(|c| short.starts_with(c)))
+        } else {
+            return Some(text);
+        };
+        if option.is_some_and(takes_value) {
+            rest.next();
+        }
+    }
+    None
 }
 
 /// What `anvil-load` run with no arguments prints (to stderr, exit code 2): where to start,

@@ -9,7 +9,13 @@ fn main() -> ExitCode {
         eprint!("{}", anvil_load::cli::FIRST_STEPS);
         return ExitCode::from(exit::BAD_INPUT);
     }
-    let cli = Cli::parse();
+    // A mistyped subcommand is named as such, before it can be read as a scenario path.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(message) = anvil_load::cli::mistyped_command(&args) {
+        eprintln!("error: {message}");
+        return ExitCode::from(exit::BAD_INPUT);
+    }
+    let cli = Cli::parse_from(args);
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

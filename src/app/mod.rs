@@ -123,6 +123,12 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
             };
             crate::after_run::compare::run::compare(&request).map_err(AppError::BadInput)
         }
+        Some(Command::Completions(args)) => {
+            crate::cli::print_completions(&args)
+                .map_err(|e| AppError::Aborted(format!("cannot write the completion script: {e}")))?;
+            Ok(exit::OK)
+        }
+        Some(Command::Man(args)) => man(&args),
         None => benchmark(&cli.run).await,
     }
 }
@@ -164,6 +170,27 @@ fn merge(args: &MergeArgs) -> Result<u8, AppError> {
         println!("written: {}", path.display());
     }
     // A partial merge got this far only with --allow-partial; its artifacts say so.
+    Ok(exit::OK)
+}
+
+/// `anvil-load man [--dir DIR]`: the page on standard output, or every page into DIR.
+fn man(args: &crate::cli::ManArgs) -> Result<u8, AppError> {
+    if let Some(dir) = args.dir.as_deref().filter(|d| artifact::output::is_stdout(d)) {
+        return Err(AppError::BadInput(format!(
+            "--dir {}: - means standard output, which cannot hold one file per command; give a directory, or leave --dir out to print the main page",
+            dir.display()
+        )));
+    }
+    let written = crate::cli::write_man(args).map_err(|e| match &args.dir {
+        Some(dir) => AppError::BadInput(format!(
+            "--dir {}: cannot write the manual pages there ({e}); choose another directory",
+            dir.display()
+        )),
+        None => AppError::Aborted(format!("cannot write the manual page: {e}")),
+    })?;
+    for path in written {
+        println!("written: {}", path.display());
+    }
     Ok(exit::OK)
 }
 

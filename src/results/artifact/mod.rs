@@ -146,11 +146,21 @@ pub struct Artifact {
 pub struct ClientInfo {
     pub name: &'static str,
     pub version: &'static str,
+    /// The commit the binary was built from (`-dirty` when the tree had changes; `unknown` when
+    /// the build had neither git nor `ANVIL_BUILD_COMMIT`): see `build.rs`.
+    pub commit: &'static str,
+    /// The build date, UTC (YYYY-MM-DD; `SOURCE_DATE_EPOCH` when set).
+    pub build_date: &'static str,
 }
 
 impl ClientInfo {
     pub fn this() -> Self {
-        ClientInfo { name: env!("CARGO_PKG_NAME"), version: env!("CARGO_PKG_VERSION") }
+        ClientInfo {
+            name: env!("CARGO_PKG_NAME"),
+            version: env!("CARGO_PKG_VERSION"),
+            commit: env!("ANVIL_BUILD_COMMIT"),
+            build_date: env!("ANVIL_BUILD_DATE"),
+        }
     }
 }
 

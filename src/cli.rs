@@ -17,7 +17,8 @@ use crate::plan::scenario::Overrides;
                   Exit codes: 0 run completed; 1 run aborted (interrupted, server unreachable, no request \
                   succeeded, or an artifact or the records file could not be written); 2 bad input \
                   (scenario, options, or a limit of this machine such as open files or disk space), \
-                  nothing sent; 3 with --strict, a level failed its validity check, missed an [slo] \
+                  nothing sent, or the server refused the run before any load (no usable model in its \
+                  /models list, every sizing probe refused with the same 4xx); 3 with --strict, a level failed its validity check, missed an [slo] \
                   objective or had no request in its distributions (artifacts written).",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true

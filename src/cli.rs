@@ -211,7 +211,7 @@ pub struct RunArgs {
     /// target.api_key_env; the key itself never appears anywhere).
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
-    /// A service-level objective, as in the [slo] table, e.g. ttft_p99_ms=500 (repeatable).
+    /// A service-level objective, as in the `[slo]` table, e.g. ttft_p99_ms=500 (repeatable).
     #[arg(long, value_name = "OBJECTIVE=VALUE")]
     pub slo: Vec<String>,
     /// Any scenario key, e.g. --set workload.max_context_tokens=131072 or

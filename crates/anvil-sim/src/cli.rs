@@ -78,11 +78,40 @@ pub async fn serve(args: &ServeArgs, name: &str) -> Result<(), ServeError> {
         .await
         .map_err(|e| ServeError::BadInput(format!("--listen {}: cannot listen there: {e}", args.listen)))?;
     let addr = listener.local_addr().map_err(|e| ServeError::Failed(e.to_string()))?;
+    // The handlers are in place before the banner says Ctrl-C stops it: a signal sent the moment
+    // the banner is read must stop the server, not kill it with the default action.
+    let shutdown = stop_signal();
     eprintln!("{name} (profile {}) listening on http://{addr}/v1 — Ctrl-C stops it", args.profile);
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     crate::serve(listener, profile, Arc::new(MockStats::default()), shutdown)
         .await
         .map_err(|e| ServeError::Failed(format!("simulator failed: {e}")))
+}
+
+/// SIGINT or SIGTERM (Ctrl-C elsewhere), listened to from the moment this is called, not from
+/// the future's first poll.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = signal(SignalKind::interrupt()).ok().zip(signal(SignalKind::terminate()).ok());
+        async move {
+            match streams {
+                Some((mut int, mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

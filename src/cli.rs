@@ -211,6 +211,11 @@ pub struct RunArgs {
     /// target.api_key_env; the key itself never appears anywhere).
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
+    /// A request header sent with every request, e.g. --header 'X-Tenant: team-a' (repeatable;
+    /// added to target.headers, replacing a header of the same name). The value is a secret: never
+    /// written, only the name is recorded.
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    pub header: Vec<String>,
     /// A service-level objective, as in the `[slo]` table, e.g. ttft_p99_ms=500 (repeatable).
     #[arg(long, value_name = "OBJECTIVE=VALUE")]
     pub slo: Vec<String>,
@@ -281,6 +286,7 @@ impl RunArgs {
             seed: self.seed,
             simulator: self.simulator.clone(),
             tokenizer: self.tokenizer.clone(),
+            headers: self.header.clone(),
         }
     }
 }

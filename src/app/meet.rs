@@ -31,6 +31,13 @@ pub(super) fn choose_model(
     let ids = match listing {
         Listing::Unavailable(why) => {
             return match named {
+                // A deployment has no /models (a 404 is its normal answer).
+                Some(_) if target.dialect == crate::plan::scenario::Dialect::Azure => {
+                    eprintln!(
+                        "note: {why}; Azure OpenAI lists no models for a deployment: continuing with target.model"
+                    );
+                    Ok(None)
+                }
                 Some(_) => {
                     eprintln!("warning: {why}; continuing with target.model");
                     Ok(None)

@@ -21,7 +21,7 @@ use crate::request::record::{RunInfo, Stamp};
 use crate::request::schedule::lateness::LatenessProbe;
 use crate::request::schedule::{self, LevelPlan, RunControl};
 use crate::request::server_metrics;
-use crate::request::worker::Client;
+use crate::request::worker::{self, Client};
 use crate::request::workload::Workload;
 use crate::results::aggregate::snapshots::{SnapshotConfig, Snapshots};
 use crate::results::aggregate::summary::LevelSummary;
@@ -268,17 +268,26 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let scraper = match &scenario.target.metrics {
         Some(m) => {
             let url = server_metrics::resolve_url(&m.endpoint, &target.base_url).map_err(AppError::BadInput)?;
+            let headers = match server_metrics::beside_base_url(&url, &target.base_url) {
+                true => worker::header_map(
+                    &worker::run_headers(&scenario.target).map_err(|e| AppError::BadInput(e.to_string()))?,
+                ),
+                false => Default::default(),
+            };
             Some(
                 server_metrics::Scraper::new(&url, m.interval, scenario.target.redact_base_url)
                     .map_err(AppError::Aborted)?
-                    .with_secrets(&secrets),
+                    .with_secrets(&secrets)
+                    .with_headers(headers),
             )
         }
         None => None,
     };
     let endpoint = crate::plan::scenario::url_rules::endpoint(&target.base_url, scenario.target.api.path());
-    let client = Client::new(&endpoint, scenario.target.api_key.clone(), scenario.client.clone(), pool_size(&scenario))
+    let bearer = scenario.target.api_key.clone().filter(|_| worker::sends_bearer(&scenario.target));
+    let client = Client::new(&endpoint, bearer, scenario.client.clone(), pool_size(&scenario))
         .and_then(|c| c.for_api(scenario.target.api, scenario.target.anthropic_version.as_deref()))
+        .and_then(|c| Ok(c.with_headers(worker::run_headers(&scenario.target)?)))
         .map(|c| c.with_limits(crate::request::worker::RequestLimits::from_scenario(&scenario)))
         .map(|c| c.with_secrets(&secrets))
         .map_err(|e| AppError::BadInput(e.to_string()))?;

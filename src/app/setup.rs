@@ -10,11 +10,11 @@ use serde_json::Value;
 
 use super::AppError;
 use crate::cli::exit;
-use crate::plan::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode};
+use crate::plan::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scenario, SizingMode, with_query};
 use crate::redact::redact_url;
 use crate::request::record::{ProbeResult, SizingRecord};
 use crate::request::schedule::RunControl;
-use crate::request::worker::{Client, error_chain, http_client};
+use crate::request::worker::{Client, error_chain, header_map, http_client, run_headers};
 use crate::request::workload::sizing::{self, default_overhead, probe_sizes};
 use crate::request::workload::{Sizer, Workload};
 use crate::results::console;
@@ -30,7 +30,9 @@ pub(super) struct RunTarget {
 impl RunTarget {
     pub async fn start(scenario: &Scenario) -> Result<Self, AppError> {
         match &scenario.target.endpoint {
-            Endpoint::Remote { base_url } => Ok(RunTarget { base_url: base_url.clone(), simulator: None }),
+            Endpoint::Remote { base_url } => {
+                Ok(RunTarget { base_url: with_query(base_url, &scenario.target.query), simulator: None })
+            }
             Endpoint::Simulator { profile, time_per_output_token_ms } => {
                 let mut p = anvil_sim::Profile::named(profile)
                     .ok_or_else(|| AppError::BadInput(format!("unknown simulator profile {profile}")))?;
@@ -45,7 +47,10 @@ impl RunTarget {
                      these numbers describe the simulator, not a real engine; use --base-url URL to measure a server",
                     server.base_url()
                 );
-                Ok(RunTarget { base_url: server.base_url(), simulator: Some(server) })
+                Ok(RunTarget {
+                    base_url: with_query(&server.base_url(), &scenario.target.query),
+                    simulator: Some(server),
+                })
             }
         }
     }
@@ -96,12 +101,14 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Lis
     let shown_url = redact_url(&url);
     let secrets = scenario.secrets().and_url(base_url);
     let limit = settings.connect.saturating_add(PREFLIGHT_ANSWER);
+    // The run's own headers (a gateway's tenant or key header guards /models too).
+    let headers = header_map(&run_headers(&scenario.target).map_err(|e| AppError::BadInput(e.to_string()))?);
     let get = |http2: bool| {
-        let url = url.clone();
+        let (url, headers) = (url.clone(), headers.clone());
         async move {
             let client = http_client(&ClientSettings { http2, ..settings.clone() }, 0)
                 .map_err(|e| AppError::Aborted(format!("cannot build the HTTP client: {}", e.without_url())))?;
-            Ok::<_, AppError>(tokio::time::timeout(limit, client.get(&url).send()).await)
+            Ok::<_, AppError>(tokio::time::timeout(limit, client.get(&url).headers(headers).send()).await)
         }
     };
     let answer = match get(settings.http2).await? {

@@ -96,8 +96,9 @@ fn push_pairs(out: &mut String, query: &str) {
     }
 }
 
-/// `api-version=2024-02-01-preview`: a known harmless parameter with a version-shaped value.
-fn keeps_value(name: &str, value: &str) -> bool {
+/// `api-version=2024-02-01-preview`: a known harmless parameter with a version-shaped value,
+/// which `redact_url` keeps.
+pub fn keeps_value(name: &str, value: &str) -> bool {
     KEPT_PARAMS.iter().any(|k| name.eq_ignore_ascii_case(k))
         && !is_secret_param(name)
         && (1..=32).contains(&value.len())

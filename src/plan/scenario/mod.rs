@@ -10,13 +10,16 @@
 //! section by section, calling the rules.
 
 mod api_rules;
+mod azure;
 pub mod bounds;
 mod checker;
 mod dataset;
+mod headers;
 mod load_rules;
 mod metrics_rules;
 mod overrides;
 mod pacing;
+mod query;
 mod raw;
 mod session_rules;
 mod target;
@@ -34,11 +37,13 @@ use serde::{Deserialize, Serialize};
 
 use bounds::{humantime_serde, humantime_serde_opt};
 
+pub use azure::API_VERSION as AZURE_API_VERSION;
 pub use checker::ScenarioError;
 pub use overrides::Overrides;
 pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy};
+pub use query::with_query;
 pub use raw::RawScenario;
-pub use target::{Api, ApiKey, Dialect, Endpoint, MetricsEndpoint, ServerMetricsSettings, Target};
+pub use target::{Api, ApiKey, Dialect, Endpoint, MetricsEndpoint, NamedValues, ServerMetricsSettings, Target};
 
 /// A fully validated scenario.
 #[derive(Debug, Clone, Serialize)]

@@ -41,6 +41,8 @@ pub struct Overrides {
     pub simulator: Option<String>,
     /// `--tokenizer`: `estimate`, `calibrate` or a path.
     pub tokenizer: Option<String>,
+    /// `--header 'NAME: VALUE'`, as written (added to `target.headers`).
+    pub headers: Vec<String>,
 }
 
 /// The plain keys the command line sets, put into the TOML document before it is read: every

@@ -79,7 +79,8 @@ pub struct RawTarget {
     /// profile's own (e.g. to simulate a build 20 % slower per token). Simulator only.
     pub simulator_time_per_output_token_ms: Option<f64>,
     /// Which engine's request spellings to use for non-standard fields: `"generic"` (default;
-    /// vLLM, SGLang), `"llamacpp"`, or `"openai"` (hosted OpenAI-style APIs: no extra fields).
+    /// vLLM, SGLang), `"llamacpp"`, `"openai"` (hosted OpenAI-style APIs: no extra fields), or
+    /// `"azure"` (Azure OpenAI: deployment paths, `api-version`, the key in `api-key`).
     pub dialect: Option<Dialect>,
     /// Extra JSON fields merged into every request body, e.g. `{ top_k = 20 }`. They may not
     /// replace fields the tool sets itself.
@@ -95,6 +96,13 @@ pub struct RawTarget {
     /// which gives the tokens each chunk delivered.
     #[serde(default)]
     pub continuous_usage_stats: bool,
+    /// Extra request headers sent with every request, e.g. `{ "X-Tenant" = "team-a" }`; a value
+    /// is text or `{ env = "NAME" }` (read once, before the run). Values are secrets: the artifact
+    /// records the names only. `--header 'K: V'` adds one.
+    pub headers: Option<toml::Table>,
+    /// Query parameters appended to every request URL, e.g. `{ "api-version" = "2024-10-21" }`;
+    /// values as in `headers`, and secret too.
+    pub query: Option<toml::Table>,
 }
 
 /// `[run]`

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::bounds::humantime_serde;
+pub use super::headers::NamedValues;
 use crate::redact::{Secrets, redact_url};
 
 /// `[target]`: the server under test and how to speak to it.
@@ -42,6 +43,13 @@ pub struct Target {
     /// so earlier configurations keep their fingerprint.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub continuous_usage_stats: bool,
+    /// `target.headers` (and `--header`): written as the list of their names, never a value;
+    /// absent when none, so earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "NamedValues::is_empty")]
+    pub headers: NamedValues,
+    /// `target.query`: written as the list of their names, like `headers`.
+    #[serde(skip_serializing_if = "NamedValues::is_empty")]
+    pub query: NamedValues,
 }
 
 /// Where and how often the server's Prometheus metrics are scraped.
@@ -81,6 +89,28 @@ pub enum Dialect {
     Llamacpp,
     /// Hosted OpenAI-style APIs: no fields beyond the OpenAI API.
     Openai,
+    /// Azure OpenAI: no fields beyond the OpenAI API, deployment paths, `api-version`, the key
+    /// in `api-key` (see `azure`).
+    Azure,
+}
+
+impl Dialect {
+    /// Whether requests carry only fields of the OpenAI API (no `ignore_eos`, `min_tokens`, …).
+    pub fn openai_fields_only(self) -> bool {
+        matches!(self, Dialect::Openai | Dialect::Azure)
+    }
+
+    /// The name written in scenarios and artifacts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Generic => "generic",
+            Dialect::Vllm => "vllm",
+            Dialect::Sglang => "sglang",
+            Dialect::Llamacpp => "llamacpp",
+            Dialect::Openai => "openai",
+            Dialect::Azure => "azure",
+        }
+    }
 }
 
 /// Where requests go.
@@ -175,8 +205,8 @@ impl fmt::Debug for ApiKey {
 }
 
 impl super::Scenario {
-    /// Every secret the scenario holds, which nothing written may carry: its API key, and its
-    /// base URL's and metrics URL's credentials and query values.
+    /// Every secret the scenario holds, which nothing written may carry: its API key, its
+    /// header and query values, and its base URL's and metrics URL's credentials and query values.
     pub fn secrets(&self) -> Secrets {
         let mut urls: Vec<&str> = Vec::new();
         if let Endpoint::Remote { base_url } = &self.target.endpoint {
@@ -185,9 +215,10 @@ impl super::Scenario {
         if let Some(MetricsEndpoint::Url { url }) = self.target.metrics.as_ref().map(|m| &m.endpoint) {
             urls.push(url);
         }
-        Secrets::with_urls(
-            self.target.api_key.as_ref().map(ApiKey::expose).into_iter().map(str::to_string).collect(),
-            &urls,
-        )
+        let mut secrets: Vec<String> =
+            self.target.api_key.as_ref().map(ApiKey::expose).into_iter().map(str::to_string).collect();
+        // Every header value, and every query value but a version-shaped `api-version`.
+        secrets.extend(self.target.headers.secret_values().chain(self.target.query.secret_values()));
+        Secrets::with_urls(secrets, &urls)
     }
 }

@@ -82,6 +82,7 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
     let mut c = Checker::new(path);
     let mut table = parse_table(c.file(), text)?;
     overrides::apply_to_table(&mut table, overrides, &mut c)?;
+    super::headers::add_flags(&mut table, &overrides.headers, &mut c)?;
     let mut raw = parse(&c, table)?;
     let notes = overrides::apply(&mut raw, overrides, &mut c)?;
     let provenance = c.overridden().to_vec();
@@ -261,8 +262,23 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
             ));
         }
     };
+    let azure = t.dialect == Some(Dialect::Azure);
+    let query = super::query::query(c, t.query.as_ref(), t.base_url.as_deref())?;
     let endpoint = match &t.base_url {
+        Some(url) if azure => {
+            let normalized = url_rules::base_url(c, url)?;
+            Endpoint::Remote {
+                base_url: super::azure::base_url(c, url, &normalized, t.model.as_deref(), t.api, &query)?,
+            }
+        }
         Some(url) => Endpoint::Remote { base_url: url_rules::base_url(c, url)? },
+        None if azure => {
+            return Err(c.err(
+                "target.base_url",
+                "is not set: the azure dialect needs the Azure OpenAI resource's endpoint",
+                "write base_url = \"https://NAME.openai.azure.com\" in [target], or give --base-url",
+            ));
+        }
         None => {
             let profile = t.simulator.clone().unwrap_or_else(|| "realistic".to_string());
             if !anvil_sim::PROFILE_NAMES.contains(&profile.as_str()) {
@@ -306,6 +322,11 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
             }
         },
     };
+    let keys = super::headers::KeyHeaders {
+        x_api_key: t.api == Api::Messages && api_key.is_some(),
+        api_key: azure && api_key.is_some(),
+    };
+    let headers = super::headers::headers(c, t.headers.as_ref(), keys)?;
     // No model named: the embedded simulator answers to any name (its own is used); a server's
     // is read from its /models list before the run (`app::setup::preflight`).
     let model = match (&t.model, &endpoint) {
@@ -340,6 +361,8 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         },
         anthropic_version: t.anthropic_version.clone(),
         metrics: None,
+        headers,
+        query,
     })
 }
 

@@ -314,12 +314,12 @@ pub(super) fn output(
     w: &Workload,
     dialect: Dialect,
 ) -> Result<OutputControl, ScenarioError> {
-    if dialect == Dialect::Openai {
+    if dialect.openai_fields_only() {
         for (key, set) in [("output.ignore_eos", o.ignore_eos), ("output.min_tokens", o.min_tokens.is_some())] {
             if set {
                 return Err(c.err(
                     key,
-                    "is not part of the OpenAI API (target.dialect = \"openai\")",
+                    format!("is not part of the OpenAI API (target.dialect = \"{}\")", dialect.name()),
                     "use a dialect of an engine that supports it (\"generic\", \"vllm\", \"sglang\"), or response_words to steer the length",
                 ));
             }
@@ -381,7 +381,7 @@ pub(super) fn output_set_by_workload(
             return Err(c.err(key, format!("does not apply to {why}"), "remove it"));
         }
     }
-    Ok(OutputControl { ignore_eos: dialect != Dialect::Openai, ..*o })
+    Ok(OutputControl { ignore_eos: !dialect.openai_fields_only(), ..*o })
 }
 
 /// Fields the tool sets itself; `extra_body` may not replace them.

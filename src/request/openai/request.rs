@@ -151,7 +151,7 @@ fn body<'a>(p: &'a RequestParams, prompt: PromptBody<'a>, stream: bool, max_toke
     };
     // Hosted OpenAI-style APIs reject fields they do not know; validation keeps output control
     // away from that dialect, and this keeps the body clean whatever happens.
-    let engine_fields = p.dialect != crate::plan::scenario::Dialect::Openai;
+    let engine_fields = !p.dialect.openai_fields_only();
     Body {
         model: &p.model,
         messages,
@@ -196,7 +196,7 @@ pub(super) fn shared_fields(p: &RequestParams, out: &mut Map<String, Value>) {
     if let Some(t) = p.top_p {
         out.insert("top_p".into(), Value::from(t));
     }
-    let engine_fields = p.dialect != Dialect::Openai;
+    let engine_fields = !p.dialect.openai_fields_only();
     if p.ignore_eos && engine_fields {
         out.insert("ignore_eos".into(), Value::Bool(true));
     }

@@ -67,6 +67,20 @@ pub fn resolve_url(endpoint: &MetricsEndpoint, base_url: &str) -> Result<String,
     }
 }
 
+/// Whether the metrics URL is on the API's server (same scheme, host and port as the base URL):
+/// the run's own headers (a gateway's key or tenant header usually guards `/metrics` too) are
+/// sent with the scrape then, and never to another server.
+pub fn beside_base_url(metrics_url: &str, base_url: &str) -> bool {
+    match (reqwest::Url::parse(metrics_url), reqwest::Url::parse(base_url)) {
+        (Ok(m), Ok(b)) => {
+            m.scheme() == b.scheme()
+                && m.host_str() == b.host_str()
+                && m.port_or_known_default() == b.port_or_known_default()
+        }
+        _ => false,
+    }
+}
+
 /// A URL fit for files and messages: the one redaction of every URL written
 /// (`redact::redact_url`: no user-info, no query value).
 pub fn display_url(url: &str) -> String {

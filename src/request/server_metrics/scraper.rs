@@ -55,6 +55,8 @@ struct Inner {
     timeout: Duration,
     /// What a scrape's error, series names and label values must never carry.
     secrets: Secrets,
+    /// The run's own headers (`target.headers`), when the metrics are beside the API.
+    headers: reqwest::header::HeaderMap,
 }
 
 impl Scraper {
@@ -71,7 +73,15 @@ impl Scraper {
             .map_err(|e| format!("cannot set up the metrics client: {e}"))?;
         let display_url = if redact { "[redacted]".to_string() } else { super::display_url(url) };
         let secrets = Secrets::default().and_url(url);
-        let inner = Inner { http, url: url.to_string(), display_url, interval, timeout: SCRAPE_TIMEOUT, secrets };
+        let inner = Inner {
+            http,
+            url: url.to_string(),
+            display_url,
+            interval,
+            timeout: SCRAPE_TIMEOUT,
+            secrets,
+            headers: reqwest::header::HeaderMap::new(),
+        };
         Ok(Scraper { inner: Arc::new(inner) })
     }
 
@@ -88,6 +98,11 @@ impl Scraper {
         self.rebuilt(|inner| inner.secrets = secrets)
     }
 
+    /// Send these headers with every scrape (their values are sensitive: never shown).
+    pub fn with_headers(self, headers: reqwest::header::HeaderMap) -> Scraper {
+        self.rebuilt(|inner| inner.headers = headers)
+    }
+
     fn rebuilt(self, change: impl FnOnce(&mut Inner)) -> Scraper {
         let inner = &self.inner;
         let mut next = Inner {
@@ -97,6 +112,7 @@ impl Scraper {
             interval: inner.interval,
             timeout: inner.timeout,
             secrets: inner.secrets.clone(),
+            headers: inner.headers.clone(),
         };
         change(&mut next);
         Scraper { inner: Arc::new(next) }
@@ -288,6 +304,7 @@ impl Inner {
         let mut response = self
             .http
             .get(&self.url)
+            .headers(self.headers.clone())
             .header(reqwest::header::ACCEPT, ACCEPT_TEXT)
             .send()
             .await

@@ -25,6 +25,7 @@
 mod attempt;
 mod chunks;
 mod errors;
+mod headers;
 mod limits;
 mod next;
 mod probe;
@@ -45,6 +46,7 @@ use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 pub use errors::{ClientError, MAX_RETRY_WAIT, error_chain};
+pub use headers::{header_map, run_headers, sends_bearer};
 pub use limits::RequestLimits;
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
 pub use transport::READ_BUFFER_MAX;
@@ -83,6 +85,8 @@ pub struct Client {
     /// Headers of the API beyond the bearer token (`x-api-key`, `anthropic-version`); the
     /// key's value is marked sensitive, so it never shows in logs.
     api_headers: Vec<(HeaderName, HeaderValue)>,
+    /// The run's own headers (`target.headers`, the azure key), values marked sensitive.
+    run_headers: Vec<(HeaderName, HeaderValue)>,
     /// Which API's answers these are.
     api: Api,
     secrets: Secrets,
@@ -190,6 +194,7 @@ impl Client {
             uri,
             auth,
             api_headers: Vec::new(),
+            run_headers: Vec::new(),
             api: Api::Chat,
             secrets,
             timeouts,
@@ -226,6 +231,12 @@ impl Client {
         Ok(self)
     }
 
+    /// Send these headers with every request (see `headers::run_headers`).
+    pub fn with_headers(mut self, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+        self.run_headers = headers;
+        self
+    }
+
     /// The run's other secrets (the metrics URL's credentials, say) withheld from everything
     /// this client records too.
     pub fn with_secrets(mut self, secrets: &Secrets) -> Self {
@@ -252,7 +263,7 @@ impl Client {
         if let Some(auth) = &self.auth {
             headers.insert(AUTHORIZATION, auth.clone());
         }
-        for (name, value) in &self.api_headers {
+        for (name, value) in self.api_headers.iter().chain(&self.run_headers) {
             headers.append(name.clone(), value.clone());
         }
         request

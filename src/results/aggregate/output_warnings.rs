@@ -19,12 +19,12 @@ pub(super) fn output_control_ignored(info: &RunInfo, samples: &[Sample]) -> Opti
     }
     let scenario = &info.scenario;
     let dialect = scenario.pointer("/target/dialect").and_then(Value::as_str).unwrap_or("generic");
-    let ignore_eos =
-        scenario.pointer("/output/ignore_eos").and_then(Value::as_bool).unwrap_or(false) && dialect != "openai";
+    let ignore_eos = scenario.pointer("/output/ignore_eos").and_then(Value::as_bool).unwrap_or(false)
+        && !matches!(dialect, "openai" | "azure");
     let min_tokens = scenario
         .pointer("/output/min_tokens")
         .and_then(Value::as_u64)
-        .filter(|_| dialect != "openai" && dialect != "llamacpp");
+        .filter(|_| !matches!(dialect, "openai" | "azure" | "llamacpp"));
     let (field, stopped) = if ignore_eos {
         ("ignore_eos", samples.iter().filter(|s| s.stopped_before_budget(info.max_tokens)).count())
     } else if let Some(n) = min_tokens {

@@ -26,6 +26,7 @@ mod prefix_cache;
 mod profile;
 mod request;
 mod restart;
+mod seen;
 mod server;
 mod stats;
 mod stream;
@@ -44,6 +45,7 @@ pub use faults::FaultProfile;
 pub use ground_truth::{ChunkKind, GroundTruthChunk, GroundTruthRecord};
 pub use profile::{MetricsNames, PROFILE_NAMES, Profile, ReasoningField, UsagePlacement};
 pub use request::DEFAULT_MODEL;
+pub use seen::SeenRequests;
 pub use stats::{MockStats, MockStatsSnapshot};
 pub use tokenize::{count_prompt_tokens, count_text_tokens};
 
@@ -119,6 +121,12 @@ impl MockServer {
     /// The server's counters right now.
     pub fn stats(&self) -> MockStatsSnapshot {
         self.stats.snapshot()
+    }
+
+    /// The paths, queries and headers the server has seen so far (see [`SeenRequests`]); also
+    /// served as `GET /mock/seen`.
+    pub fn seen(&self) -> SeenRequests {
+        self.stats.seen()
     }
 
     /// Starts `peak_active_requests` again from the requests in flight now, so that the next

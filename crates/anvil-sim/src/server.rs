@@ -84,11 +84,21 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/embeddings", post(super::pooling::embeddings))
         .route("/v1/rerank", post(super::pooling::rerank))
         .route("/v1/models", get(models))
+        // Azure OpenAI's shapes: a deployment's endpoints (which has no /models) and the v1 API.
+        .route("/openai/deployments/{deployment}/chat/completions", post(chat_completions))
+        .route("/openai/deployments/{deployment}/completions", post(completions))
+        .route("/openai/deployments/{deployment}/embeddings", post(super::pooling::embeddings))
+        .route("/openai/v1/chat/completions", post(chat_completions))
+        .route("/openai/v1/completions", post(completions))
+        .route("/openai/v1/embeddings", post(super::pooling::embeddings))
+        .route("/openai/v1/models", get(models))
         .route("/health", get(health))
         .route("/mock/stats", get(mock_stats))
+        .route("/mock/seen", get(mock_seen))
         .route("/mock/profile", get(mock_profile))
         .route("/mock/ground-truth", get(mock_ground_truth))
         .route("/metrics", get(prometheus_metrics))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), super::seen::record))
         .with_state(state)
 }
 
@@ -153,6 +163,10 @@ async fn health() -> Response {
 
 async fn mock_stats(State(state): State<Arc<AppState>>) -> Response {
     axum::Json(state.stats.snapshot()).into_response()
+}
+
+async fn mock_seen(State(state): State<Arc<AppState>>) -> Response {
+    axum::Json(state.stats.seen()).into_response()
 }
 
 async fn mock_profile(State(state): State<Arc<AppState>>) -> Response {

@@ -30,6 +30,8 @@ pub struct MockStats {
     /// The counters when the simulated restart happened: `GET /metrics` counts from there, as a
     /// restarted engine's counters start again from zero.
     restart_baseline: Mutex<Option<MockStatsSnapshot>>,
+    /// The paths, queries and headers of the requests seen (bounded; see `seen`).
+    pub(crate) seen: Mutex<super::seen::SeenRequests>,
 }
 
 /// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
@@ -100,6 +102,11 @@ impl MockStats {
             contaminated_responses: get(&self.faults[FaultKind::ContaminationSwapped.counter()])
                 + get(&self.faults[FaultKind::ContaminationMerged.counter()]),
         }
+    }
+
+    /// The paths, queries and headers seen so far.
+    pub fn seen(&self) -> super::seen::SeenRequests {
+        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     /// Counts one injected fault; `counter` indexes `faults::COUNTER_NAMES`.

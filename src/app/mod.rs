@@ -270,6 +270,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             let url = server_metrics::resolve_url(&m.endpoint, &target.base_url).map_err(AppError::BadInput)?;
             Some(
                 server_metrics::Scraper::new(&url, m.interval, scenario.target.redact_base_url)
+                    .and_then(|s| match &scenario.client.tls {
+                        Some(tls) => s.with_tls(crate::request::worker::tls_client_config(tls)?),
+                        None => Ok(s),
+                    })
                     .map_err(AppError::Aborted)?
                     .with_secrets(&secrets),
             )

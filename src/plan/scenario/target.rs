@@ -42,6 +42,10 @@ pub struct Target {
     /// so earlier configurations keep their fingerprint.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub continuous_usage_stats: bool,
+    /// `[target.tls]`: which trust was used (see `TlsSettings`). Absent when the table is, so
+    /// earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<std::sync::Arc<super::TlsSettings>>,
 }
 
 /// Where and how often the server's Prometheus metrics are scraped.

@@ -138,18 +138,18 @@ impl ServerCertVerifier for AnyCertificate {
 }
 
 /// The TLS failure among `e`'s causes, in words with what to change; `None` when it is not one.
-/// rustls's error sits inside an I/O error, whose `source` skips it, so each I/O error is
-/// opened too.
+/// rustls's error sits inside I/O errors (one inside another), whose `source` skips what they
+/// wrap, so each I/O error is opened instead.
 pub fn tls_reason(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next = Some(e);
     while let Some(err) = next {
-        let found = err.downcast_ref::<rustls::Error>().or_else(|| {
-            err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).and_then(|inner| inner.downcast_ref())
-        });
-        if let Some(tls) = found {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
             return Some(describe(tls));
         }
-        next = err.source();
+        next = match err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
     }
     None
 }

@@ -186,6 +186,16 @@ async fn a_server_that_requires_a_client_certificate_gets_one_and_says_so_withou
     let stderr = refused(&without, &out, &sim, "requires a client certificate");
     assert!(stderr.contains("target.tls.client_cert"), "{stderr}");
 
+    // A certificate the server's client CA did not sign.
+    let wrong = dir.path().join("wrong");
+    let tls = format!(
+        "{ca}\nclient_cert = {}\nclient_key = {}",
+        toml_path(&gw.pki.dir.join("other-server.pem")),
+        toml_path(&gw.pki.dir.join("other-server.key"))
+    );
+    let out = anvil_run(&wrong, &scenario(dir.path(), &tls, ""), &url, &[]).await;
+    refused(&wrong, &out, &sim, "refused the client certificate");
+
     let with = dir.path().join("with");
     let tls = format!(
         "{ca}\nclient_cert = {}\nclient_key = {}",
@@ -228,4 +238,70 @@ async fn a_gateway_that_checks_a_header_is_passed_with_header() {
         let body = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
         assert!(!body.contains(nginx::GATEWAY_TOKEN), "{} holds the header's value", file.display());
     }
+}
+
+/// Each bad `[target.tls]`, with the words its refusal must hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_tls_settings_exit_2_naming_the_key_and_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = tokio::task::spawn_blocking({
+        let dir = dir.path().join("pki");
+        move || nginx::Pki::make(&dir)
+    })
+    .await
+    .unwrap();
+    let p = |name: &str| toml_path(&pki.dir.join(name));
+    let missing = pki.dir.join("missing.pem");
+    let cases: Vec<(String, &str, Vec<String>)> = vec![
+        (
+            format!("ca_file = {}", toml_path(&missing)),
+            "https",
+            vec!["target.tls.ca_file".into(), missing.display().to_string()],
+        ),
+        (
+            format!("ca_file = {}", p("client.key")),
+            "https",
+            vec!["target.tls.ca_file".into(), "holds no certificate".into()],
+        ),
+        (format!("client_cert = {}", p("client.pem")), "https", vec!["target.tls.client_key".into(), "both".into()]),
+        (
+            format!("client_cert = {}\nclient_key = {}", p("client.pem"), p("ca.pem")),
+            "https",
+            vec!["target.tls.client_key".into(), "no private key".into()],
+        ),
+        (
+            format!("client_cert = {}\nclient_key = {}", p("client.pem"), p("server.key")),
+            "https",
+            vec!["target.tls.client_key".into(), "is not the private key".into()],
+        ),
+        (format!("ca_file = {}", p("ca.pem")), "http", vec!["target.tls".into(), "https://".into()]),
+        (
+            format!("ca_file = {}\ninsecure_skip_verify = true", p("ca.pem")),
+            "https",
+            vec!["insecure_skip_verify".into()],
+        ),
+        ("server_name = \"not a name\"".to_string(), "https", vec!["target.tls.server_name".into()]),
+        ("ca_flie = \"x.pem\"".to_string(), "https", vec!["ca_flie".into()]),
+    ];
+    let secrets = pki.secret_lines();
+    for (tls, scheme, words) in cases {
+        let file = scenario(dir.path(), &tls, "");
+        let mut cmd = anvil();
+        cmd.arg(&file).args(["--base-url", &format!("{scheme}://127.0.0.1:9/v1"), "-o"]).arg(dir.path().join("out"));
+        let out = run(cmd).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tls}: {stderr}");
+        for word in &words {
+            assert!(stderr.contains(word.as_str()), "{tls}: {word:?} not in {stderr}");
+        }
+        assert!(secrets.iter().all(|l| !stderr.contains(l.as_str())), "{tls}: a PEM line in {stderr}");
+        assert!(!dir.path().join("out").exists(), "nothing written");
+    }
+    // The embedded simulator speaks plain HTTP only.
+    let file = scenario(dir.path(), &format!("ca_file = {}", p("ca.pem")), "");
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("-o").arg(dir.path().join("out"));
+    let out = run(cmd).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("target.tls"), "{}", text(&out.stderr));
 }

@@ -276,6 +276,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             };
             Some(
                 server_metrics::Scraper::new(&url, m.interval, scenario.target.redact_base_url)
+                    .and_then(|s| match &scenario.client.tls {
+                        Some(tls) => s.with_tls(crate::request::worker::tls_client_config(tls)?),
+                        None => Ok(s),
+                    })
                     .map_err(AppError::Aborted)?
                     .with_secrets(&secrets)
                     .with_headers(headers),

@@ -14,7 +14,9 @@ use crate::plan::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scen
 use crate::redact::redact_url;
 use crate::request::record::{ProbeResult, SizingRecord};
 use crate::request::schedule::RunControl;
-use crate::request::worker::{Client, error_chain, header_map, http_client, run_headers};
+use crate::request::worker::{
+    Client, client_certificate_refusal, error_chain, header_map, http_client, run_headers, tls_reason,
+};
 use crate::request::workload::sizing::{self, default_overhead, probe_sizes};
 use crate::request::workload::{Sizer, Workload};
 use crate::results::console;
@@ -103,11 +105,16 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Lis
     let limit = settings.connect.saturating_add(PREFLIGHT_ANSWER);
     // The run's own headers (a gateway's tenant or key header guards /models too).
     let headers = header_map(&run_headers(&scenario.target).map_err(|e| AppError::BadInput(e.to_string()))?);
+    if settings.tls.as_ref().is_some_and(|t| t.insecure_skip_verify) {
+        eprintln!(
+            "warning: target.tls.insecure_skip_verify = true: the server's certificate is not checked, so anyone on the path to {shown} can pose as it; use target.tls.ca_file instead outside a lab"
+        );
+    }
     let get = |http2: bool| {
         let (url, headers) = (url.clone(), headers.clone());
         async move {
             let client = http_client(&ClientSettings { http2, ..settings.clone() }, 0)
-                .map_err(|e| AppError::Aborted(format!("cannot build the HTTP client: {}", e.without_url())))?;
+                .map_err(|e| AppError::Aborted(format!("cannot build the HTTP client: {e}")))?;
             Ok::<_, AppError>(tokio::time::timeout(limit, client.get(&url).headers(headers).send()).await)
         }
     };
@@ -153,6 +160,13 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Lis
         return Ok(Listing::Unavailable(format!("GET {shown_url} answered {status}")));
     }
     if !status.is_success() {
+        // A gateway that wants a client certificate says so in a page, not in the handshake.
+        if settings.tls.is_some() || base_url.starts_with("https:") {
+            let body = tokio::time::timeout(limit, bounded_body(answer)).await.ok().flatten().unwrap_or_default();
+            if let Some(reason) = client_certificate_refusal(status.as_u16(), &body) {
+                return Err(AppError::Aborted(format!("cannot reach the server at {shown}: {reason}")));
+            }
+        }
         return Ok(Listing::Unavailable(format!("GET {shown_url} answered {status}")));
     }
     let body = match tokio::time::timeout(limit, bounded_body(answer)).await {
@@ -189,6 +203,9 @@ fn listed_ids(body: &[u8]) -> Option<Vec<String>> {
 }
 
 fn unreachable(shown: &str, e: &reqwest::Error) -> AppError {
+    if let Some(reason) = tls_reason(e) {
+        return AppError::Aborted(format!("cannot reach the server at {shown}: {reason}"));
+    }
     AppError::Aborted(format!(
         "cannot reach the server at {shown} ({}); is it running? check --base-url or target.base_url",
         if e.is_timeout() { "connecting timed out" } else { "connection failed" }

@@ -23,6 +23,7 @@ mod query;
 mod raw;
 mod session_rules;
 mod target;
+mod tls_rules;
 mod trace_rules;
 pub mod url_rules;
 mod validate;
@@ -44,6 +45,7 @@ pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy}
 pub use query::with_query;
 pub use raw::RawScenario;
 pub use target::{Api, ApiKey, Dialect, Endpoint, MetricsEndpoint, NamedValues, ServerMetricsSettings, Target};
+pub use tls_rules::TlsSettings;
 
 /// A fully validated scenario.
 #[derive(Debug, Clone, Serialize)]
@@ -460,6 +462,9 @@ pub struct ClientSettings {
     pub retry: RetryPolicy,
     /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1 with keep-alive.
     pub http2: bool,
+    /// `[target.tls]`, for the HTTP clients (written under `target.tls`, not here).
+    #[serde(skip)]
+    pub tls: Option<Arc<TlsSettings>>,
 }
 
 /// The default `client.request_timeout` allows this much per `max_tokens` after the first

@@ -103,6 +103,29 @@ pub struct RawTarget {
     /// Query parameters appended to every request URL, e.g. `{ "api-version" = "2024-10-21" }`;
     /// values as in `headers`, and secret too.
     pub query: Option<toml::Table>,
+    /// `[target.tls]`: trusted roots, client certificate, server name (https base URLs only).
+    pub tls: Option<RawTls>,
+}
+
+/// `[target.tls]`: how an https server is trusted and how the client proves itself to it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    /// A PEM file of CA certificates trusted beside the roots (e.g. a company's private CA),
+    /// relative to the scenario file.
+    pub ca_file: Option<String>,
+    /// `true`: trust the operating system's certificate store instead of the bundled WebPKI roots.
+    pub system_roots: Option<bool>,
+    /// The client certificate (PEM, with any intermediates) for servers that require one (mTLS).
+    pub client_cert: Option<String>,
+    /// The client certificate's private key (PEM). Its contents are never written anywhere.
+    pub client_key: Option<String>,
+    /// Check the server's certificate against this name (and send it as SNI) instead of the
+    /// base URL's host.
+    pub server_name: Option<String>,
+    /// `true`: do not check the server's certificate at all (a lab's self-signed server). Loud:
+    /// a warning on the console and in every artifact.
+    pub insecure_skip_verify: Option<bool>,
 }
 
 /// `[run]`

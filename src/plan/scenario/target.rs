@@ -50,6 +50,10 @@ pub struct Target {
     /// `target.query`: written as the list of their names, like `headers`.
     #[serde(skip_serializing_if = "NamedValues::is_empty")]
     pub query: NamedValues,
+    /// `[target.tls]`: which trust was used (see `TlsSettings`). Absent when the table is, so
+    /// earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<std::sync::Arc<super::TlsSettings>>,
 }
 
 /// Where and how often the server's Prometheus metrics are scraped.

@@ -120,6 +120,7 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
         request_given,
         retry: retry_policy(&c, &raw.client)?,
         http2: raw.client.http2.unwrap_or(false),
+        tls: target.tls.clone(),
     };
     super::workload_rules::check_extra_body(&c, &target, &serve)?;
     let slo = super::load_rules::slo(&c, &raw.slo, &load)?;
@@ -334,6 +335,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         (None, Endpoint::Simulator { .. }) => anvil_sim::DEFAULT_MODEL.to_string(),
         (None, Endpoint::Remote { .. }) => String::new(),
     };
+    let tls = super::tls_rules::tls(c, t.tls.as_ref(), &endpoint)?.map(std::sync::Arc::new);
     Ok(Target {
         model_named: t.model.is_some(),
         endpoint,
@@ -363,6 +365,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         metrics: None,
         headers,
         query,
+        tls,
     })
 }
 

@@ -59,18 +59,25 @@ struct Inner {
     headers: reqwest::header::HeaderMap,
 }
 
+/// The scraper's HTTP client, with `tls` or the WebPKI roots.
+fn metrics_client(tls: Option<rustls::ClientConfig>) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(SCRAPE_TIMEOUT)
+        .timeout(SCRAPE_TIMEOUT)
+        .pool_max_idle_per_host(1);
+    if let Some(config) = tls {
+        builder = builder.use_preconfigured_tls(config);
+    }
+    builder.build().map_err(|e| format!("cannot set up the metrics client: {e}"))
+}
+
 impl Scraper {
     /// `url` may hold credentials (used, never written, and withheld wherever the server echoes
     /// them); `redact` writes `[redacted]` instead of the URL, as `target.redact_base_url` does
     /// for the base URL.
     pub fn new(url: &str, interval: Duration, redact: bool) -> Result<Scraper, String> {
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(SCRAPE_TIMEOUT)
-            .timeout(SCRAPE_TIMEOUT)
-            .pool_max_idle_per_host(1)
-            .build()
-            .map_err(|e| format!("cannot set up the metrics client: {e}"))?;
+        let http = metrics_client(None)?;
         let display_url = if redact { "[redacted]".to_string() } else { super::display_url(url) };
         let secrets = Secrets::default().and_url(url);
         let inner = Inner {
@@ -83,6 +90,13 @@ impl Scraper {
             headers: reqwest::header::HeaderMap::new(),
         };
         Ok(Scraper { inner: Arc::new(inner) })
+    }
+
+    /// Speak TLS with `config` (the run's `[target.tls]`) instead of the WebPKI roots.
+    pub fn with_tls(self, mut config: rustls::ClientConfig) -> Result<Scraper, String> {
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let http = metrics_client(Some(config))?;
+        Ok(self.rebuilt(|inner| inner.http = http))
     }
 
     /// A shorter bound per scrape than [`SCRAPE_TIMEOUT`] (it stays the ceiling).

@@ -22,6 +22,9 @@ pub enum ClientError {
     /// perhaps, is never shown).
     #[error("{key}: holds a line break or another character an HTTP header cannot carry")]
     Header { key: &'static str },
+    /// `[target.tls]` could not become a TLS configuration.
+    #[error("{0}")]
+    Tls(String),
 }
 
 /// Longest wait before a retry, whatever `Retry-After` or the backoff say.

@@ -30,6 +30,7 @@ mod limits;
 mod next;
 mod probe;
 mod stream;
+mod tls;
 mod transport;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +50,7 @@ pub use errors::{ClientError, MAX_RETRY_WAIT, error_chain};
 pub use headers::{header_map, run_headers, sends_bearer};
 pub use limits::RequestLimits;
 pub use stream::{CAPTURE_CHARS, OutputTokens, StreamFault, StreamState};
+pub use tls::{client_certificate_refusal, client_config as tls_client_config, tls_reason};
 pub use transport::READ_BUFFER_MAX;
 
 use crate::contract::ErrorKind;
@@ -97,12 +99,14 @@ pub struct Client {
     api_key: Option<ApiKey>,
     /// What each request may produce, to judge its answer by (see `limits`).
     limits: RequestLimits,
+    /// `[target.tls]`'s configuration, built once (see `tls`); `None`: the WebPKI roots.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// reqwest with the settings of the measured requests' client (see `transport`), for the requests
 /// around a run (the server check before it, server metrics); `pool_idle` connections per host are
 /// kept for reuse (0: none).
-pub fn http_client(settings: &ClientSettings, pool_idle: usize) -> reqwest::Result<reqwest::Client> {
+pub fn http_client(settings: &ClientSettings, pool_idle: usize) -> Result<reqwest::Client, String> {
     let mut builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -114,7 +118,14 @@ pub fn http_client(settings: &ClientSettings, pool_idle: usize) -> reqwest::Resu
         // Cleartext HTTP/2 without an upgrade round trip: every stream shares one connection.
         builder = builder.http2_prior_knowledge();
     }
-    builder.build()
+    if let Some(tls) = &settings.tls {
+        // reqwest takes the configuration as it is: ALPN offered as its own would be.
+        let mut config = tls::client_config(tls)?;
+        config.alpn_protocols =
+            if settings.http2 { vec![b"h2".to_vec()] } else { vec![b"h2".to_vec(), b"http/1.1".to_vec()] };
+        builder = builder.use_preconfigured_tls(config);
+    }
+    builder.build().map_err(|e| e.without_url().to_string())
 }
 
 /// How long warmed connections get to return to the pool: enough for the tasks that return them
@@ -182,7 +193,11 @@ impl Client {
         pool_size: usize,
     ) -> Result<Self, ClientError> {
         let uri = request_uri(endpoint_url)?;
-        let http = Http::new(&timeouts, pool_size, uri.scheme_str() == Some("https"));
+        let tls = match &timeouts.tls {
+            Some(settings) => Some(Arc::new(tls::client_config(settings).map_err(ClientError::Tls)?)),
+            None => None,
+        };
+        let http = Http::new(&timeouts, pool_size, uri.scheme_str() == Some("https"), tls.as_deref());
         let auth = match &api_key {
             Some(key) => Some(secret_header(&format!("Bearer {}", key.expose()), "target.api_key_env")?),
             None => None,
@@ -201,6 +216,7 @@ impl Client {
             in_flight: Arc::default(),
             api_key,
             limits: RequestLimits::default(),
+            tls,
         })
     }
 
@@ -251,7 +267,7 @@ impl Client {
 
     /// The pool for a send repeated after a stale pooled connection: never a pooled one.
     fn fresh(&self) -> &Http {
-        self.fresh.get_or_init(|| Http::new(&self.timeouts, 0, matches!(self.http, Http::Tls(_))))
+        self.fresh.get_or_init(|| Http::new(&self.timeouts, 0, matches!(self.http, Http::Tls(_)), self.tls.as_deref()))
     }
 
     /// A request to the endpoint (or `uri`), with the run's credentials.

@@ -11,7 +11,7 @@
 //!
 //! What stays as reqwest set it: `Accept: */*`, Nagle off, the connect timeout, the pool's size
 //! and idle timeout, TLS with rustls and the WebPKI roots (HTTP/2 offered by ALPN), prior-knowledge
-//! HTTP/2 when `client.http2` is set.
+//! HTTP/2 when `client.http2` is set. `[target.tls]` replaces the roots (see `tls`), for both.
 
 use std::time::Duration;
 
@@ -19,10 +19,11 @@ use bytes::Bytes;
 use http::header::{ACCEPT, HeaderValue};
 use http_body_util::{BodyDataStream, Full};
 use hyper::body::Incoming;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::ClientConfig;
 
 use crate::plan::scenario::ClientSettings;
 
@@ -52,8 +53,9 @@ pub enum Http {
 
 impl Http {
     /// A pool for `tls` (`https`) or plain URLs, keeping up to `pool_idle` idle connections
-    /// (0: none, every request opens its own).
-    pub fn new(settings: &ClientSettings, pool_idle: usize, tls: bool) -> Http {
+    /// (0: none, every request opens its own). `config`: the TLS configuration of
+    /// `[target.tls]` (see `tls`), or the WebPKI roots.
+    pub fn new(settings: &ClientSettings, pool_idle: usize, tls: bool, config: Option<&ClientConfig>) -> Http {
         let mut tcp = HttpConnector::new();
         tcp.set_nodelay(true);
         tcp.set_connect_timeout(Some(settings.connect));
@@ -63,12 +65,19 @@ impl Http {
         }
         // `https` URLs are handed on to rustls.
         tcp.enforce_http(false);
-        let connector = HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(tcp);
+        let connector = match config {
+            None => HttpsConnectorBuilder::new().with_webpki_roots().https_or_http().enable_http1().enable_http2(),
+            Some(config) => {
+                let builder = HttpsConnectorBuilder::new().with_tls_config(config.clone()).https_or_http();
+                // `server_name`: sent as SNI too (the verifier checks the certificate against it).
+                let builder = match settings.tls.as_ref().and_then(|t| t.server_name.clone()) {
+                    Some(name) => builder.with_server_name_resolver(FixedServerNameResolver::new(name)),
+                    None => builder,
+                };
+                builder.enable_http1().enable_http2()
+            }
+        }
+        .wrap_connector(tcp);
         Http::Tls(builder.build(connector))
     }
 
@@ -122,12 +131,13 @@ mod tests {
             request_given: None,
             retry: RetryPolicy { max_retries: 0, on: Vec::new(), backoff: s },
             http2,
+            tls: None,
         }
     }
 
     /// A GET of `uri`, bounded in time.
     async fn send(http2: bool, uri: &str) -> Result<Response, SendError> {
-        let sent = Http::new(&settings(http2), 1, uri.starts_with("https:")).send(get(uri));
+        let sent = Http::new(&settings(http2), 1, uri.starts_with("https:"), None).send(get(uri));
         tokio::time::timeout(Duration::from_secs(10), sent).await.expect("an answer or an error within 10 s")
     }
 

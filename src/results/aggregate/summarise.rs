@@ -353,6 +353,9 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
     if let Some(profile) = &info.simulator_profile {
         w.push(Warning::SimulatedTarget { profile: profile.clone() });
     }
+    if info.scenario.pointer("/target/tls/insecure_skip_verify") == Some(&serde_json::Value::Bool(true)) {
+        w.push(Warning::TlsVerificationOff);
+    }
     if s.interrupted {
         w.push(Warning::Interrupted);
     }

@@ -25,6 +25,8 @@ pub enum Warning {
     SimulatedTarget {
         profile: String,
     },
+    /// `target.tls.insecure_skip_verify = true`: the server's certificate was not checked.
+    TlsVerificationOff,
     Interrupted,
     /// `foreign`: failed responses that held another request's marker.
     CanariesAllFailed {
@@ -163,6 +165,7 @@ impl Warning {
     pub fn code(&self) -> &'static str {
         match self {
             Warning::SimulatedTarget { .. } => "simulated_target",
+            Warning::TlsVerificationOff => "tls_verification_off",
             Warning::Interrupted => "interrupted",
             Warning::CanariesAllFailed { .. } => "canaries_all_failed",
             Warning::CanariesFailed { .. } => "canaries_failed",
@@ -200,6 +203,7 @@ impl Warning {
             Warning::SimulatedTarget { profile } => format!(
                 "measured against the embedded simulator (profile {profile}), not a real engine; give --base-url to measure a server"
             ),
+            Warning::TlsVerificationOff => "target.tls.insecure_skip_verify = true: the server's certificate was not checked, so these numbers may come from whoever answered in its place; use target.tls.ca_file outside a lab".to_string(),
             Warning::Interrupted => {
                 "the run was stopped before it finished; the numbers cover what completed".to_string()
             }

@@ -6,5 +6,5 @@
 mod secrets;
 mod url;
 
-pub use secrets::{FIELD_CHARS, SCRUB_MIN_CHARS, Secrets, is_unsafe_char, sanitize_message, visible};
+pub use secrets::{FIELD_CHARS, SCRUB_MIN_CHARS, SecretLog, Secrets, is_unsafe_char, sanitize_message, visible};
 pub use url::{REDACTED, is_secret_param, redact_url, redact_urls_in, url_credentials};

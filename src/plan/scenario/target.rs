@@ -25,6 +25,10 @@ pub struct Target {
     pub api_key_env: Option<String>,
     #[serde(skip)]
     pub api_key: Option<ApiKey>,
+    /// The command printing the key (`api_key_command`), instead of `api_key_env`. Absent from
+    /// the serialized scenario when not set, so earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_command: Option<super::key_command::KeyCommand>,
     pub engine: Option<String>,
     pub gpu: Option<String>,
     pub redact_base_url: bool,
@@ -175,8 +179,9 @@ impl fmt::Debug for ApiKey {
 }
 
 impl super::Scenario {
-    /// Every secret the scenario holds, which nothing written may carry: its API key, and its
-    /// base URL's and metrics URL's credentials and query values.
+    /// Every secret the scenario holds, which nothing written may carry: its API key (or every
+    /// token its key command printed), and its base URL's and metrics URL's credentials and
+    /// query values.
     pub fn secrets(&self) -> Secrets {
         let mut urls: Vec<&str> = Vec::new();
         if let Endpoint::Remote { base_url } = &self.target.endpoint {
@@ -185,9 +190,14 @@ impl super::Scenario {
         if let Some(MetricsEndpoint::Url { url }) = self.target.metrics.as_ref().map(|m| &m.endpoint) {
             urls.push(url);
         }
-        Secrets::with_urls(
+        let secrets = Secrets::with_urls(
             self.target.api_key.as_ref().map(ApiKey::expose).into_iter().map(str::to_string).collect(),
             &urls,
-        )
+        );
+        // Every token the key command prints, before or after this call.
+        match &self.target.api_key_command {
+            Some(command) => secrets.learning(&command.tokens),
+            None => secrets,
+        }
     }
 }

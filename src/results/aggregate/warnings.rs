@@ -156,6 +156,11 @@ pub enum Warning {
         model: String,
         missing: crate::request::record::run_info::ModelNotListed,
     },
+    /// The key command (`target.api_key_command`) failed during the run; `message` names the
+    /// program, the time and why (already scrubbed).
+    CredentialRefreshFailed {
+        message: String,
+    },
 }
 
 impl Warning {
@@ -191,6 +196,7 @@ impl Warning {
             Warning::OutputControlIgnored { .. } => "output_control_ignored",
             Warning::Server { warning, .. } => warning.code(),
             Warning::ModelNotListed { .. } => "model_not_listed",
+            Warning::CredentialRefreshFailed { .. } => "credential_refresh_failed",
         }
     }
 
@@ -325,6 +331,7 @@ impl Warning {
             ),
             Warning::Server { warning, url } => warning.message(url),
             Warning::ModelNotListed { model, missing } => missing.message(model),
+            Warning::CredentialRefreshFailed { message } => message.clone(),
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::request::record::{RunInfo, Stamp};
 use crate::request::schedule::lateness::LatenessProbe;
 use crate::request::schedule::{self, LevelPlan, RunControl};
 use crate::request::server_metrics;
+use crate::request::worker::credentials::Credentials;
 use crate::request::worker::{self, Client};
 use crate::request::workload::Workload;
 use crate::results::aggregate::snapshots::{SnapshotConfig, Snapshots};
@@ -262,6 +263,8 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     // Everything that can refuse the run does so before the first request (the /models check
     // and calibration probes are requests): exit code 2 promises that nothing was sent.
     setup::ensure_file_limit(&setup::DescriptorNeed::for_scenario(&scenario))?;
+    // A key command runs now: its failure refuses the run before anything is sent.
+    let credentials = Credentials::obtain(scenario.target.api_key_command.as_ref()).await?;
     let target = RunTarget::start(&scenario).await?;
     // Every secret of the run, withheld from everything the client and the scraper record.
     let secrets = scenario.secrets();
@@ -293,11 +296,13 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         .and_then(|c| c.for_api(scenario.target.api, scenario.target.anthropic_version.as_deref()))
         .and_then(|c| Ok(c.with_headers(worker::run_headers(&scenario.target)?)))
         .map(|c| c.with_limits(crate::request::worker::RequestLimits::from_scenario(&scenario)))
-        .map(|c| c.with_secrets(&secrets))
+        .map(|c| c.with_secrets(&secrets).with_credentials(&credentials))
         .map_err(|e| AppError::BadInput(e.to_string()))?;
     let control = RunControl::default();
     let records_note = setup::RecordsNote::default();
     setup::watch_signals(control.clone(), scenario.run.grace, records_note.clone());
+    // Stopped when the run ends (dropped) or is stopped.
+    let _refresher = credentials.refresh_every(&control.stop_issuing);
 
     let shard = shard_plan.join(&scenario, &args.out, &control).await.map_err(AppError::Aborted)?;
     let run_id = shard.run_id().to_string();
@@ -676,7 +681,11 @@ impl Session<'_> {
             client: Some(client),
         };
         let summary = aggregate::finish_level(input, Origin::Run, self.records.path()).map_err(AppError::Aborted)?;
-        let artifact = artifact::build(&self.info, &summary, self.records.path());
+        let mut artifact = artifact::build(&self.info, &summary, self.records.path());
+        let credentials = self.client.credentials();
+        artifact.credential_refreshes = credentials.counts();
+        let failed = credentials.take_failures().into_iter();
+        artifact.warnings.extend(failed.map(|f| Warning::CredentialRefreshFailed { message: f.message }));
         let path = write(&self.args.out, &format!("{stem}.json"), &artifact)?;
         ending::level_end(self.args, &self.info, &summary, several, self.shard.is_part());
         self.shard.hand_over(&level_id, &self.records, interrupted).await.map_err(AppError::Aborted)?;

@@ -6,7 +6,7 @@
 mod secrets;
 mod url;
 
-pub use secrets::{FIELD_CHARS, SCRUB_MIN_CHARS, Secrets, is_unsafe_char, sanitize_message, visible};
+pub use secrets::{FIELD_CHARS, SCRUB_MIN_CHARS, SecretLog, Secrets, is_unsafe_char, sanitize_message, visible};
 pub use url::{
     REDACTED, is_secret_param, keeps_value as keeps_query_value, redact_url, redact_urls_in, url_credentials,
 };

@@ -9,9 +9,13 @@
 //! secret or quotes the prompt), [`Secrets::field`] (a short label such as `finish_reason`, a
 //! model id or the backend header), and [`Secrets::label`] (a metric name or label value: each
 //! secret replaced in place, so series stay apart).
+//!
+//! Secrets obtained during a run (each token a `target.api_key_command` printed) are learned
+//! through a [`SecretLog`] shared by every `Secrets` built with it: a token obtained after a
+//! `Secrets` was made is withheld by it all the same.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use super::url::{REDACTED, redact_urls_in, url_credentials};
 
@@ -29,7 +33,48 @@ const WITHHELD_SECRET: &str = "[withheld: it contained a secret]";
 /// values of the base and metrics URLs (as written and percent-decoded), longest first.
 /// Shared, so cloning a client (once per request in an open loop) copies no string.
 #[derive(Clone, Default)]
-pub struct Secrets(Arc<[String]>);
+pub struct Secrets(Arc<[String]>, Option<SecretLog>);
+
+/// Secrets learned while a run goes on (tokens a key command printed), shared by every
+/// [`Secrets`] given it (`Secrets::learning`). Only ever grows; its `Debug` shows a count.
+#[derive(Clone, Default)]
+pub struct SecretLog(Arc<RwLock<Arc<[String]>>>);
+
+impl SecretLog {
+    /// Withhold `secret` from now on, wherever a `Secrets` with this log looks.
+    pub fn learn(&self, secret: &str) {
+        if secret.is_empty() {
+            return;
+        }
+        let mut all = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if all.iter().any(|s| s == secret) {
+            return;
+        }
+        let mut grown: Vec<String> = all.iter().cloned().chain(std::iter::once(secret.to_string())).collect();
+        grown.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        *all = grown.into();
+    }
+
+    /// Every secret learned so far, longest first.
+    fn all(&self) -> Arc<[String]> {
+        Arc::clone(&self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// How many secrets were learned.
+    pub fn len(&self) -> usize {
+        self.all().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl fmt::Debug for SecretLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SecretLog([{} hidden])", self.len())
+    }
+}
 
 impl Secrets {
     pub fn new(api_key: Option<&str>, base_url: &str) -> Self {
@@ -41,14 +86,38 @@ impl Secrets {
         Secrets::from_parts(secrets, urls)
     }
 
-    /// These secrets and those of `other`.
+    /// These secrets and those of `other` (a run has one log: this one's, else `other`'s).
     pub fn and(&self, other: &Secrets) -> Self {
         Secrets::from_parts(self.0.iter().chain(other.0.iter()).cloned().collect(), &[])
+            .with_log(self.1.clone().or_else(|| other.1.clone()))
     }
 
     /// These secrets and the credentials of `url`.
     pub fn and_url(&self, url: &str) -> Self {
-        Secrets::from_parts(self.0.to_vec(), &[url])
+        Secrets::from_parts(self.0.to_vec(), &[url]).with_log(self.1.clone())
+    }
+
+    /// These secrets and every one `log` learns, before or after this call.
+    pub fn learning(&self, log: &SecretLog) -> Self {
+        Secrets(Arc::clone(&self.0), Some(log.clone()))
+    }
+
+    fn with_log(mut self, log: Option<SecretLog>) -> Self {
+        self.1 = log;
+        self
+    }
+
+    /// The fixed secrets and those learned so far, longest first (for replacing in place).
+    fn every(&self) -> Arc<[String]> {
+        match self.1.as_ref().map(SecretLog::all).filter(|l| !l.is_empty()) {
+            None => Arc::clone(&self.0),
+            Some(learned) => {
+                let mut all: Vec<String> = self.0.iter().chain(learned.iter()).cloned().collect();
+                all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+                all.dedup();
+                all.into()
+            }
+        }
     }
 
     fn from_parts(mut all: Vec<String>, urls: &[&str]) -> Self {
@@ -65,26 +134,27 @@ impl Secrets {
         // Longest first: a secret inside another is replaced after it.
         all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         all.dedup();
-        Secrets(all.into())
+        Secrets(all.into(), None)
     }
 
     /// Whether `text` holds any of the secrets, as written or percent-encoded.
     pub fn found_in(&self, text: &str) -> bool {
-        if self.0.is_empty() {
+        let learned = self.1.as_ref().map(SecretLog::all).unwrap_or_default();
+        if self.0.is_empty() && learned.is_empty() {
             return false;
         }
-        let holds = |t: &str| self.0.iter().any(|s| t.contains(s.as_str()));
+        let holds = |t: &str| self.0.iter().chain(learned.iter()).any(|s| t.contains(s.as_str()));
         holds(text) || percent_decode(text).is_some_and(|d| holds(&d))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_empty() && self.1.as_ref().is_none_or(SecretLog::is_empty)
     }
 }
 
 impl fmt::Debug for Secrets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Secrets([{} hidden])", self.0.len())
+        write!(f, "Secrets([{} hidden])", self.every().len())
     }
 }
 
@@ -174,7 +244,7 @@ impl Secrets {
     /// `max_chars` characters. Never withheld whole, never quoting a secret.
     pub fn label(&self, text: &str, max_chars: usize) -> String {
         let mut out = if text.contains("://") { redact_urls_in(text) } else { text.to_string() };
-        for secret in self.0.iter() {
+        for secret in self.every().iter() {
             if out.contains(secret.as_str()) {
                 out = out.replace(secret.as_str(), REDACTED);
             }
@@ -201,9 +271,10 @@ impl Secrets {
     /// fingerprint, which must not depend on the key.
     pub fn scrub_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
+        let every = self.every();
         let scrub = |s: &str| -> Option<String> {
             let mut out = if s.contains("://") { redact_urls_in(s) } else { s.to_string() };
-            for secret in self.0.iter().filter(|s| s.chars().count() >= SCRUB_MIN_CHARS) {
+            for secret in every.iter().filter(|s| s.chars().count() >= SCRUB_MIN_CHARS) {
                 if out.contains(secret.as_str()) {
                     out = out.replace(secret.as_str(), REDACTED);
                 }
@@ -396,6 +467,27 @@ mod tests {
         let before = doc.clone();
         short.scrub_json(&mut doc);
         assert_eq!(doc, before);
+    }
+
+    #[test]
+    fn secrets_learned_later_are_withheld_by_every_copy() {
+        let log = SecretLog::default();
+        let s = Secrets::new(Some("sk-fixed-1"), "http://h/v1").learning(&log);
+        let combined = Secrets::default().and(&s).and_url("http://h/m?token=qs-tok-9");
+        assert!(!s.found_in("tok-7f3a-1"));
+        log.learn("tok-7f3a-1");
+        log.learn("tok-7f3a-1");
+        assert_eq!(log.len(), 1);
+        for secrets in [&s, &combined] {
+            assert!(secrets.found_in("Bearer tok-7f3a-1") && secrets.found_in("sk-fixed-1"));
+            assert!(secrets.message("echo tok-7f3a-1").contains("withheld"));
+            assert_eq!(secrets.label("x_tok-7f3a-1", 64), "x_[redacted]");
+        }
+        assert!(combined.found_in("qs-tok-9"));
+        let mut doc = serde_json::json!({"auth": "Bearer tok-7f3a-1"});
+        combined.scrub_json(&mut doc);
+        assert_eq!(doc["auth"], "Bearer [redacted]");
+        assert!(!format!("{log:?}{s:?}").contains("tok-7f3a"));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 
 mod api_prompts;
 mod api_wire;
+mod auth;
 pub mod cli;
 mod contamination;
 mod faults;
@@ -127,6 +128,13 @@ impl MockServer {
     /// served as `GET /mock/seen`.
     pub fn seen(&self) -> SeenRequests {
         self.stats.seen()
+    }
+
+    /// Answer 401 to every generation request whose bearer token is not one of `tokens`, from
+    /// now on; `None` accepts every request again (the default). The tokens seen are in
+    /// `stats().bearer_tokens`.
+    pub fn accept_only_tokens(&self, tokens: Option<&[&str]>) {
+        self.stats.tokens.accept_only(tokens);
     }
 
     /// Starts `peak_active_requests` again from the requests in flight now, so that the next

@@ -99,6 +99,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/mock/ground-truth", get(mock_ground_truth))
         .route("/metrics", get(prometheus_metrics))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), super::seen::record))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), super::auth::gate))
         .with_state(state)
 }
 

@@ -32,6 +32,8 @@ pub struct MockStats {
     restart_baseline: Mutex<Option<MockStatsSnapshot>>,
     /// The paths, queries and headers of the requests seen (bounded; see `seen`).
     pub(crate) seen: Mutex<super::seen::SeenRequests>,
+    /// Bearer tokens seen, and the accepted set (see `auth`).
+    pub(crate) tokens: super::auth::TokenRecord,
 }
 
 /// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
@@ -70,6 +72,19 @@ pub struct MockStatsSnapshot {
     /// `contamination_merged`.
     #[serde(default)]
     pub contaminated_responses: u64,
+    /// Every distinct bearer token seen (at most `auth::MAX_TOKENS_SEEN`), with how many
+    /// requests carried it. Never serialized: a token must not reach a file.
+    #[serde(skip)]
+    pub bearer_tokens: BTreeMap<String, u64>,
+    /// Generation requests answered 401 because their token was not accepted
+    /// (`MockServer::accept_only_tokens`); also in `requests_received` and `requests_rejected`.
+    /// Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub auth_refused: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl MockStats {
@@ -101,6 +116,8 @@ impl MockStats {
                 .collect(),
             contaminated_responses: get(&self.faults[FaultKind::ContaminationSwapped.counter()])
                 + get(&self.faults[FaultKind::ContaminationMerged.counter()]),
+            bearer_tokens: self.tokens.seen(),
+            auth_refused: get(&self.tokens.refused),
         }
     }
 

@@ -34,6 +34,8 @@ pub fn duration_range(key: &str) -> (Duration, Duration) {
         }
         // Doubled per retry (at most 100): 10 min · 2^100 still fits a `Duration` once capped.
         "client.retry_backoff" => (MS, Duration::from_secs(600)),
+        // A token command run more often than every 10 s would be a load of its own.
+        "target.api_key_refresh" => (10 * SECOND, DAY),
         _ => (MS, 30 * DAY),
     }
 }

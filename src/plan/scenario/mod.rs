@@ -7,7 +7,8 @@
 //! The files, from the ground up: this one, `target` and `pacing` hold the typed plan; `raw`
 //! the TOML's shapes; `checker` the toolbox every rule reports through; the `*_rules` files
 //! one section each; `overrides` the command line's values; `validate` reads the file once,
-//! section by section, calling the rules.
+//! section by section, calling the rules. `key_command` is the key a command prints
+//! (`target.api_key_command`).
 
 mod api_rules;
 mod azure;
@@ -15,6 +16,7 @@ pub mod bounds;
 mod checker;
 mod dataset;
 mod headers;
+pub mod key_command;
 mod load_rules;
 mod metrics_rules;
 mod overrides;

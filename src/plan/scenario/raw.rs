@@ -65,6 +65,12 @@ pub struct RawTarget {
     /// Name of the environment variable holding the API key (sent as a bearer token). The key
     /// itself never appears in the scenario, the artifact or the logs.
     pub api_key_env: Option<String>,
+    /// The command printing the key (a bearer token), as a list run without a shell, e.g.
+    /// `["gcloud", "auth", "print-access-token"]`; run before the run, again every
+    /// `api_key_refresh`, and once when a request is refused with 401. Not with `api_key_env`.
+    pub api_key_command: Option<Vec<String>>,
+    /// Run `api_key_command` again this often during the run (e.g. `"45m"`; 10s to 24h).
+    pub api_key_refresh: Option<String>,
     /// Label recorded as the artifact's `engine` (e.g. `"vllm-0.11"`).
     pub engine: Option<String>,
     /// Label recorded as the artifact's `gpu`.

@@ -26,6 +26,10 @@ pub struct Target {
     pub api_key_env: Option<String>,
     #[serde(skip)]
     pub api_key: Option<ApiKey>,
+    /// The command printing the key (`api_key_command`), instead of `api_key_env`. Absent from
+    /// the serialized scenario when not set, so earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_command: Option<super::key_command::KeyCommand>,
     pub engine: Option<String>,
     pub gpu: Option<String>,
     pub redact_base_url: bool,
@@ -209,8 +213,9 @@ impl fmt::Debug for ApiKey {
 }
 
 impl super::Scenario {
-    /// Every secret the scenario holds, which nothing written may carry: its API key, its
-    /// header and query values, and its base URL's and metrics URL's credentials and query values.
+    /// Every secret the scenario holds, which nothing written may carry: its API key (or every
+    /// token its key command printed), its header and query values, and its base URL's and
+    /// metrics URL's credentials and query values.
     pub fn secrets(&self) -> Secrets {
         let mut urls: Vec<&str> = Vec::new();
         if let Endpoint::Remote { base_url } = &self.target.endpoint {
@@ -223,6 +228,11 @@ impl super::Scenario {
             self.target.api_key.as_ref().map(ApiKey::expose).into_iter().map(str::to_string).collect();
         // Every header value, and every query value but a version-shaped `api-version`.
         secrets.extend(self.target.headers.secret_values().chain(self.target.query.secret_values()));
-        Secrets::with_urls(secrets, &urls)
+        let secrets = Secrets::with_urls(secrets, &urls);
+        // Every token the key command prints, before or after this call.
+        match &self.target.api_key_command {
+            Some(command) => secrets.learning(&command.tokens),
+            None => secrets,
+        }
     }
 }

@@ -87,7 +87,10 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
     let notes = overrides::apply(&mut raw, overrides, &mut c)?;
     let provenance = c.overridden().to_vec();
 
+    // Before the key's variable is read: both keys set is the first thing to say.
+    let key_command = super::key_command::key_command(&c, &raw.target)?;
     let mut target = target(&c, &raw.target)?;
+    target.api_key_command = key_command;
     super::api_rules::check_sources(&c, &raw, &target)?;
     // A trace, or a number of conversations, bounds a level by itself: requests and duration
     // become optional.
@@ -343,6 +346,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         api: t.api,
         api_key_env: t.api_key_env.clone(),
         api_key,
+        api_key_command: None,
         engine: t.engine.clone(),
         gpu: t.gpu.clone(),
         redact_base_url: t.redact_base_url,

@@ -24,6 +24,7 @@
 
 mod attempt;
 mod chunks;
+pub mod credentials;
 mod errors;
 mod headers;
 mod limits;
@@ -39,7 +40,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri};
 use http_body_util::Full;
 use next::{Next, Waits};
@@ -60,6 +61,7 @@ use crate::request::openai::parse_error_body;
 use crate::request::record::{Dispatch, Outcome};
 use crate::request::workload::PreparedRequest;
 use attempt::Attempt;
+use credentials::Credentials;
 use errors::{
     backoff_wait, compressed, is_context_overflow, is_stale_connection, redirect_message, retry_after, send_error_kind,
 };
@@ -83,7 +85,8 @@ pub struct Client {
     /// Built on first use.
     fresh: Arc<OnceLock<Http>>,
     uri: Uri,
-    auth: Option<HeaderValue>,
+    /// The key (fixed, or a command's current token) and the headers it goes in.
+    auth: Credentials,
     /// Headers of the API beyond the bearer token (`x-api-key`, `anthropic-version`); the
     /// key's value is marked sensitive, so it never shows in logs.
     api_headers: Vec<(HeaderName, HeaderValue)>,
@@ -95,8 +98,6 @@ pub struct Client {
     timeouts: ClientSettings,
     /// Requests in flight across all workers, for the snapshots.
     in_flight: Arc<AtomicU64>,
-    /// Kept for the API's own key header (see `for_api`); its `Debug` hides the value.
-    api_key: Option<ApiKey>,
     /// What each request may produce, to judge its answer by (see `limits`).
     limits: RequestLimits,
     /// `[target.tls]`'s configuration, built once (see `tls`); `None`: the WebPKI roots.
@@ -146,13 +147,6 @@ fn request_uri(url: &str) -> Result<Uri, ClientError> {
     url.as_str().parse().map_err(|e: http::uri::InvalidUri| ClientError::Url(e.to_string()))
 }
 
-/// A header value that is never logged (the API key), or the key the scenario gave it under.
-fn secret_header(value: &str, key: &'static str) -> Result<HeaderValue, ClientError> {
-    let mut v = HeaderValue::from_str(value).map_err(|_| ClientError::Header { key })?;
-    v.set_sensitive(true);
-    Ok(v)
-}
-
 /// `start + d`, or far in the future when that cannot be represented.
 fn deadline(start: Instant, d: Duration) -> Instant {
     start.checked_add(d).unwrap_or_else(|| start + FAR_FUTURE)
@@ -199,8 +193,8 @@ impl Client {
         };
         let http = Http::new(&timeouts, pool_size, uri.scheme_str() == Some("https"), tls.as_deref());
         let auth = match &api_key {
-            Some(key) => Some(secret_header(&format!("Bearer {}", key.expose()), "target.api_key_env")?),
-            None => None,
+            Some(key) => Credentials::fixed(key.expose()).ok_or(ClientError::Header { key: "target.api_key_env" })?,
+            None => Credentials::default(),
         };
         let secrets = Secrets::new(api_key.as_ref().map(ApiKey::expose), endpoint_url);
         Ok(Client {
@@ -214,7 +208,6 @@ impl Client {
             secrets,
             timeouts,
             in_flight: Arc::default(),
-            api_key,
             limits: RequestLimits::default(),
             tls,
         })
@@ -234,10 +227,7 @@ impl Client {
         self.api = api;
         self.api_headers.clear();
         if api == Api::Messages {
-            if let Some(key) = &self.api_key {
-                let v = secret_header(key.expose(), "target.api_key_env")?;
-                self.api_headers.push((HeaderName::from_static("x-api-key"), v));
-            }
+            self.auth = self.auth.also_as(HeaderName::from_static("x-api-key"));
             if let Some(version) = anthropic_version {
                 let v = HeaderValue::from_str(version)
                     .map_err(|_| ClientError::Header { key: "target.anthropic_version" })?;
@@ -260,6 +250,17 @@ impl Client {
         self
     }
 
+    /// Send the key `credentials` hold (a command's rotating token) instead of a fixed one.
+    pub fn with_credentials(mut self, credentials: &Credentials) -> Self {
+        self.auth = self.auth.with_source(credentials);
+        self
+    }
+
+    /// The key the requests carry, and how often its command ran.
+    pub fn credentials(&self) -> &Credentials {
+        &self.auth
+    }
+
     /// Requests in flight right now.
     pub fn in_flight(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.in_flight)
@@ -276,9 +277,7 @@ impl Client {
         *request.method_mut() = method;
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
-        if let Some(auth) = &self.auth {
-            headers.insert(AUTHORIZATION, auth.clone());
-        }
+        self.auth.apply(headers);
         for (name, value) in self.api_headers.iter().chain(&self.run_headers) {
             headers.append(name.clone(), value.clone());
         }
@@ -309,8 +308,15 @@ impl Client {
     ) -> Outcome {
         let policy = &self.timeouts.retry;
         let mut retried: Vec<ErrorKind> = Vec::new();
+        let mut reauthorised = false;
         loop {
+            let token = self.auth.generation();
             let outcome = self.attempt(req, dispatch, cancel).await;
+            // A 401 before any output: once, a fresh token from the key command, and again.
+            if !reauthorised && self.auth.after_401(&outcome, token).await {
+                reauthorised = true;
+                continue;
+            }
             let retry = match &outcome {
                 // Only failures before any output: a retry after tokens streamed would make the
                 // server generate twice and the record describe neither attempt.

@@ -16,7 +16,18 @@ const PROBE_BODY_LIMIT: usize = 1024 * 1024;
 
 impl Client {
     /// Send a non-streamed calibration probe; the server's `usage.prompt_tokens`, or why not.
+    /// Refused with 401 while the key comes from a command: sent once more with a fresh token.
     pub async fn probe(&self, body: Bytes) -> Result<u64, String> {
+        let token = self.auth.generation();
+        match self.probe_once(body.clone()).await {
+            Err(e) if e.starts_with("HTTP 401") && self.auth.refresh_after_401(token).await => {
+                self.probe_once(body).await
+            }
+            answer => answer,
+        }
+    }
+
+    async fn probe_once(&self, body: Bytes) -> Result<u64, String> {
         let start = Instant::now();
         let (due, clock) = self.earliest(start, deadline(start, self.timeouts.first_byte), Clock::FirstOutput);
         let mut stale = false;

@@ -11,7 +11,7 @@ pub fn importance(code: &str) -> u8 {
         "no_success" | "nothing_eligible" | "interrupted" | "records_incomplete" | "partial_merge" => 0,
         "canaries_all_failed" | "cross_session_contamination" | "invalid_load" | "model_not_listed" => 1,
         "requests_failed" | "canaries_failed" | "usage_rejected" | "output_control_ignored" => 2,
-        "tls_verification_off" => 2,
+        "tls_verification_off" | "credential_refresh_failed" => 2,
         "budget_spent_in_reasoning" => 2,
         "finish_reason_at_budget" | "prompt_sizing_off" | "sizing_fallback" | "usage_undercounted" => 3,
         "no_usage_reported" | "usage_not_streamed" | "steady_state_none" | "server_counts_differ" => 4,

@@ -158,6 +158,11 @@ pub enum Warning {
         model: String,
         missing: crate::request::record::run_info::ModelNotListed,
     },
+    /// The key command (`target.api_key_command`) failed during the run; `message` names the
+    /// program, the time and why (already scrubbed).
+    CredentialRefreshFailed {
+        message: String,
+    },
 }
 
 impl Warning {
@@ -194,6 +199,7 @@ impl Warning {
             Warning::OutputControlIgnored { .. } => "output_control_ignored",
             Warning::Server { warning, .. } => warning.code(),
             Warning::ModelNotListed { .. } => "model_not_listed",
+            Warning::CredentialRefreshFailed { .. } => "credential_refresh_failed",
         }
     }
 
@@ -329,6 +335,7 @@ impl Warning {
             ),
             Warning::Server { warning, url } => warning.message(url),
             Warning::ModelNotListed { model, missing } => missing.message(model),
+            Warning::CredentialRefreshFailed { message } => message.clone(),
         }
     }
 }

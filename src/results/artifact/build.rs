@@ -94,6 +94,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         shards: s.shards.clone(),
         metric_notes: s.unstreamed.as_ref().map(|u| u.notes.clone()),
         client: ClientInfo::this(),
+        credential_refreshes: None,
     }
 }
 

@@ -140,6 +140,10 @@ pub struct Artifact {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metric_notes: Option<BTreeMap<&'static str, String>>,
     pub client: ClientInfo,
+    /// How often `target.api_key_command` ran during the run so far (never the token); absent
+    /// when the key does not come from a command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential_refreshes: Option<crate::request::worker::credentials::RefreshCounts>,
 }
 
 #[derive(Debug, Clone, Serialize)]

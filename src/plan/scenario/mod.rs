@@ -18,6 +18,7 @@ mod metrics_rules;
 mod overrides;
 mod pacing;
 mod raw;
+mod replica_rules;
 mod session_rules;
 mod target;
 mod trace_rules;
@@ -38,6 +39,7 @@ pub use checker::ScenarioError;
 pub use overrides::Overrides;
 pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy};
 pub use raw::RawScenario;
+pub use replica_rules::{Balance, MAX_REPLICAS, Replicas};
 pub use target::{Api, ApiKey, Dialect, Endpoint, MetricsEndpoint, ServerMetricsSettings, Target};
 
 /// A fully validated scenario.

@@ -95,6 +95,12 @@ pub struct RawTarget {
     /// which gives the tokens each chunk delivered.
     #[serde(default)]
     pub continuous_usage_stats: bool,
+    /// Several replicas of the server, each an API root like `base_url` (2 to 64, exclusive
+    /// with `base_url`); requests are spread over them by `balance`.
+    pub base_urls: Option<Vec<String>>,
+    /// How requests choose their replica: `"round_robin"` (default), `"least_in_flight"` or
+    /// `"session"` (a conversation stays on one replica).
+    pub balance: Option<String>,
 }
 
 /// `[run]`

@@ -261,9 +261,11 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
             ));
         }
     };
-    let endpoint = match &t.base_url {
-        Some(url) => Endpoint::Remote { base_url: url_rules::base_url(c, url)? },
-        None => {
+    let replicas = super::replica_rules::replicas(c, t)?;
+    let endpoint = match (&t.base_url, &replicas) {
+        (_, Some(r)) => Endpoint::Remote { base_url: r.base_urls[0].clone() },
+        (Some(url), None) => Endpoint::Remote { base_url: url_rules::base_url(c, url)? },
+        (None, None) => {
             let profile = t.simulator.clone().unwrap_or_else(|| "realistic".to_string());
             if !anvil_sim::PROFILE_NAMES.contains(&profile.as_str()) {
                 return Err(c.err(
@@ -340,6 +342,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         },
         anthropic_version: t.anthropic_version.clone(),
         metrics: None,
+        replicas,
     })
 }
 

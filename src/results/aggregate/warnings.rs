@@ -151,6 +151,10 @@ pub enum Warning {
         warning: ServerMetricsWarning,
         url: String,
     },
+    /// Several replicas: their latencies or failure rates differ (see `replicas`).
+    ReplicasDiffer {
+        differences: Vec<String>,
+    },
     /// The server's `/models` list, checked before the run, did not name the model.
     ModelNotListed {
         model: String,
@@ -191,6 +195,7 @@ impl Warning {
             Warning::OutputControlIgnored { .. } => "output_control_ignored",
             Warning::Server { warning, .. } => warning.code(),
             Warning::ModelNotListed { .. } => "model_not_listed",
+            Warning::ReplicasDiffer { .. } => "replicas_differ",
         }
     }
 
@@ -325,6 +330,10 @@ impl Warning {
             ),
             Warning::Server { warning, url } => warning.message(url),
             Warning::ModelNotListed { model, missing } => missing.message(model),
+            Warning::ReplicasDiffer { differences } => format!(
+                "the replicas did not serve alike: {}; the level's numbers mix them, so read the per-replica table (replicas[]) before comparing with one server",
+                differences.join("; ")
+            ),
         }
     }
 }

@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ScenarioError;
 use super::checker::Checker;
 use super::raw;
 use super::url_rules;
-use super::ScenarioError;
 
 /// The most replicas a run spreads its requests over.
 pub const MAX_REPLICAS: usize = 64;

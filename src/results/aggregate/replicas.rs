@@ -118,7 +118,8 @@ impl Tally {
 /// The `replicas_differ` warning, when the rows differ by the module's rule.
 pub fn differ(rows: &[ReplicaSummary]) -> Option<Warning> {
     let mut found = Vec::new();
-    let metrics: [(&str, fn(&ReplicaSummary) -> &Percentiles); 2] = [("TTFT", |r| &r.ttft_ms), ("TPOT", |r| &r.tpot_ms)];
+    let metrics: [(&str, fn(&ReplicaSummary) -> &Percentiles); 2] =
+        [("TTFT", |r| &r.ttft_ms), ("TPOT", |r| &r.tpot_ms)];
     for (name, p50) in metrics {
         let known: Vec<(u32, f64)> = rows
             .iter()

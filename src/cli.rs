@@ -170,9 +170,10 @@ pub struct RunArgs {
     /// input. Without it, the built-in scenario (scenarios/default.toml) runs.
     pub scenario: Option<PathBuf>,
     /// Server API root, e.g. http://127.0.0.1:8000/v1 (overrides target.base_url; the environment
-    /// variable ANVIL_BASE_URL does the same when this option is absent).
+    /// variable ANVIL_BASE_URL does the same when this option is absent). Repeat it for several
+    /// replicas (target.base_urls).
     #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
+    pub base_url: Vec<String>,
     /// Model name (overrides target.model). Without it, the model the server's /models lists is
     /// used when it lists exactly one.
     #[arg(long)]
@@ -262,9 +263,11 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn overrides(&self) -> Overrides {
-        let (base_url, base_url_origin) = match &self.base_url {
-            Some(url) => (Some(url.clone()), Some("--base-url")),
-            None => match std::env::var("ANVIL_BASE_URL") {
+        let base_urls = if self.base_url.len() > 1 { self.base_url.clone() } else { Vec::new() };
+        let (base_url, base_url_origin) = match self.base_url.as_slice() {
+            [url] => (Some(url.clone()), Some("--base-url")),
+            [_, _, ..] => (None, None),
+            [] => match std::env::var("ANVIL_BASE_URL") {
                 Ok(url) if !url.trim().is_empty() => (Some(url), Some("ANVIL_BASE_URL")),
                 _ => (None, None),
             },
@@ -272,6 +275,7 @@ impl RunArgs {
         Overrides {
             base_url,
             base_url_origin,
+            base_urls,
             model: self.model.clone(),
             concurrency: self.concurrency.clone(),
             rate: self.rate.clone(),

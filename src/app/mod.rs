@@ -2,6 +2,7 @@
 
 mod ending;
 mod meet;
+mod replicas;
 mod setup;
 pub mod validate;
 
@@ -297,6 +298,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         .and_then(|c| Ok(c.with_headers(worker::run_headers(&scenario.target)?)))
         .map(|c| c.with_limits(crate::request::worker::RequestLimits::from_scenario(&scenario)))
         .map(|c| c.with_secrets(&secrets).with_credentials(&credentials))
+        .and_then(|c| match &scenario.target.replicas {
+            Some(r) => c.with_replicas(&r.endpoints(scenario.target.api.path()), r.balance),
+            None => Ok(c),
+        })
         .map_err(|e| AppError::BadInput(e.to_string()))?;
     let control = RunControl::default();
     let records_note = setup::RecordsNote::default();
@@ -336,11 +341,12 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let mut model_source = None;
     if target.simulator.is_none() {
         let checked = tokio::select! {
-            r = setup::preflight(&target.base_url, &scenario) => Some(r),
+            r = replicas::preflight(&target.base_url, &scenario) => Some(r),
             () = control.stop_issuing.cancelled() => None,
         };
         let chosen = match checked {
-            Some(Ok(listing)) => meet::choose_model(&mut scenario, listing, &secrets),
+            Some(Ok((listing, others))) => meet::choose_model(&mut scenario, listing, &secrets)
+                .and_then(|source| replicas::check_models(&scenario, others).map(|()| source)),
             Some(Err(e)) => Err(e),
             None => {
                 abandon(records, records_writer);
@@ -595,13 +601,20 @@ impl Session<'_> {
         let before = self.target.level_start_counts();
         // The level's prompts (its salt, its shared prefix) are ready before its clock starts.
         let workload = Arc::new(self.workload.for_level(pacing.level()));
-        // Connections are opened before the clock starts (see `Client::warm_connections`).
-        self.client
-            .warm_connections(
-                &crate::plan::scenario::url_rules::endpoint(&self.target.base_url, "/models"),
-                self.shard.share(pacing.warm_connections()),
-            )
-            .await;
+        // Connections are opened before the clock starts (see `Client::warm_connections`); with
+        // several replicas, each gets its share.
+        let warm = self.shard.share(pacing.warm_connections());
+        match &s.target.replicas {
+            None => {
+                let models = crate::plan::scenario::url_rules::endpoint(&self.target.base_url, "/models");
+                self.client.warm_connections(&models, warm).await;
+            }
+            Some(r) => {
+                for models in r.endpoints("/models") {
+                    self.client.warm_connections(&models, warm.div_ceil(r.base_urls.len())).await;
+                }
+            }
+        }
         // The level's files (artifact, time series, server metrics) carry this shard's name.
         let stem = self.shard.stem(&level_id);
         let scrape = match &self.scraper {

@@ -23,6 +23,7 @@ mod overrides;
 mod pacing;
 mod query;
 mod raw;
+mod replica_rules;
 mod session_rules;
 mod target;
 mod tls_rules;
@@ -46,6 +47,7 @@ pub use overrides::Overrides;
 pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy};
 pub use query::with_query;
 pub use raw::RawScenario;
+pub use replica_rules::{Balance, MAX_REPLICAS, Replicas};
 pub use target::{Api, ApiKey, Dialect, Endpoint, MetricsEndpoint, NamedValues, ServerMetricsSettings, Target};
 pub use tls_rules::TlsSettings;
 

@@ -17,6 +17,8 @@ pub struct Overrides {
     pub base_url: Option<String>,
     /// Where `base_url` came from, for error messages (`--base-url` or `ANVIL_BASE_URL`).
     pub base_url_origin: Option<&'static str>,
+    /// `--base-url` given several times: the replicas (`target.base_urls`).
+    pub base_urls: Vec<String>,
     pub model: Option<String>,
     /// `--concurrency`: closed-loop levels; with `--rate`, the open loop's in-flight cap.
     pub concurrency: Option<Vec<u32>>,
@@ -143,7 +145,13 @@ pub(super) fn apply<'a>(
     let mut notes = Vec::new();
     if let Some(url) = &o.base_url {
         raw.target.base_url = Some(url.clone());
+        raw.target.base_urls = None;
         c.set_by("target.base_url", o.base_url_origin.unwrap_or("--base-url"));
+    }
+    if !o.base_urls.is_empty() {
+        raw.target.base_urls = Some(o.base_urls.clone());
+        raw.target.base_url = None;
+        c.set_by("target.base_urls", "--base-url");
     }
     if let Some(model) = &o.model {
         raw.target.model = Some(model.clone());

@@ -109,6 +109,12 @@ pub struct RawTarget {
     /// Query parameters appended to every request URL, e.g. `{ "api-version" = "2024-10-21" }`;
     /// values as in `headers`, and secret too.
     pub query: Option<toml::Table>,
+    /// Several replicas of the server, each an API root like `base_url` (2 to 64, exclusive
+    /// with `base_url`); requests are spread over them by `balance`.
+    pub base_urls: Option<Vec<String>>,
+    /// How requests choose their replica: `"round_robin"` (default), `"least_in_flight"` or
+    /// `"session"` (a conversation stays on one replica).
+    pub balance: Option<String>,
     /// `[target.tls]`: trusted roots, client certificate, server name (https base URLs only).
     pub tls: Option<RawTls>,
 }

@@ -58,6 +58,10 @@ pub struct Target {
     /// earlier configurations keep their fingerprint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<std::sync::Arc<super::TlsSettings>>,
+    /// Several replicas (`target.base_urls`, `target.balance`); `endpoint` is then the first.
+    /// Absent with one server, so earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<super::Replicas>,
 }
 
 /// Where and how often the server's Prometheus metrics are scraped.
@@ -220,6 +224,9 @@ impl super::Scenario {
         let mut urls: Vec<&str> = Vec::new();
         if let Endpoint::Remote { base_url } = &self.target.endpoint {
             urls.push(base_url);
+        }
+        if let Some(r) = &self.target.replicas {
+            urls.extend(r.base_urls.iter().map(String::as_str));
         }
         if let Some(MetricsEndpoint::Url { url }) = self.target.metrics.as_ref().map(|m| &m.endpoint) {
             urls.push(url);

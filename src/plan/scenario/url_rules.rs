@@ -134,10 +134,14 @@ pub const FIX: &str = "write the URL on one line, with no spaces, invisible char
 /// The URL must be the one the client requests: no character the client drops or rewrites
 /// (`url_rules`), no fragment (the endpoint's path is appended to it).
 pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> {
-    const KEY: &str = "target.base_url";
+    base_url_at(c, "target.base_url", url)
+}
+
+/// `base_url`'s rules for the URL under `key` (`target.base_urls[1]`).
+pub(super) fn base_url_at(c: &Checker, key: &str, url: &str) -> Result<String, ScenarioError> {
     // Spaces around a pasted URL are harmless; every other hidden character is refused.
     let url = url.trim_matches(' ');
-    check(url).map_err(|problem| c.err(KEY, problem, FIX))?;
+    check(url).map_err(|problem| c.err(key, problem, FIX))?;
     // A query (Azure's `?api-version=…`) stays at the end: endpoint paths go before it.
     let (url, query) = match url.split_once('?') {
         Some((root, query)) => (root, Some(query)),
@@ -147,19 +151,19 @@ pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> 
     let shown = shown(url);
     let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).ok_or_else(|| {
         c.err(
-            KEY,
+            key,
             format!("\"{shown}\" is not an http:// or https:// URL"),
             "write it like \"http://127.0.0.1:8000/v1\"",
         )
     })?;
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     if host.is_empty() {
-        return Err(c.err(KEY, format!("\"{shown}\" has no host"), "write it like \"http://127.0.0.1:8000/v1\""));
+        return Err(c.err(key, format!("\"{shown}\" has no host"), "write it like \"http://127.0.0.1:8000/v1\""));
     }
     // A fragment is never sent, and the endpoint's path appended after it would be dropped too.
     if rest.contains('#') || query.is_some_and(|q| q.contains('#')) {
         return Err(c.err(
-            KEY,
+            key,
             format!(
                 "\"{shown}\" has a fragment (#…), which is never sent: the endpoint's path appended after it would be dropped, and the requests would go to another path than the one written"
             ),
@@ -168,7 +172,7 @@ pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> 
     }
     if path.contains("chat/completions") || path.ends_with("completions") {
         return Err(c.err(
-            KEY,
+            key,
             format!("\"{shown}\" includes the endpoint path"),
             "give the API root only (e.g. \"http://host:8000/v1\"); the endpoint follows from target.api",
         ));
@@ -182,7 +186,7 @@ pub(super) fn base_url(c: &Checker, url: &str) -> Result<String, ScenarioError> 
     // a character a host cannot hold) is refused here, before anything is sent.
     if let Err(e) = reqwest::Url::parse(&normalized) {
         return Err(c.err(
-            KEY,
+            key,
             format!("\"{shown}\" is not a usable URL ({e})"),
             "write it like \"http://127.0.0.1:8000/v1\" (a port is 1–65535)",
         ));

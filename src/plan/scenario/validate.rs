@@ -268,22 +268,31 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
     };
     let azure = t.dialect == Some(Dialect::Azure);
     let query = super::query::query(c, t.query.as_ref(), t.base_url.as_deref())?;
-    let endpoint = match &t.base_url {
-        Some(url) if azure => {
+    let replicas = super::replica_rules::replicas(c, t)?;
+    if azure && replicas.is_some() {
+        return Err(c.err(
+            "target.base_urls",
+            "cannot be used with the azure dialect: each Azure deployment is its own endpoint",
+            "give one base_url per run with dialect = \"azure\"",
+        ));
+    }
+    let endpoint = match (&t.base_url, &replicas) {
+        (_, Some(r)) => Endpoint::Remote { base_url: r.base_urls[0].clone() },
+        (Some(url), None) if azure => {
             let normalized = url_rules::base_url(c, url)?;
             Endpoint::Remote {
                 base_url: super::azure::base_url(c, url, &normalized, t.model.as_deref(), t.api, &query)?,
             }
         }
-        Some(url) => Endpoint::Remote { base_url: url_rules::base_url(c, url)? },
-        None if azure => {
+        (Some(url), None) => Endpoint::Remote { base_url: url_rules::base_url(c, url)? },
+        (None, None) if azure => {
             return Err(c.err(
                 "target.base_url",
                 "is not set: the azure dialect needs the Azure OpenAI resource's endpoint",
                 "write base_url = \"https://NAME.openai.azure.com\" in [target], or give --base-url",
             ));
         }
-        None => {
+        (None, None) => {
             let profile = t.simulator.clone().unwrap_or_else(|| "realistic".to_string());
             if !anvil_sim::PROFILE_NAMES.contains(&profile.as_str()) {
                 return Err(c.err(
@@ -370,6 +379,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         headers,
         query,
         tls,
+        replicas,
     })
 }
 

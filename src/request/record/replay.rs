@@ -1,6 +1,7 @@
 //! What a request of a replayed trace or of a conversation carries beyond a plain request: where
 //! it came from (trace row, session, turn), what was planned for it (output length, reusable
-//! prefix), and which backend served it. Absent from the records of other runs.
+//! prefix), and which backend served it; and, with several replicas, which replica it went to.
+//! Absent from the records of other runs.
 
 use serde::{Deserialize, Serialize};
 
@@ -30,4 +31,8 @@ pub struct ReplayFacts {
     /// The response header naming the backend that served the request (behind a router).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
+    /// Several replicas (`target.base_urls`): the index of the replica the request was sent to,
+    /// in the run description's `replicas` order. Absent with one server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<u32>,
 }

@@ -24,6 +24,10 @@ pub struct RunInfo {
     pub api: Api,
     /// As written into artifacts: without credentials, `[redacted]` when asked.
     pub base_url: String,
+    /// Several replicas (`target.base_urls`): each one's URL as `base_url` is written, in the
+    /// order the records' `replica` indices name them. Absent with one server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<String>,
     /// The embedded simulator's profile, when it was the target.
     pub simulator_profile: Option<String>,
     pub clock_domain_id: Option<String>,
@@ -101,6 +105,17 @@ impl ModelNotListed {
     }
 }
 
+/// Every replica URL of the serialized scenario (`target.replicas.base_urls`) rewritten by `f`.
+fn replica_urls(scenario: &mut Value, f: impl Fn(&str) -> String) {
+    if let Some(Value::Array(urls)) = scenario.pointer_mut("/target/replicas/base_urls") {
+        for url in urls.iter_mut() {
+            if let Value::String(u) = url {
+                *u = f(u);
+            }
+        }
+    }
+}
+
 impl RunInfo {
     pub fn new(s: &Scenario, run_id: &str, base_url: &str, sizing: SizingRecord, prompt_salt: u64) -> Self {
         // A validated scenario is plain data: it always serialises, and an empty fingerprint would be
@@ -111,6 +126,7 @@ impl RunInfo {
         if let Some(Value::String(url)) = scenario.pointer_mut("/target/endpoint/base_url") {
             *url = redact_url(url);
         }
+        replica_urls(&mut scenario, |url| redact_url(url));
         // Every other string through the one sanitizer too: a URL anywhere (a path given as
         // one, an `extra_body` field) loses its credentials, and no secret of the run is kept.
         s.secrets().scrub_json(&mut scenario);
@@ -119,6 +135,7 @@ impl RunInfo {
             if let Some(Value::String(url)) = scenario.pointer_mut("/target/endpoint/base_url") {
                 *url = REDACTED.to_string();
             }
+            replica_urls(&mut scenario, |_| REDACTED.to_string());
         }
         let (engine, simulator_profile) = match &s.target.endpoint {
             Endpoint::Simulator { profile, .. } => (Some(format!("anvil-simulator/{profile}")), Some(profile.clone())),
@@ -133,6 +150,11 @@ impl RunInfo {
             model: s.target.model.clone(),
             api: s.target.api,
             base_url: if s.target.redact_base_url { REDACTED.to_string() } else { redact_url(base_url) },
+            replicas: match &s.target.replicas {
+                Some(r) if s.target.redact_base_url => vec![REDACTED.to_string(); r.base_urls.len()],
+                Some(r) => r.base_urls.iter().map(|u| redact_url(u)).collect(),
+                None => Vec::new(),
+            },
             simulator_profile,
             clock_domain_id: s.run.clock_domain_id.clone(),
             configuration_fingerprint,

@@ -30,6 +30,7 @@ mod headers;
 mod limits;
 mod next;
 mod probe;
+pub mod replicas;
 mod stream;
 mod tls;
 mod transport;
@@ -84,7 +85,8 @@ pub struct Client {
     /// turned out closed: the pool may hold more connections the server closed the same way.
     /// Built on first use.
     fresh: Arc<OnceLock<Http>>,
-    uri: Uri,
+    /// Each replica's endpoint (one for a plain run) and the chooser (see `replicas`).
+    replicas: Arc<replicas::Replicas>,
     /// The key (fixed, or a command's current token) and the headers it goes in.
     auth: Credentials,
     /// Headers of the API beyond the bearer token (`x-api-key`, `anthropic-version`); the
@@ -200,7 +202,7 @@ impl Client {
         Ok(Client {
             http,
             fresh: Arc::default(),
-            uri,
+            replicas: Arc::new(replicas::Replicas::new(vec![uri], crate::plan::scenario::Balance::default())),
             auth,
             api_headers: Vec::new(),
             run_headers: Vec::new(),
@@ -241,6 +243,23 @@ impl Client {
     pub fn with_headers(mut self, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
         self.run_headers = headers;
         self
+    }
+
+    /// Spread requests over several replicas' endpoints (`target.base_urls`, the first being
+    /// this client's own) by `balance`; the pool serves them all (it keeps connections per host).
+    pub fn with_replicas(
+        mut self,
+        endpoint_urls: &[String],
+        balance: crate::plan::scenario::Balance,
+    ) -> Result<Self, ClientError> {
+        let uris = endpoint_urls.iter().map(|u| request_uri(u)).collect::<Result<Vec<_>, _>>()?;
+        if !uris.is_empty() {
+            for url in endpoint_urls {
+                self.secrets = self.secrets.and_url(url);
+            }
+            self.replicas = Arc::new(replicas::Replicas::new(uris, balance));
+        }
+        Ok(self)
     }
 
     /// The run's other secrets (the metrics URL's credentials, say) withheld from everything
@@ -284,9 +303,14 @@ impl Client {
         request
     }
 
-    /// A POST of `body` to the endpoint.
+    /// A POST of `body` to the (first replica's) endpoint.
     fn post(&self, body: Bytes) -> Request<Full<Bytes>> {
-        let mut request = self.request(Method::POST, self.uri.clone(), body);
+        self.post_to(0, body)
+    }
+
+    /// A POST of `body` to replica `replica`'s endpoint.
+    fn post_to(&self, replica: usize, body: Bytes) -> Request<Full<Bytes>> {
+        let mut request = self.request(Method::POST, self.replicas.uri(replica).clone(), body);
         request.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         request
     }
@@ -295,14 +319,21 @@ impl Client {
     /// `cancel` ends an in-flight request as `Interrupted`, keeping what was observed.
     pub async fn execute(&self, req: &PreparedRequest, dispatch: Dispatch, cancel: &CancellationToken) -> Outcome {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        let outcome = self.execute_with_retries(req, dispatch, cancel).await;
+        let replica = self.replicas.pick(req.replay.as_ref().and_then(|r| r.session.as_deref()));
+        self.replicas.started(replica);
+        let mut outcome = self.execute_with_retries(req, replica, dispatch, cancel).await;
+        self.replicas.ended(replica);
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.replicas.len() > 1 {
+            replicas::tag(&mut outcome, replica);
+        }
         outcome
     }
 
     async fn execute_with_retries(
         &self,
         req: &PreparedRequest,
+        replica: usize,
         dispatch: Dispatch,
         cancel: &CancellationToken,
     ) -> Outcome {
@@ -311,7 +342,7 @@ impl Client {
         let mut reauthorised = false;
         loop {
             let token = self.auth.generation();
-            let outcome = self.attempt(req, dispatch, cancel).await;
+            let outcome = self.attempt(req, replica, dispatch, cancel).await;
             // A 401 before any output: once, a fresh token from the key command, and again.
             if !reauthorised && self.auth.after_401(&outcome, token).await {
                 reauthorised = true;
@@ -356,7 +387,13 @@ impl Client {
     }
 
     /// One attempt: send, stream, time.
-    async fn attempt(&self, req: &PreparedRequest, dispatch: Dispatch, cancel: &CancellationToken) -> Outcome {
+    async fn attempt(
+        &self,
+        req: &PreparedRequest,
+        replica: usize,
+        dispatch: Dispatch,
+        cancel: &CancellationToken,
+    ) -> Outcome {
         let level_start = dispatch.level_start;
         let mut a = Attempt::new(req, dispatch, &self.secrets);
         // Registered once per request, then polled by every wait below.
@@ -364,7 +401,7 @@ impl Client {
         tokio::pin!(cancelled);
         let response = loop {
             let http = if a.stale_connection_retries == 0 { &self.http } else { self.fresh() };
-            let mut request = self.post(req.body.clone());
+            let mut request = self.post_to(replica, req.body.clone());
             if let Some(exchange) = &req.exchange {
                 if let Err(what) = add_headers(request.headers_mut(), &exchange.headers) {
                     return a.fail(ErrorKind::RequestFailed, None, None, &what);

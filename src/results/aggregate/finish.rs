@@ -15,6 +15,7 @@ use std::path::Path;
 use super::conversations;
 use super::gaps::{GapHistograms, of_histogram};
 use super::load;
+use super::replicas;
 use super::summarise::{LevelInput, summarise};
 use super::summary::LevelSummary;
 use super::warnings::Warning;
@@ -78,7 +79,13 @@ pub fn finish_level(mut input: LevelInput<'_>, origin: Origin, records: &Path) -
     // Read back from the records file only what the samples do not hold.
     let sessions = info.prompt_cache_mode == "sessions";
     let live = as_written.as_ref().filter(|w| w.rules == summary.rules).map(|w| &w.gaps);
-    let back = read_back(records, &summary, sessions, live.is_none())?;
+    let mut tally = (info.replicas.len() > 1).then(|| replicas::Tally::new(info.replicas.len()));
+    let back = read_back(records, &summary, sessions, live.is_none(), tally.as_mut())?;
+    if let Some(tally) = tally {
+        let rows = tally.finish(&info.replicas, summary.wall_clock_ms);
+        summary.warnings.extend(replicas::differ(&rows));
+        summary.replicas = Some(rows);
+    }
     if sessions {
         add_conversations(&mut summary, &back.requests, &back.failures, info);
     }
@@ -147,12 +154,19 @@ struct ReadBack {
 
 /// One pass over the level's records in `records`, for its gaps and (`sessions`) its
 /// conversations; none when neither is needed.
-fn read_back(records: &Path, summary: &LevelSummary, sessions: bool, gaps: bool) -> Result<ReadBack, String> {
+fn read_back(
+    records: &Path,
+    summary: &LevelSummary,
+    sessions: bool,
+    gaps: bool,
+    mut replicas: Option<&mut replicas::Tally>,
+) -> Result<ReadBack, String> {
     let mut back = ReadBack::default();
-    if !sessions && !gaps {
+    if !sessions && !gaps && replicas.is_none() {
         return Ok(back);
     }
-    let kinds: &'static [&'static str] = if sessions { &["request", "failure"] } else { &["request"] };
+    let failures = sessions || replicas.is_some();
+    let kinds: &'static [&'static str] = if failures { &["request", "failure"] } else { &["request"] };
     for line in read_level(records, &summary.level_id, kinds).map_err(|e| format!("{}: {e}", records.display()))? {
         match line? {
             RecordLine::Request { level, mut record } if level == summary.level_id => {
@@ -160,13 +174,21 @@ fn read_back(records: &Path, summary: &LevelSummary, sessions: bool, gaps: bool)
                 if gaps && record.performance_eligible {
                     back.gaps.add(&record);
                 }
+                if let Some(t) = replicas.as_deref_mut() {
+                    t.request(&record);
+                }
                 if sessions {
                     back.requests.push(*record);
                 }
             }
-            RecordLine::Failure { level, mut record } if sessions && level == summary.level_id => {
+            RecordLine::Failure { level, mut record } if failures && level == summary.level_id => {
                 summary.rules.apply_to_failure(&mut record);
-                back.failures.push(*record);
+                if let Some(t) = replicas.as_deref_mut() {
+                    t.failure(&record);
+                }
+                if sessions {
+                    back.failures.push(*record);
+                }
             }
             _ => {}
         }

@@ -15,6 +15,7 @@ mod finish;
 pub mod gaps;
 pub mod load;
 mod output_warnings;
+pub mod replicas;
 pub mod sample;
 pub mod slo;
 pub mod snapshots;

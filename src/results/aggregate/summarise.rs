@@ -228,6 +228,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         simulator,
         server_metrics,
         conversations: None,
+        replicas: None,
         unstreamed: None,
         shards: None,
         records_as_written: None,

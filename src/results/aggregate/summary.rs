@@ -195,6 +195,8 @@ pub struct LevelSummary {
     pub server_metrics: Option<LevelServerMetrics>,
     /// Conversations: per-turn latency and cache effectiveness, sessions, backends.
     pub conversations: Option<SessionSummary>,
+    /// Several replicas: one row per replica (see `replicas`).
+    pub replicas: Option<Vec<super::replicas::ReplicaSummary>>,
     /// Embeddings and rerank: why the streaming metrics are null, and the input throughput.
     pub unstreamed: Option<Unstreamed>,
     /// A merged level: the shards it was merged from, each with its own validity verdict.

@@ -153,6 +153,10 @@ pub enum Warning {
         warning: ServerMetricsWarning,
         url: String,
     },
+    /// Several replicas: their latencies or failure rates differ (see `replicas`).
+    ReplicasDiffer {
+        differences: Vec<String>,
+    },
     /// The server's `/models` list, checked before the run, did not name the model.
     ModelNotListed {
         model: String,
@@ -200,6 +204,7 @@ impl Warning {
             Warning::Server { warning, .. } => warning.code(),
             Warning::ModelNotListed { .. } => "model_not_listed",
             Warning::CredentialRefreshFailed { .. } => "credential_refresh_failed",
+            Warning::ReplicasDiffer { .. } => "replicas_differ",
         }
     }
 
@@ -336,6 +341,10 @@ impl Warning {
             Warning::Server { warning, url } => warning.message(url),
             Warning::ModelNotListed { model, missing } => missing.message(model),
             Warning::CredentialRefreshFailed { message } => message.clone(),
+            Warning::ReplicasDiffer { differences } => format!(
+                "the replicas did not serve alike: {}; the level's numbers mix them, so read the per-replica table (replicas[]) before comparing with one server",
+                differences.join("; ")
+            ),
         }
     }
 }

@@ -129,6 +129,9 @@ pub struct Artifact {
     /// Conversations: per-turn summaries, cache effectiveness, sessions, backends.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conversations: Option<SessionSummary>,
+    /// Several replicas (`target.base_urls`): one row per replica, in the scenario's order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Vec<crate::results::aggregate::replicas::ReplicaSummary>>,
     /// Which shard of a split run this is (absent from unsharded runs and merged artifacts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,

@@ -176,6 +176,29 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
     if let Some(c) = &a.conversations {
         conversation_lines(s, c);
     }
+    if let Some(rows) = &a.replicas {
+        replica_lines(s, rows);
+    }
+}
+
+/// Several replicas: one line each, its requests, failures, TTFT and TPOT p50/p99, throughput.
+fn replica_lines(s: &mut String, rows: &[crate::results::aggregate::replicas::ReplicaSummary]) {
+    let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), numbers::duration_ms);
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "replica {} {}: {} requests, {} failed · TTFT p50 {} p99 {} · TPOT p50 {} p99 {} · {} tok/s",
+            r.index,
+            r.url,
+            r.requests,
+            r.failures,
+            ms(r.ttft_ms.p50),
+            ms(r.ttft_ms.p99),
+            ms(r.tpot_ms.p50),
+            ms(r.tpot_ms.p99),
+            r.output_tokens_per_s.map_or_else(|| "–".to_string(), |v| format!("{v:.1}"))
+        );
+    }
 }
 
 /// Conversations: one line per turn (cold first turn against warm later ones), then sessions.

@@ -159,7 +159,7 @@ fn bad_value(value: &str) -> Option<&'static str> {
         Some("holds a line break, which would end the header (a value read with $(cat file) keeps its newline)")
     } else if value.contains('\0') {
         Some("holds a NUL character, which no HTTP header can carry")
-    } else if reqwest::header::HeaderValue::from_str(value).is_err() {
+    } else if !value.is_ascii() || reqwest::header::HeaderValue::from_str(value).is_err() {
         Some("holds a character an HTTP header cannot carry (only visible ASCII, spaces and tabs)")
     } else if value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']) {
         Some("starts or ends with a space or tab, which HTTP drops")

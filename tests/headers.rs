@@ -345,3 +345,25 @@ async fn a_server_echoing_the_header_values_gets_none_of_them_written() {
     assert_eq!(a["error_counts"]["http_400"], 6, "{console}");
     assert_nowhere(&["tenant-echoed-77", "gateway-echoed-66", "route-echoed-99", "query-echoed-88"], &out, &console);
 }
+
+/// `deploy kubernetes` writes the scenario into a ConfigMap: header and query values would be
+/// readable there, so it refuses them, and prints nothing.
+#[test]
+fn deploy_refuses_headers_and_query_it_would_write_into_the_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    for (lines, key) in [
+        ("base_url = \"http://engine:8000/v1\"\nheaders = { \"X-Tenant\" = \"deploy-secret-5\" }", "target.headers"),
+        ("base_url = \"http://engine:8000/v1\"\nquery = { sig = \"deploy-secret-5\" }", "target.query"),
+    ] {
+        let file = write_scenario(dir.path(), lines);
+        let o = anvil()
+            .args(["deploy", "kubernetes", "--shards", "2", "--image", "anvil-load:dev", "--scenario"])
+            .arg(&file)
+            .output()
+            .expect("the binary runs");
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+        assert!(stderr.contains(key) && !stderr.contains("deploy-secret-5"), "{stderr}");
+    }
+}

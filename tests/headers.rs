@@ -10,8 +10,9 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use anvil_load::mock::{MockServer, Profile};
+use common::hostile::{Hostile, Reply, Step, json_answer, models_answer};
 use common::{anvil, artifacts, check_artifact, check_records, run, text};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn fast() -> Profile {
     Profile::named("fast").expect("fast profile exists")
@@ -291,4 +292,78 @@ async fn the_azure_dialect_speaks_to_a_deployment() {
     assert_eq!(seen.header_count("api-key", KEY), seen.requests, "{seen:?}");
     check_artifact(&artifacts(&out)[0]);
     server.shutdown().await;
+}
+
+/// A server that echoes every header value and the query it got, in its error messages, its
+/// error type and a response header, and lists a model named after the tenant: none of it is
+/// written.
+#[tokio::test]
+async fn a_server_echoing_the_header_values_gets_none_of_them_written() {
+    let server = Hostile::start(|r| {
+        let value = |name: &str| {
+            r.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone()).unwrap_or_default()
+        };
+        if !r.is_generation() {
+            return Reply::close(vec![Step::Send(models_answer(&["m"], false))]);
+        }
+        // One secret per field, so that each must be caught on its own.
+        let body = json!({"error": {
+            "message": format!("unknown tenant {}", value("x-tenant")),
+            "type": value("x-gateway-key"),
+            "code": value("x-route"),
+        }});
+        let header = format!("x-echo: {}\r\n", value("x-tenant"));
+        Reply::close(vec![Step::Send(json_answer("400 Bad Request", &header, &body, false))])
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(
+        dir.path(),
+        "headers = { \"X-Tenant\" = \"tenant-echoed-77\", \"X-Gateway-Key\" = { env = \"ANVIL_TEST_GATEWAY_KEY\" } }\nquery = { sig = \"query-echoed-88\" }",
+    );
+    // No sizing probes: every request is refused.
+    let estimate = std::fs::read_to_string(&scenario).unwrap().replace("\"calibrate\"", "\"estimate\"");
+    std::fs::write(&scenario, estimate).unwrap();
+    let out = dir.path().join("out");
+    let records = out.join("records.ndjson");
+    let mut cmd = anvil();
+    cmd.arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .arg("--records")
+        .arg(&records)
+        .arg("--base-url")
+        .arg(server.base_url())
+        .args(["--header", "X-Route: route-echoed-99"])
+        .env("ANVIL_TEST_GATEWAY_KEY", "gateway-echoed-66");
+    let result = run(cmd).await;
+    let console = format!("{}{}", text(&result.stdout), text(&result.stderr));
+    let paths = artifacts(&out);
+    assert_eq!(paths.len(), 1, "{console}");
+    let a = check_artifact(&paths[0]);
+    check_records(&records);
+    assert_eq!(a["error_counts"]["http_400"], 6, "{console}");
+    assert_nowhere(&["tenant-echoed-77", "gateway-echoed-66", "route-echoed-99", "query-echoed-88"], &out, &console);
+}
+
+/// `deploy kubernetes` writes the scenario into a ConfigMap: header and query values would be
+/// readable there, so it refuses them, and prints nothing.
+#[test]
+fn deploy_refuses_headers_and_query_it_would_write_into_the_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    for (lines, key) in [
+        ("base_url = \"http://engine:8000/v1\"\nheaders = { \"X-Tenant\" = \"deploy-secret-5\" }", "target.headers"),
+        ("base_url = \"http://engine:8000/v1\"\nquery = { sig = \"deploy-secret-5\" }", "target.query"),
+    ] {
+        let file = write_scenario(dir.path(), lines);
+        let o = anvil()
+            .args(["deploy", "kubernetes", "--shards", "2", "--image", "anvil-load:dev", "--scenario"])
+            .arg(&file)
+            .output()
+            .expect("the binary runs");
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+        assert!(stderr.contains(key) && !stderr.contains("deploy-secret-5"), "{stderr}");
+    }
 }

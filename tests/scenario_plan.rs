@@ -16,7 +16,7 @@ const GOOD: &str = "[target]\nmodel = \"m\"\n[run]\nrequests = 2\n[load]\nconcur
 /// Every key with a fixed set of values, and the values it takes.
 const NAMED: &[(&str, &[&str])] = &[
     ("target.api", &["chat", "completions", "responses", "messages", "embeddings", "rerank"]),
-    ("target.dialect", &["generic", "vllm", "sglang", "llamacpp", "openai"]),
+    ("target.dialect", &["generic", "vllm", "sglang", "llamacpp", "openai", "azure"]),
     ("load.mode", &["closed", "open"]),
     ("load.arrival", &["constant", "poisson", "gamma"]),
     ("load.overload", &["queue", "drop"]),

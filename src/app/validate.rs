@@ -79,9 +79,8 @@ fn target(out: &mut String, s: &Scenario) {
         Endpoint::Remote { base_url } => {
             let _ = writeln!(
                 out,
-                "target: {}{} ({:?} API){}",
-                redact_url(base_url),
-                t.api.path(),
+                "target: {} ({:?} API){}",
+                redact_url(&crate::plan::scenario::url_rules::endpoint(base_url, t.api.path())),
                 t.api,
                 if t.redact_base_url { "; written to the artifact as [redacted]" } else { "" }
             );
@@ -104,8 +103,22 @@ fn target(out: &mut String, s: &Scenario) {
     }
     let _ = writeln!(out, "labels: engine {}, gpu {}", label(&t.engine), label(&t.gpu));
     if let Some(var) = &t.api_key_env {
-        let header = if t.api == Api::Messages { " (sent as a bearer token and as x-api-key)" } else { "" };
+        let header = if t.api == Api::Messages {
+            " (sent as a bearer token and as x-api-key)"
+        } else if t.dialect == crate::plan::scenario::Dialect::Azure {
+            " (sent as api-key)"
+        } else {
+            ""
+        };
         let _ = writeln!(out, "api key: from ${var} (set){header}");
+    }
+    if !t.headers.is_empty() {
+        let names: Vec<&str> = t.headers.names().collect();
+        let _ = writeln!(out, "headers on every request: {} (values never shown)", names.join(", "));
+    }
+    if !t.query.is_empty() {
+        let names: Vec<&str> = t.query.names().collect();
+        let _ = writeln!(out, "query parameters on every request: {} (values never shown)", names.join(", "));
     }
     if let Some(version) = &t.anthropic_version {
         let _ = writeln!(out, "anthropic-version: {version}");

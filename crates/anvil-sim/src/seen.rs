@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::server::AppState;
 
-/// Distinct targets, and distinct headers, kept at most.
+/// Distinct targets, and distinct headers, kept at most (the numbers in `SeenRequests::dropped`).
 pub const MAX_DISTINCT: usize = 64;
 
 /// Headers not recorded: those any HTTP client sends, and those that differ on every request.
@@ -42,7 +42,7 @@ pub struct SeenRequests {
     pub targets: BTreeMap<String, u64>,
     /// `name: value` (the name in lowercase) → how many requests carried it.
     pub headers: BTreeMap<String, u64>,
-    /// Entries not kept because [`MAX_DISTINCT`] was reached.
+    /// Entries not kept because 64 distinct ones of their kind were kept already.
     pub dropped: u64,
 }
 

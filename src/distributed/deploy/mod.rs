@@ -170,6 +170,16 @@ fn kubernetes_spec(k: &KubernetesArgs) -> Result<kubernetes::Spec, String> {
                 check_url(&format!("{}: target.{key}", k.scenario.display()), url)?;
             }
         }
+        // Their values are secrets: written into the ConfigMap they would be readable, and the
+        // pods set no variable of theirs but the API key's.
+        for key in ["headers", "query"] {
+            if target.is_some_and(|t| t.contains_key(key)) {
+                return Err(format!(
+                    "{}: target.{key}: deploy kubernetes does not carry request {key} to the pods (their values would be written into the ConfigMap, and the pods set no environment variable but the API key's); run the shards yourself (anvil-load SCENARIO --shard I/N), or remove target.{key}",
+                    k.scenario.display()
+                ));
+            }
+        }
     }
     let scenario = Scenario::from_toml(&k.scenario, &checked, &overrides).map_err(|e| e.to_string())?;
     if matches!(scenario.target.endpoint, Endpoint::Simulator { .. }) {

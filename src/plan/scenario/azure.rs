@@ -91,3 +91,56 @@ pub(super) fn base_url(
     }
     Ok(url)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn root(raw: &str, model: Option<&str>, query: &NamedValues) -> Result<String, String> {
+        let path = Path::new("s.toml");
+        let c = Checker::new(path);
+        let normalized = super::super::url_rules::base_url(&c, raw).map_err(|e| e.to_string())?;
+        base_url(&c, raw, &normalized, model, Api::Chat, query).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_resource_endpoint_becomes_the_deployments_root_with_a_version() {
+        let none = NamedValues::default();
+        let want = format!("https://r.openai.azure.com/openai/deployments/gpt-4o?api-version={API_VERSION}");
+        assert_eq!(root("https://r.openai.azure.com", Some("gpt-4o"), &none), Ok(want.clone()));
+        assert_eq!(root("https://r.openai.azure.com/", Some("gpt-4o"), &none), Ok(want.clone()));
+        assert_eq!(root("https://r.openai.azure.com/openai", Some("gpt-4o"), &none), Ok(want));
+        assert_eq!(
+            root("https://r.openai.azure.com?api-version=2025-01-01-preview", Some("d"), &none),
+            Ok("https://r.openai.azure.com/openai/deployments/d?api-version=2025-01-01-preview".into())
+        );
+        assert_eq!(
+            root("https://r.openai.azure.com?x=1", Some("d"), &none),
+            Ok(format!("https://r.openai.azure.com/openai/deployments/d?x=1&api-version={API_VERSION}"))
+        );
+        let mut version = NamedValues::default();
+        version.push("api-version".into(), "2024-06-01".into(), false);
+        assert_eq!(
+            root("https://r.openai.azure.com", Some("d"), &version),
+            Ok("https://r.openai.azure.com/openai/deployments/d".into())
+        );
+    }
+
+    #[test]
+    fn the_v1_root_is_kept_and_other_paths_and_names_are_refused() {
+        let none = NamedValues::default();
+        assert_eq!(
+            root("https://r.openai.azure.com/openai/v1/", Some("d"), &none),
+            Ok("https://r.openai.azure.com/openai/v1".into())
+        );
+        for raw in ["https://r.openai.azure.com/v1", "https://r.openai.azure.com/openai/deployments/d"] {
+            assert!(root(raw, Some("d"), &none).is_err_and(|e| e.contains("target.base_url")), "{raw}");
+        }
+        assert!(root("https://r.openai.azure.com", None, &none).is_err_and(|e| e.contains("target.model")));
+        for model in ["a/b", "..", "a b", ""] {
+            assert!(root("https://r.openai.azure.com", Some(model), &none).is_err(), "{model:?}");
+        }
+    }
+}

@@ -37,6 +37,10 @@ struct Entry {
     secret: bool,
 }
 
+/// Shorter values under a name that does not look secret are not looked for in the server's
+/// answers (see `NamedValues::echo_checked`).
+pub const ECHO_MIN_CHARS: usize = 4;
+
 /// Names and values in the order given, names as written. Serialized as the list of the names,
 /// never a value, so the configuration's fingerprint does not depend on them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,6 +69,14 @@ impl NamedValues {
     /// Whether a name is present, ignoring ASCII case.
     pub fn has(&self, name: &str) -> bool {
         self.0.iter().any(|e| e.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Whether a value is looked for in what the server sends back: under a secret-looking name
+    /// (`…key`, `…token`, `…auth…`) always, else from [`ECHO_MIN_CHARS`] characters on (a flag
+    /// such as `1` or `on` would withhold every message holding it). No value is ever written by
+    /// the tool, whatever its length.
+    pub(super) fn echo_checked(name: &str, value: &str) -> bool {
+        crate::redact::is_secret_param(name) || value.chars().count() >= ECHO_MIN_CHARS
     }
 
     pub(super) fn push(&mut self, name: String, value: String, secret: bool) {
@@ -159,7 +171,7 @@ fn bad_value(value: &str) -> Option<&'static str> {
         Some("holds a line break, which would end the header (a value read with $(cat file) keeps its newline)")
     } else if value.contains('\0') {
         Some("holds a NUL character, which no HTTP header can carry")
-    } else if reqwest::header::HeaderValue::from_str(value).is_err() {
+    } else if !value.is_ascii() || reqwest::header::HeaderValue::from_str(value).is_err() {
         Some("holds a character an HTTP header cannot carry (only visible ASCII, spaces and tabs)")
     } else if value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']) {
         Some("starts or ends with a space or tab, which HTTP drops")
@@ -200,7 +212,8 @@ pub(super) fn headers(
         if let Some(problem) = bad_value(&value) {
             return Err(c.err(&key, format!("the value {problem}"), "give the value on one line of visible ASCII"));
         }
-        out.push(name.clone(), value, true);
+        let secret = NamedValues::echo_checked(name, &value);
+        out.push(name.clone(), value, secret);
     }
     Ok(out)
 }

@@ -4,7 +4,7 @@
 //! Their values are secrets, like every query value of the base URL: the scenario keeps the names
 //! only, the URLs written have their query values redacted (`redact::url`), and every value but a
 //! version-shaped `api-version` (which `redact::url` keeps, since it selects the API's behaviour)
-//! joins the run's `Secrets`. They are appended to the base URL when the run starts
+//! and a short flag (`headers::ECHO_MIN_CHARS`) joins the run's `Secrets`. They are appended to the base URL when the run starts
 //! ([`with_query`]), after the base URL's own query, so every request (the `/models` check, the
 //! probes, the measured requests) carries them.
 
@@ -42,7 +42,8 @@ pub(super) fn query(
             return Err(c.err(&key, "the value holds a control character", "give the value on one line"));
         }
         let public = crate::redact::keeps_query_value(name, &value);
-        out.push(name.clone(), value, !public);
+        let secret = !public && NamedValues::echo_checked(name, &value);
+        out.push(name.clone(), value, secret);
     }
     Ok(out)
 }

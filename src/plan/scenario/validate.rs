@@ -120,6 +120,7 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
         retry: retry_policy(&c, &raw.client)?,
         http2: raw.client.http2.unwrap_or(false),
         tls: target.tls.clone(),
+        unix_socket: target.unix_socket.clone(),
     };
     super::workload_rules::check_extra_body(&c, &target, &serve)?;
     let slo = super::load_rules::slo(&c, &raw.slo, &load)?;
@@ -315,6 +316,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         (None, Endpoint::Remote { .. }) => String::new(),
     };
     let tls = super::tls_rules::tls(c, t.tls.as_ref(), &endpoint)?.map(std::sync::Arc::new);
+    let unix_socket = super::socket_rules::unix_socket(c, t.unix_socket.as_deref(), &endpoint)?;
     Ok(Target {
         model_named: t.model.is_some(),
         endpoint,
@@ -343,6 +345,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         anthropic_version: t.anthropic_version.clone(),
         metrics: None,
         tls,
+        unix_socket,
     })
 }
 

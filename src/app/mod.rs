@@ -280,9 +280,11 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             };
             Some(
                 server_metrics::Scraper::new(&url, m.interval, scenario.target.redact_base_url)
-                    .and_then(|s| match &scenario.client.tls {
-                        Some(tls) => s.with_tls(crate::request::worker::tls_client_config(tls)?),
-                        None => Ok(s),
+                    .and_then(|s| {
+                        let tls = scenario.client.tls.as_deref().map(crate::request::worker::tls_client_config);
+                        // The socket serves the base URL's server: a metrics_url elsewhere is not behind it.
+                        let beside = matches!(m.endpoint, crate::plan::scenario::MetricsEndpoint::BesideBaseUrl);
+                        s.with_transport(tls.transpose()?, scenario.client.unix_socket.as_deref().filter(|_| beside))
                     })
                     .map_err(AppError::Aborted)?
                     .with_secrets(&secrets)

@@ -120,6 +120,13 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Lis
     };
     let answer = match get(settings.http2).await? {
         Ok(Ok(resp)) => resp,
+        Ok(Err(e)) if e.is_connect() && settings.unix_socket.is_some() => {
+            let socket = settings.unix_socket.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(AppError::Aborted(format!(
+                "cannot reach the server at {shown} through the Unix socket {socket} ({}); is it running? check target.unix_socket",
+                secrets.message(&error_chain(&e.without_url()))
+            )));
+        }
         Ok(Err(e)) if e.is_connect() => return Err(unreachable(&shown, &e)),
         failed if settings.http2 => {
             // Prior-knowledge HTTP/2 against a server that only speaks HTTP/1.1 fails ("frame

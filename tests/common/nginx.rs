@@ -30,9 +30,6 @@ impl Pki {
     pub fn other_ca(&self) -> PathBuf {
         self.dir.join("other-ca.pem")
     }
-    pub fn client_ca(&self) -> PathBuf {
-        self.dir.join("client-ca.pem")
-    }
     pub fn client_cert(&self) -> PathBuf {
         self.dir.join("client.pem")
     }

@@ -82,6 +82,24 @@ async fn serve_with(
     restart::run(listener, server::router(state), restart, stats, shutdown).await
 }
 
+/// As [`serve_with`], on a Unix socket (no simulated restart: it cuts TCP connections only).
+async fn serve_unix_with(
+    listener: tokio::net::UnixListener,
+    profile: Profile,
+    stats: Arc<MockStats>,
+    ground_truth: Arc<ground_truth::GroundTruthStore>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let tokenizer = match &profile.tokenizer {
+        None => None,
+        Some(path) => Some(Arc::new(tokenize::load_tokenizer(path).map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("tokenizer {}: {e}", path.display()))
+        })?)),
+    };
+    let state = Arc::new(server::AppState::new(profile, stats, ground_truth, tokenizer));
+    axum::serve(listener, server::router(state)).with_graceful_shutdown(shutdown).await
+}
+
 /// A server running in-process on `127.0.0.1` with an ephemeral port (tests, the demo).
 ///
 /// Dropping it without [`MockServer::shutdown`] still asks the server to stop, but does not
@@ -89,6 +107,8 @@ async fn serve_with(
 #[derive(Debug)]
 pub struct MockServer {
     addr: SocketAddr,
+    /// The Unix socket served instead of `addr` (`start_unix`).
+    socket: Option<std::path::PathBuf>,
     stats: Arc<MockStats>,
     ground_truth: Arc<ground_truth::GroundTruthStore>,
     stop: CancellationToken,
@@ -106,7 +126,27 @@ impl MockServer {
         let stop = CancellationToken::new();
         let shutdown = stop.clone().cancelled_owned();
         let task = tokio::spawn(serve_with(listener, profile, Arc::clone(&stats), Arc::clone(&ground_truth), shutdown));
-        Ok(MockServer { addr, stats, ground_truth, stop, task: Some(task) })
+        Ok(MockServer { addr, socket: None, stats, ground_truth, stop, task: Some(task) })
+    }
+
+    /// Serves `profile` on a Unix socket created at `path` (as vLLM's `--uds` does), on the
+    /// current tokio runtime. Its [`MockServer::base_url`] is then `http://localhost/v1`, to be
+    /// reached through the socket; [`MockServer::addr`] means nothing.
+    pub async fn start_unix(profile: Profile, path: &std::path::Path) -> std::io::Result<MockServer> {
+        let listener = tokio::net::UnixListener::bind(path)?;
+        let stats = Arc::new(MockStats::new());
+        let ground_truth = Arc::new(ground_truth::GroundTruthStore::new());
+        let stop = CancellationToken::new();
+        let shutdown = stop.clone().cancelled_owned();
+        let task =
+            tokio::spawn(serve_unix_with(listener, profile, Arc::clone(&stats), Arc::clone(&ground_truth), shutdown));
+        let addr = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0));
+        Ok(MockServer { addr, socket: Some(path.to_path_buf()), stats, ground_truth, stop, task: Some(task) })
+    }
+
+    /// The Unix socket it serves on, when it was started with [`MockServer::start_unix`].
+    pub fn socket(&self) -> Option<&std::path::Path> {
+        self.socket.as_deref()
     }
 
     /// The bound address.
@@ -114,8 +154,12 @@ impl MockServer {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT/v1`, the base URL an OpenAI client is configured with.
+    /// `http://127.0.0.1:PORT/v1`, the base URL an OpenAI client is configured with (`http://localhost/v1`
+    /// through the socket of `start_unix`).
     pub fn base_url(&self) -> String {
+        if self.socket.is_some() {
+            return "http://localhost/v1".to_string();
+        }
         format!("http://{}/v1", self.addr)
     }
 

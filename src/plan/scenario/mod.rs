@@ -25,6 +25,7 @@ mod query;
 mod raw;
 mod replica_rules;
 mod session_rules;
+mod socket_rules;
 mod target;
 mod tls_rules;
 mod trace_rules;
@@ -469,6 +470,9 @@ pub struct ClientSettings {
     /// `[target.tls]`, for the HTTP clients (written under `target.tls`, not here).
     #[serde(skip)]
     pub tls: Option<Arc<TlsSettings>>,
+    /// `target.unix_socket`, for the HTTP clients (written under `target`, not here).
+    #[serde(skip)]
+    pub unix_socket: Option<PathBuf>,
 }
 
 /// The default `client.request_timeout` allows this much per `max_tokens` after the first

@@ -117,6 +117,9 @@ pub struct RawTarget {
     pub balance: Option<String>,
     /// `[target.tls]`: trusted roots, client certificate, server name (https base URLs only).
     pub tls: Option<RawTls>,
+    /// Connect through this Unix domain socket (e.g. vLLM's `--uds /run/vllm.sock`) instead of
+    /// the base URL's host and port; the base URL (`http://localhost/v1`) gives the path.
+    pub unix_socket: Option<String>,
 }
 
 /// `[target.tls]`: how an https server is trusted and how the client proves itself to it.

@@ -62,6 +62,9 @@ pub struct Target {
     /// Absent with one server, so earlier configurations keep their fingerprint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<super::Replicas>,
+    /// `target.unix_socket`: the socket every request goes through. Absent when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unix_socket: Option<std::path::PathBuf>,
 }
 
 /// Where and how often the server's Prometheus metrics are scraped.

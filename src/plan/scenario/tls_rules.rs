@@ -151,12 +151,9 @@ pub(super) fn tls(
 fn read(c: &Checker, key: &str, file: &str, what: &str) -> Result<(Vec<u8>, String), ScenarioError> {
     let path = c.path(key, file);
     let shown = path.display().to_string();
+    let relative_to = if c.origin(key).is_empty() { "the scenario file" } else { "the working directory" };
     let bytes = crate::sys::read_input(&path).map_err(|e| {
-        c.err(
-            key,
-            format!("cannot read {shown}: {e}"),
-            format!("give the path of {what}, relative to the scenario file"),
-        )
+        c.err(key, format!("cannot read {shown}: {e}"), format!("give the path of {what}, relative to {relative_to}"))
     })?;
     Ok((bytes, shown))
 }

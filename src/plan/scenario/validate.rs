@@ -124,6 +124,7 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
         retry: retry_policy(&c, &raw.client)?,
         http2: raw.client.http2.unwrap_or(false),
         tls: target.tls.clone(),
+        unix_socket: target.unix_socket.clone(),
     };
     super::workload_rules::check_extra_body(&c, &target, &serve)?;
     let slo = super::load_rules::slo(&c, &raw.slo, &load)?;
@@ -348,6 +349,14 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         (None, Endpoint::Remote { .. }) => String::new(),
     };
     let tls = super::tls_rules::tls(c, t.tls.as_ref(), &endpoint)?.map(std::sync::Arc::new);
+    let unix_socket = super::socket_rules::unix_socket(c, t.unix_socket.as_deref(), &endpoint)?;
+    if unix_socket.is_some() && replicas.is_some() {
+        return Err(c.err(
+            "target.unix_socket",
+            "cannot be used with target.base_urls: every request would go through the one socket",
+            "give one base_url with unix_socket, or remove unix_socket to spread over the replicas",
+        ));
+    }
     Ok(Target {
         model_named: t.model.is_some(),
         endpoint,
@@ -380,6 +389,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         query,
         tls,
         replicas,
+        unix_socket,
     })
 }
 

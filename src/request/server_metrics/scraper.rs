@@ -59,15 +59,22 @@ struct Inner {
     headers: reqwest::header::HeaderMap,
 }
 
-/// The scraper's HTTP client, with `tls` or the WebPKI roots.
-fn metrics_client(tls: Option<rustls::ClientConfig>) -> Result<reqwest::Client, String> {
+/// The scraper's HTTP client, with `tls` or the WebPKI roots, through `unix_socket` or TCP.
+fn metrics_client(
+    tls: Option<rustls::ClientConfig>,
+    unix_socket: Option<&std::path::Path>,
+) -> Result<reqwest::Client, String> {
     let mut builder = reqwest::Client::builder()
         .no_proxy()
         .connect_timeout(SCRAPE_TIMEOUT)
         .timeout(SCRAPE_TIMEOUT)
         .pool_max_idle_per_host(1);
-    if let Some(config) = tls {
+    if let Some(mut config) = tls {
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         builder = builder.use_preconfigured_tls(config);
+    }
+    if let Some(path) = unix_socket {
+        builder = builder.unix_socket(path);
     }
     builder.build().map_err(|e| format!("cannot set up the metrics client: {e}"))
 }
@@ -77,7 +84,7 @@ impl Scraper {
     /// them); `redact` writes `[redacted]` instead of the URL, as `target.redact_base_url` does
     /// for the base URL.
     pub fn new(url: &str, interval: Duration, redact: bool) -> Result<Scraper, String> {
-        let http = metrics_client(None)?;
+        let http = metrics_client(None, None)?;
         let display_url = if redact { "[redacted]".to_string() } else { super::display_url(url) };
         let secrets = Secrets::default().and_url(url);
         let inner = Inner {
@@ -92,10 +99,14 @@ impl Scraper {
         Ok(Scraper { inner: Arc::new(inner) })
     }
 
-    /// Speak TLS with `config` (the run's `[target.tls]`) instead of the WebPKI roots.
-    pub fn with_tls(self, mut config: rustls::ClientConfig) -> Result<Scraper, String> {
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let http = metrics_client(Some(config))?;
+    /// Reach the server as the run does: TLS with `tls` (the run's `[target.tls]`) instead of
+    /// the WebPKI roots, through `unix_socket` (`target.unix_socket`) instead of TCP.
+    pub fn with_transport(
+        self,
+        tls: Option<rustls::ClientConfig>,
+        unix_socket: Option<&std::path::Path>,
+    ) -> Result<Scraper, String> {
+        let http = metrics_client(tls, unix_socket)?;
         Ok(self.rebuilt(|inner| inner.http = http))
     }
 

@@ -128,6 +128,9 @@ pub fn http_client(settings: &ClientSettings, pool_idle: usize) -> Result<reqwes
             if settings.http2 { vec![b"h2".to_vec()] } else { vec![b"h2".to_vec(), b"http/1.1".to_vec()] };
         builder = builder.use_preconfigured_tls(config);
     }
+    if let Some(path) = &settings.unix_socket {
+        builder = builder.unix_socket(path.as_path());
+    }
     builder.build().map_err(|e| e.without_url().to_string())
 }
 

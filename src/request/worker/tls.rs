@@ -205,3 +205,57 @@ pub fn client_certificate_refusal(status: u16, body: &[u8]) -> Option<&'static s
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rustls error as tokio-rustls and hyper wrap it: an I/O error inside an I/O error.
+    fn wrapped(e: rustls::Error) -> std::io::Error {
+        std::io::Error::other(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+
+    #[test]
+    fn each_certificate_failure_is_named_with_its_fix() {
+        let reason = |e| tls_reason(&wrapped(e)).expect("a TLS failure");
+        let unknown = reason(rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer));
+        assert!(unknown.contains("unknown CA") && unknown.contains("target.tls.ca_file"), "{unknown}");
+        let name = reason(rustls::Error::InvalidCertificate(CertificateError::NotValidForName));
+        assert!(name.contains("hostname mismatch") && name.contains("target.tls.server_name"), "{name}");
+        assert!(reason(rustls::Error::InvalidCertificate(CertificateError::Expired)).contains("expired"));
+        assert!(reason(rustls::Error::InvalidCertificate(CertificateError::BadSignature)).contains("is bad"));
+        let required = reason(rustls::Error::AlertReceived(AlertDescription::CertificateRequired));
+        assert!(required.contains("requires a client certificate"), "{required}");
+        assert!(
+            reason(rustls::Error::AlertReceived(AlertDescription::HandshakeFailure)).contains("client certificate")
+        );
+        assert_eq!(tls_reason(&std::io::Error::other("connection refused")), None);
+    }
+
+    #[test]
+    fn nginx_pages_about_client_certificates_are_read() {
+        let page = b"<html><head><title>400 No required SSL certificate was sent</title></head></html>";
+        assert!(client_certificate_refusal(400, page).is_some_and(|r| r.contains("target.tls.client_cert")));
+        let page = b"<html><head><title>400 The SSL certificate error</title></head></html>";
+        assert!(client_certificate_refusal(400, page).is_some_and(|r| r.contains("refused the client certificate")));
+        assert_eq!(client_certificate_refusal(400, b"{\"error\": \"bad request\"}"), None);
+        assert_eq!(client_certificate_refusal(404, page), None);
+    }
+
+    #[test]
+    fn a_configuration_is_built_for_each_kind_of_trust() {
+        let base = TlsSettings {
+            ca_certificates: Vec::new(),
+            system_roots: None,
+            client_identity: None,
+            server_name: None,
+            insecure_skip_verify: false,
+        };
+        assert!(client_config(&base).is_ok());
+        let insecure = TlsSettings { insecure_skip_verify: true, ..base.clone() };
+        assert_eq!(insecure.roots(), "none");
+        assert!(client_config(&insecure).is_ok());
+        let named = TlsSettings { server_name: ServerName::try_from("llm.internal.test").ok(), ..base };
+        assert!(client_config(&named).is_ok());
+    }
+}

@@ -13,6 +13,11 @@
 //! and idle timeout, TLS with rustls and the WebPKI roots (HTTP/2 offered by ALPN), prior-knowledge
 //! HTTP/2 when `client.http2` is set. `[target.tls]` replaces the roots (see `tls`), for both.
 
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,8 +27,9 @@ use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{Client, ResponseFuture};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::ClientConfig;
+use tokio::net::UnixStream;
 
 use crate::plan::scenario::ClientSettings;
 
@@ -49,6 +55,37 @@ pub enum Http {
     Plain(Client<HttpConnector, Full<Bytes>>),
     /// `https` URLs (and `http` ones, which it passes through).
     Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+    /// `target.unix_socket`: every connection to the one socket, whatever the URL's host.
+    Unix(Client<UnixConnector, Full<Bytes>>),
+}
+
+/// Connects to a Unix socket for any URI (the URI gives the `Host` header and the path only).
+#[derive(Debug, Clone)]
+pub struct UnixConnector {
+    path: Arc<Path>,
+    connect: Duration,
+}
+
+impl tower_service::Service<http::Uri> for UnixConnector {
+    type Response = TokioIo<UnixStream>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        let (path, limit) = (Arc::clone(&self.path), self.connect);
+        Box::pin(async move {
+            match tokio::time::timeout(limit, UnixStream::connect(&*path)).await {
+                Ok(stream) => stream.map(TokioIo::new),
+                Err(_) => {
+                    Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting to the Unix socket timed out"))
+                }
+            }
+        })
+    }
 }
 
 impl Http {
@@ -60,6 +97,10 @@ impl Http {
         tcp.set_nodelay(true);
         tcp.set_connect_timeout(Some(settings.connect));
         let builder = builder(settings, pool_idle);
+        if let Some(path) = &settings.unix_socket {
+            let connector = UnixConnector { path: Arc::from(path.as_path()), connect: settings.connect };
+            return Http::Unix(builder.build(connector));
+        }
         if !tls {
             return Http::Plain(builder.build(tcp));
         }
@@ -87,6 +128,7 @@ impl Http {
         match self {
             Http::Plain(client) => client.request(request),
             Http::Tls(client) => client.request(request),
+            Http::Unix(client) => client.request(request),
         }
     }
 }
@@ -132,6 +174,7 @@ mod tests {
             retry: RetryPolicy { max_retries: 0, on: Vec::new(), backoff: s },
             http2,
             tls: None,
+            unix_socket: None,
         }
     }
 

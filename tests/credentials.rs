@@ -191,6 +191,30 @@ async fn a_401_runs_the_command_once_and_the_refused_requests_succeed_with_the_n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_401_fails_the_request_and_the_echoed_token_is_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let script = token_script(dir.path());
+    let requests = 6;
+    let file = scenario(dir.path(), &script, "", &format!("requests = {requests}"), 10);
+    let server = MockServer::start(profile()).await.unwrap();
+    // No token is accepted, and every refusal quotes the token it refused.
+    server.accept_only_tokens(Some(&[]));
+    let result = run_against(&file, &server, &out).await;
+    assert_eq!(result.status.code(), Some(1), "nothing succeeded: {}", text(&result.stderr));
+    let a = the_artifact(&out);
+    assert_eq!((a["completed"].as_u64(), a["failed"].as_u64()), (Some(0), Some(requests)));
+    assert_eq!(a["error_counts"]["http_401"].as_u64(), Some(requests), "{}", a["error_counts"]);
+    let stats = server.stats();
+    // Each request was sent twice at most: once, and once more after a refresh.
+    assert!(stats.auth_refused > requests && stats.auth_refused <= 2 * requests, "{}", stats.auth_refused);
+    let counts = &a["credential_refreshes"];
+    assert!(counts["after_401"].as_u64().unwrap() >= 1, "{counts}");
+    assert_eq!(calls(dir.path()), 1 + counts["after_401"].as_u64().unwrap());
+    no_token_written(&out, &result);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_that_gives_no_token_before_the_run_refuses_it_and_nothing_is_sent() {
     let server = MockServer::start(profile()).await.unwrap();
     // (script body, what the refusal says)

@@ -1,7 +1,7 @@
 //! Bearer tokens: which ones the server saw (each distinct token counted, at most
 //! `MAX_TOKENS_SEEN` of them), and, when a test asks, a 401 for every generation request whose
 //! token is not in the accepted set (`MockServer::accept_only_tokens`), as a cloud endpoint
-//! answers an expired token. The tokens are kept out of every serialized snapshot: a test reads
+//! answers an expired token (its message echoes the token, as some gateways do). The tokens are kept out of every serialized snapshot: a test reads
 //! them from `MockServer::stats`, never from `/mock/stats` or an artifact.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,8 +78,12 @@ pub(crate) async fn gate(State(state): State<Arc<AppState>>, request: Request, n
         tokens.refused.fetch_add(1, Ordering::Relaxed);
         MockStats::add(&state.stats.requests_received, 1);
         MockStats::add(&state.stats.requests_rejected, 1);
-        let body =
-            json!({"error": {"message": "invalid or expired token", "type": "authentication_error", "code": 401}});
+        // Echoed, as some gateways do: a client must not write it.
+        let message = match &token {
+            Some(t) => format!("invalid or expired token {t}"),
+            None => "no bearer token".to_string(),
+        };
+        let body = json!({"error": {"message": message, "type": "authentication_error", "code": 401}});
         let mut response = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
         response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
         return response;

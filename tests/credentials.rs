@@ -223,6 +223,8 @@ async fn a_command_that_gives_no_token_before_the_run_refuses_it_and_nothing_is_
         ("exit 0", "printed nothing"),
         ("printf 'tok-7f3a-1\\ntok-7f3a-2\\n'", "more than one line"),
         ("printf 'tok-7f3a-\\001x\\n'", "characters an HTTP header cannot carry"),
+        // Never answers (a login prompt waiting for input): stopped after 30 s.
+        ("exec sleep 45", "printed no token within 30 s"),
     ];
     for (body, said) in cases {
         let dir = tempfile::tempdir().unwrap();

@@ -343,7 +343,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let mut model_source = None;
     if target.simulator.is_none() {
         let checked = tokio::select! {
-            r = replicas::preflight(&target.base_url, &scenario) => Some(r),
+            r = replicas::preflight(&target.base_url, &scenario, client.credentials()) => Some(r),
             () = control.stop_issuing.cancelled() => None,
         };
         let chosen = match checked {

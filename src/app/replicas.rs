@@ -6,17 +6,22 @@
 use super::AppError;
 use super::setup::{self, Listing};
 use crate::plan::scenario::Scenario;
+use crate::request::worker::credentials::Credentials;
 use crate::redact::redact_url;
 
 /// The first replica's listing (for `meet::choose_model`), and every other replica's, in order
 /// (none without replicas). A replica that cannot be reached stops here.
-pub(super) async fn preflight(first: &str, scenario: &Scenario) -> Result<(Listing, Vec<Listing>), AppError> {
+pub(super) async fn preflight(
+    first: &str,
+    scenario: &Scenario,
+    key: &Credentials,
+) -> Result<(Listing, Vec<Listing>), AppError> {
     let Some(replicas) = &scenario.target.replicas else {
-        return Ok((setup::preflight(first, scenario).await?, Vec::new()));
+        return Ok((setup::preflight(first, scenario, key).await?, Vec::new()));
     };
     let mut listings = Vec::with_capacity(replicas.base_urls.len());
     for (i, url) in replicas.base_urls.iter().enumerate() {
-        listings.push(setup::preflight(url, scenario).await.map_err(|e| named(i, url, e))?);
+        listings.push(setup::preflight(url, scenario, key).await.map_err(|e| named(i, url, e))?);
     }
     let first = listings.remove(0);
     Ok((first, listings))

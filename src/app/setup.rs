@@ -14,6 +14,7 @@ use crate::plan::scenario::{ClientSettings, Endpoint, Pacing, PromptSource, Scen
 use crate::redact::redact_url;
 use crate::request::record::{ProbeResult, SizingRecord};
 use crate::request::schedule::RunControl;
+use crate::request::worker::credentials::Credentials;
 use crate::request::worker::{
     Client, client_certificate_refusal, error_chain, header_map, http_client, run_headers, tls_reason,
 };
@@ -96,7 +97,8 @@ pub(super) enum Listing {
 /// list is returned as such (not every server implements `/models`), and `meet::choose_model`
 /// decides. Nothing here prints a credential or echoes more than a bounded, sanitized piece of
 /// what the server said.
-pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Listing, AppError> {
+/// The run's key goes with it (a 401 refreshes a command's token once and asks again).
+pub(super) async fn preflight(base_url: &str, scenario: &Scenario, key: &Credentials) -> Result<Listing, AppError> {
     let settings = &scenario.client;
     let url = crate::plan::scenario::url_rules::endpoint(base_url, "/models");
     let shown = redact_url(base_url);
@@ -115,10 +117,13 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Lis
         async move {
             let client = http_client(&ClientSettings { http2, ..settings.clone() }, 0)
                 .map_err(|e| AppError::Aborted(format!("cannot build the HTTP client: {e}")))?;
+            let mut headers = headers;
+            key.apply(&mut headers);
             Ok::<_, AppError>(tokio::time::timeout(limit, client.get(&url).headers(headers).send()).await)
         }
     };
-    let answer = match get(settings.http2).await? {
+    let token = key.generation();
+    let mut answer = match get(settings.http2).await? {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) if e.is_connect() && settings.unix_socket.is_some() => {
             let socket = settings.unix_socket.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
@@ -156,6 +161,11 @@ pub(super) async fn preflight(base_url: &str, scenario: &Scenario) -> Result<Lis
             )));
         }
     };
+    if answer.status() == reqwest::StatusCode::UNAUTHORIZED && key.refresh_after_401(token).await {
+        if let Ok(Ok(again)) = get(settings.http2).await? {
+            answer = again;
+        }
+    }
     let status = answer.status();
     if status.is_redirection() {
         let location =

@@ -120,6 +120,14 @@ fn target(out: &mut String, s: &Scenario) {
         let names: Vec<&str> = t.query.names().collect();
         let _ = writeln!(out, "query parameters on every request: {} (values never shown)", names.join(", "));
     }
+    if let Some(command) = &t.api_key_command {
+        let again = command.refresh.map_or_else(String::new, |d| format!(", again every {}", fmt_duration(d)));
+        let _ = writeln!(
+            out,
+            "api key: printed by {} (not run to validate; run before the run{again}, and once after a 401)",
+            command.program
+        );
+    }
     if let Some(version) = &t.anthropic_version {
         let _ = writeln!(out, "anthropic-version: {version}");
     }

@@ -1,7 +1,7 @@
 //! Bearer tokens: which ones the server saw (each distinct token counted, at most
-//! `MAX_TOKENS_SEEN` of them), and, when a test asks, a 401 for every generation request whose
-//! token is not in the accepted set (`MockServer::accept_only_tokens`), as a cloud endpoint
-//! answers an expired token. The tokens are kept out of every serialized snapshot: a test reads
+//! `MAX_TOKENS_SEEN` of them), and, when a test asks, a 401 for every API request whose token
+//! is not in the accepted set (`MockServer::accept_only_tokens`), as a cloud endpoint
+//! answers an expired token (its message echoes the token, as some gateways do). The tokens are kept out of every serialized snapshot: a test reads
 //! them from `MockServer::stats`, never from `/mock/stats` or an artifact.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,8 +60,9 @@ impl TokenRecord {
     }
 }
 
-/// Before every handler: note the request's bearer token, and answer 401 to a generation
-/// request (a POST below `/v1/`) whose token is not accepted.
+/// Before every handler: note the request's bearer token, and answer 401 to a request of the API
+/// (below `/v1/`, `/v1/models` included) whose token is not accepted. Only generation requests
+/// (POSTs) count in `requests_received` and `requests_rejected`.
 pub(crate) async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let token = request
         .headers()
@@ -73,13 +74,18 @@ pub(crate) async fn gate(State(state): State<Arc<AppState>>, request: Request, n
     if let Some(t) = &token {
         tokens.saw(t);
     }
-    let generation = request.method() == Method::POST && request.uri().path().starts_with("/v1/");
-    if generation && !tokens.accepts(token.as_deref()) {
+    if request.uri().path().starts_with("/v1/") && !tokens.accepts(token.as_deref()) {
         tokens.refused.fetch_add(1, Ordering::Relaxed);
-        MockStats::add(&state.stats.requests_received, 1);
-        MockStats::add(&state.stats.requests_rejected, 1);
-        let body =
-            json!({"error": {"message": "invalid or expired token", "type": "authentication_error", "code": 401}});
+        if request.method() == Method::POST {
+            MockStats::add(&state.stats.requests_received, 1);
+            MockStats::add(&state.stats.requests_rejected, 1);
+        }
+        // Echoed, as some gateways do: a client must not write it.
+        let message = match &token {
+            Some(t) => format!("invalid or expired token {t}"),
+            None => "no bearer token".to_string(),
+        };
+        let body = json!({"error": {"message": message, "type": "authentication_error", "code": 401}});
         let mut response = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
         response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
         return response;

@@ -174,7 +174,7 @@ impl MockServer {
         self.stats.seen()
     }
 
-    /// Answer 401 to every generation request whose bearer token is not one of `tokens`, from
+    /// Answer 401 to every API request (`/v1/…`) whose bearer token is not one of `tokens`, from
     /// now on; `None` accepts every request again (the default). The tokens seen are in
     /// `stats().bearer_tokens`.
     pub fn accept_only_tokens(&self, tokens: Option<&[&str]>) {

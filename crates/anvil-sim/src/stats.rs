@@ -76,9 +76,9 @@ pub struct MockStatsSnapshot {
     /// requests carried it. Never serialized: a token must not reach a file.
     #[serde(skip)]
     pub bearer_tokens: BTreeMap<String, u64>,
-    /// Generation requests answered 401 because their token was not accepted
-    /// (`MockServer::accept_only_tokens`); also in `requests_received` and `requests_rejected`.
-    /// Absent when zero.
+    /// API requests (`/v1/models` included) answered 401 because their token was not accepted
+    /// (`MockServer::accept_only_tokens`); the generation requests among them are also in
+    /// `requests_received` and `requests_rejected`. Absent when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub auth_refused: u64,
 }

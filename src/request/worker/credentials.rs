@@ -1,8 +1,9 @@
 //! The key each request carries: none, a fixed key (`target.api_key_env`), or a token that a
 //! command prints (`target.api_key_command`) and that changes while the run goes on.
 //!
-//! Requests read the current token from a shared cell (a read lock held for an `Arc` clone),
-//! and never wait for the command: it runs before the run (`Credentials::obtain`; a failure
+//! Requests read the current token from a shared cell (a fixed key with no lock at all; a
+//! command's token under a read lock held while its header values are cloned, never while
+//! anything waits), and never wait for the command: it runs before the run (`Credentials::obtain`; a failure
 //! refuses the run, exit code 2), in a background task every `api_key_refresh`
 //! (`Credentials::refresh_every`; a failure is a warning with its time, and the old token stays
 //! in use), and once when a request is refused with 401 (`Credentials::after_401`, coalesced:
@@ -47,7 +48,7 @@ struct Token {
 
 #[derive(Debug)]
 struct Source {
-    current: RwLock<Arc<Token>>,
+    current: Cell,
     /// Present for a token a command prints.
     command: Option<KeyCommand>,
     /// Held while the command runs, so the requests refused together run it once; holds the
@@ -56,6 +57,13 @@ struct Source {
     counts: Counts,
     /// Refresh failures not yet in an artifact.
     failures: Mutex<Vec<RefreshFailure>>,
+}
+
+/// Where the key is kept: a fixed key needs no lock.
+#[derive(Debug)]
+enum Cell {
+    Fixed(Token),
+    Rotating(RwLock<Token>),
 }
 
 #[derive(Debug, Default)]
@@ -136,17 +144,18 @@ impl Credentials {
     /// Put the current key into `headers`; which token it was (for `after_401`).
     pub fn apply(&self, headers: &mut HeaderMap) -> u64 {
         let Some(source) = &self.source else { return 0 };
-        let token = source.current();
-        headers.insert(AUTHORIZATION, token.bearer.clone());
-        for name in &self.also_as {
-            headers.insert(name.clone(), token.raw.clone());
-        }
-        token.generation
+        source.with_current(|token| {
+            headers.insert(AUTHORIZATION, token.bearer.clone());
+            for name in &self.also_as {
+                headers.insert(name.clone(), token.raw.clone());
+            }
+            token.generation
+        })
     }
 
     /// Which token requests carry now.
     pub fn generation(&self) -> u64 {
-        self.source.as_ref().map_or(0, |s| s.current().generation)
+        self.source.as_ref().map_or(0, |s| s.with_current(|t| t.generation))
     }
 
     /// After `outcome`, sent with token `used`: when it was refused with 401 before any output
@@ -227,7 +236,7 @@ enum Why {
 impl Source {
     fn new(first: Token, command: Option<KeyCommand>) -> Self {
         Source {
-            current: RwLock::new(Arc::new(first)),
+            current: if command.is_some() { Cell::Rotating(RwLock::new(first)) } else { Cell::Fixed(first) },
             command,
             refreshing: tokio::sync::Mutex::new(None),
             counts: Counts::default(),
@@ -235,14 +244,25 @@ impl Source {
         }
     }
 
-    fn current(&self) -> Arc<Token> {
-        Arc::clone(&self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    /// `f` of the current token: no lock for a fixed key, a read lock held for `f` only.
+    fn with_current<R>(&self, f: impl FnOnce(&Token) -> R) -> R {
+        match &self.current {
+            Cell::Fixed(token) => f(token),
+            Cell::Rotating(cell) => f(&cell.read().unwrap_or_else(std::sync::PoisonError::into_inner)),
+        }
+    }
+
+    /// Put `next` in place of the current token (a command's only).
+    fn replace(&self, next: Token) {
+        if let Cell::Rotating(cell) = &self.current {
+            *cell.write().unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+        }
     }
 
     async fn refresh_after_401(&self, used: u64) -> bool {
         let mut failed_for = self.refreshing.lock().await;
         // Another request refused with the same token refreshed it meanwhile, or tried and failed.
-        if self.current().generation > used {
+        if self.with_current(|t| t.generation) > used {
             return true;
         }
         if *failed_for == Some(used) {
@@ -266,12 +286,12 @@ impl Source {
         let Some(command) = &self.command else { return false };
         let outcome = run(command).await.and_then(|key| {
             command.tokens.learn(&key);
-            token(&key, self.current().generation + 1)
+            token(&key, self.with_current(|t| t.generation) + 1)
                 .ok_or(Failure { problem: "printed a token no header can carry".into(), fix: FIX })
         });
         match outcome {
             Ok(next) => {
-                *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+                self.replace(next);
                 let counter = if why == Why::Scheduled { &self.counts.scheduled } else { &self.counts.after_401 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 true

@@ -126,7 +126,7 @@ impl RunInfo {
         if let Some(Value::String(url)) = scenario.pointer_mut("/target/endpoint/base_url") {
             *url = redact_url(url);
         }
-        replica_urls(&mut scenario, |url| redact_url(url));
+        replica_urls(&mut scenario, redact_url);
         // Every other string through the one sanitizer too: a URL anywhere (a path given as
         // one, an `extra_body` field) loses its credentials, and no secret of the run is kept.
         s.secrets().scrub_json(&mut scenario);

@@ -379,6 +379,28 @@ mod tests {
         (s, info)
     }
 
+    fn replicas_info(redact: bool) -> RunInfo {
+        let text = format!(
+            "[target]\nmodel = \"m\"\nbase_urls = [\"http://alice:s3cret@a:8000/v1\", \"http://b:8000/v1?k=tok999\"]\nredact_base_url = {redact}\n[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 8\n"
+        );
+        let s = Scenario::from_toml(std::path::Path::new("t.toml"), &text, &Overrides::default()).unwrap();
+        let sizing = SizingRecord::line("estimate", 1.0, 8.0, None);
+        RunInfo::new(&s, "r", "http://alice:s3cret@a:8000/v1", sizing, 0)
+    }
+
+    #[test]
+    fn replicas_are_listed_without_credentials_or_redacted() {
+        let info = replicas_info(false);
+        let json = serde_json::to_string(&info).unwrap();
+        assert!(!json.contains("s3cret") && !json.contains("tok999") && !json.contains("alice"), "{json}");
+        assert_eq!(info.replicas, ["http://a:8000/v1", "http://b:8000/v1?k=[redacted]"]);
+        assert_eq!(info.scenario["target"]["replicas"]["base_urls"][1], info.replicas[1].as_str());
+        let redacted = replicas_info(true);
+        assert_eq!(redacted.replicas, ["[redacted]", "[redacted]"]);
+        let json = serde_json::to_string(&redacted).unwrap();
+        assert!(!json.contains("a:8000") && !json.contains("b:8000"), "{json}");
+    }
+
     #[test]
     fn credentials_in_the_base_url_are_never_kept() {
         let (_, info) = info("http://alice:s3cret@127.0.0.1:8000/v1?api_key=tok999", false);

@@ -327,3 +327,36 @@ async fn each_replicas_metrics_are_scraped_and_kept_apart() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_credentials_are_used_and_never_written() {
+    let (a, b) = (MockServer::start(sim(0.5)).await.unwrap(), MockServer::start(sim(0.5)).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let with = |s: &MockServer, user: &str| s.base_url().replace("http://", &format!("http://{user}:pw-secret-7@"));
+    let body = format!(
+        "[target]\nbase_urls = [\"{}\", \"{}?key=qsecret-7\"]\nmetrics = true\n{SINGLE}",
+        with(&a, "ann"),
+        with(&b, "bob")
+    );
+    let file = write(dir.path(), "creds.toml", &body);
+    let out = dir.path().join("out");
+    let records = dir.path().join("records.ndjson");
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--out").arg(&out).arg("--records").arg(&records).arg("--no-progress");
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    let art = check_artifact(&artifacts(&out)[0]);
+    counts_agree(&art, &[&a, &b]);
+    let mut written = vec![("stdout".to_string(), text(&result.stdout)), ("stderr".to_string(), text(&result.stderr))];
+    for path in std::fs::read_dir(&out).unwrap().filter_map(|e| e.ok().map(|e| e.path())).chain([records]) {
+        written.push((path.display().to_string(), std::fs::read_to_string(&path).unwrap()));
+    }
+    for (name, content) in &written {
+        for secret in ["pw-secret-7", "qsecret-7", "ann:", "bob:"] {
+            assert!(!content.contains(secret), "{name} holds {secret}");
+        }
+    }
+    assert_eq!(art["replicas"][1]["url"], format!("{}?key=[redacted]", b.base_url()));
+    a.shutdown().await;
+    b.shutdown().await;
+}

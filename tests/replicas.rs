@@ -300,3 +300,63 @@ async fn a_merge_of_two_shards_keeps_the_replica_table() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_replicas_metrics_are_scraped_and_kept_apart() {
+    let (a, b) = (MockServer::start(sim(0.5)).await.unwrap(), MockServer::start(sim(0.5)).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "metrics.toml", &scenario(&a, &b, "metrics = true", SINGLE));
+    let out = dir.path().join("out");
+    let art = run_ok(&file, &out, &[]).await;
+    let seen = counts_agree(&art, &[&a, &b]);
+    let m = &art["server_metrics"];
+    let per: &Vec<Value> = m["replicas"].as_array().expect("one summary per replica");
+    assert_eq!(per.len(), 2);
+    for (i, (r, server)) in per.iter().zip([&a, &b]).enumerate() {
+        let metrics_url = server.base_url().replace("/v1", "/metrics");
+        assert_eq!(r["url"], metrics_url.as_str(), "replica {i}");
+        assert_eq!(r["complete"], true, "{r}");
+        // Each server's own counter is its share of the requests, not the run's.
+        assert_eq!(r["counters"]["requests_succeeded"].as_f64().map(|v| v as u64), Some(seen[i]), "replica {i}");
+        let file = out.join(r["file"].as_str().unwrap());
+        assert!(std::fs::read_to_string(&file).unwrap().lines().count() >= 2, "{}", file.display());
+    }
+    assert_eq!(m["url"], per[0]["url"], "the level's server_metrics are the first replica's");
+    let codes: Vec<&str> = art["warnings"].as_array().unwrap().iter().filter_map(|w| w["code"].as_str()).collect();
+    assert!(!codes.contains(&"server_counts_differ"), "{codes:?}");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_credentials_are_used_and_never_written() {
+    let (a, b) = (MockServer::start(sim(0.5)).await.unwrap(), MockServer::start(sim(0.5)).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let with = |s: &MockServer, user: &str| s.base_url().replace("http://", &format!("http://{user}:pw-secret-7@"));
+    let body = format!(
+        "[target]\nbase_urls = [\"{}\", \"{}?key=qsecret-7\"]\nmetrics = true\n{SINGLE}",
+        with(&a, "ann"),
+        with(&b, "bob")
+    );
+    let file = write(dir.path(), "creds.toml", &body);
+    let out = dir.path().join("out");
+    let records = dir.path().join("records.ndjson");
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--out").arg(&out).arg("--records").arg(&records).arg("--no-progress");
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    let art = check_artifact(&artifacts(&out)[0]);
+    counts_agree(&art, &[&a, &b]);
+    let mut written = vec![("stdout".to_string(), text(&result.stdout)), ("stderr".to_string(), text(&result.stderr))];
+    for path in std::fs::read_dir(&out).unwrap().filter_map(|e| e.ok().map(|e| e.path())).chain([records]) {
+        written.push((path.display().to_string(), std::fs::read_to_string(&path).unwrap()));
+    }
+    for (name, content) in &written {
+        for secret in ["pw-secret-7", "qsecret-7", "ann:", "bob:"] {
+            assert!(!content.contains(secret), "{name} holds {secret}");
+        }
+    }
+    assert_eq!(art["replicas"][1]["url"], format!("{}?key=[redacted]", b.base_url()));
+    a.shutdown().await;
+    b.shutdown().await;
+}

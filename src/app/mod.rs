@@ -237,6 +237,8 @@ struct Session<'a> {
     shard: Shard,
     /// The server's `/metrics`, scraped around every level when the scenario asks.
     scraper: Option<server_metrics::Scraper>,
+    /// Several replicas scraped beside their base URLs: the replicas after the first.
+    replica_scrapers: server_metrics::ReplicaScrapers,
 }
 
 /// `anvil-load SCENARIO`: run every load level (a fixed list, or a capacity search) and write
@@ -292,6 +294,19 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             )
         }
         None => None,
+    };
+    let replica_scrapers = match (&scenario.target.metrics, &scenario.target.replicas) {
+        (Some(m), Some(r)) if m.endpoint == crate::plan::scenario::MetricsEndpoint::BesideBaseUrl => {
+            let urls = r.base_urls[1..]
+                .iter()
+                .map(|u| server_metrics::resolve_url(&m.endpoint, u))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(AppError::BadInput)?;
+            server_metrics::ReplicaScrapers::new(&urls, m.interval, scenario.target.redact_base_url)
+                .map_err(AppError::Aborted)?
+                .with_secrets(&secrets)
+        }
+        _ => server_metrics::ReplicaScrapers::default(),
     };
     let endpoint = crate::plan::scenario::url_rules::endpoint(&target.base_url, scenario.target.api.path());
     let bearer = scenario.target.api_key.clone().filter(|_| worker::sends_bearer(&scenario.target));
@@ -388,8 +403,20 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     info.model_source = model_source;
     shard.attach(&mut info, &workload);
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
-    let session =
-        Session { args, scenario: &scenario, target, client, workload, info, records, control, run_id, shard, scraper };
+    let session = Session {
+        args,
+        scenario: &scenario,
+        target,
+        client,
+        workload,
+        info,
+        records,
+        control,
+        run_id,
+        shard,
+        scraper,
+        replica_scrapers,
+    };
 
     let mut written: Vec<PathBuf> = Vec::new();
     let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
@@ -508,11 +535,16 @@ fn disk_need_bytes(s: &Scenario) -> u64 {
         (None, None) => 0,
     };
     // The server-metrics file of each level is bounded on its own (see `server_metrics::raw`).
-    let scrapes = s
-        .target
-        .metrics
-        .as_ref()
-        .map_or(0, |m| levels.saturating_mul(server_metrics::disk_bytes_per_level(s.run.duration, m.interval)));
+    // One scrape file per replica when every replica is scraped beside its base URL.
+    let files = match (&s.target.metrics, &s.target.replicas) {
+        (Some(m), Some(r)) if m.endpoint == crate::plan::scenario::MetricsEndpoint::BesideBaseUrl => r.base_urls.len(),
+        _ => 1,
+    };
+    let scrapes = s.target.metrics.as_ref().map_or(0, |m| {
+        levels
+            .saturating_mul(server_metrics::disk_bytes_per_level(s.run.duration, m.interval))
+            .saturating_mul(files as u64)
+    });
     levels
         .saturating_mul(per_level)
         .saturating_mul(artifact::BYTES_PER_REQUEST)
@@ -625,12 +657,14 @@ impl Session<'_> {
             }
             None => None,
         };
+        let replica_scrape = self.replica_scrapers.prepare(&level_id, &self.args.out, &stem).await;
         // The level's wall-clock start and its monotonic start are the same instant, so that
         // `started_at_unix_ns + start_offset_ms` places every request on the wall clock (for
         // shards, the instant they agreed on).
         let start = self.shard.start_level(&level_id).await.map_err(AppError::Aborted)?;
         let (started, level_start) = (start.started, start.at);
         let scraping = scrape.map(|s| s.start(level_start));
+        let replica_scraping = replica_scrape.start(level_start);
         self.records
             .write(&RecordLine::Level {
                 level: level_id.clone(),
@@ -663,6 +697,7 @@ impl Session<'_> {
             Some(s) => Some(s.finish().await),
             None => None,
         };
+        let server_metrics = replica_scraping.finish(server_metrics).await;
         let finished = Stamp::now();
         let interrupted = self.control.stop_issuing.is_cancelled();
         let simulator = self.target.simulator_counts().map(|after| setup::counts_delta(&after, before.as_ref()));

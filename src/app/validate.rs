@@ -84,6 +84,16 @@ fn target(out: &mut String, s: &Scenario) {
                 t.api,
                 if t.redact_base_url { "; written to the artifact as [redacted]" } else { "" }
             );
+            if let Some(r) = &t.replicas {
+                let urls: Vec<String> = r.base_urls.iter().map(|u| redact_url(u)).collect();
+                let _ = writeln!(
+                    out,
+                    "replicas: {} ({}), balance {}; the first is checked and calibrated against",
+                    r.base_urls.len(),
+                    urls.join(", "),
+                    r.balance.name()
+                );
+            }
         }
         Endpoint::Simulator { profile, time_per_output_token_ms } => {
             let tpot = time_per_output_token_ms.map_or_else(String::new, |ms| format!(", {ms} ms per output token"));

@@ -118,3 +118,50 @@ pub(super) fn replicas(c: &Checker, t: &raw::RawTarget) -> Result<Option<Replica
     };
     Ok(Some(Replicas { base_urls, balance }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Endpoint, Overrides, Scenario};
+    use super::*;
+
+    const REST: &str =
+        "[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 8\n";
+
+    fn load(target: &str, o: &Overrides) -> Scenario {
+        let text = format!("[target]\nmodel = \"m\"\n{target}\n{REST}");
+        Scenario::from_toml(std::path::Path::new("t.toml"), &text, o).unwrap()
+    }
+
+    #[test]
+    fn the_first_replica_is_the_endpoint_and_urls_are_normalised() {
+        let s = load(
+            "base_urls = [\"http://a:8000\", \"http://b:8000/v1/\"]\nbalance = \"session\"",
+            &Overrides::default(),
+        );
+        let r = s.target.replicas.as_ref().unwrap();
+        assert_eq!(r.base_urls, ["http://a:8000/v1", "http://b:8000/v1"]);
+        assert_eq!(r.balance, Balance::Session);
+        assert_eq!(s.target.endpoint, Endpoint::Remote { base_url: "http://a:8000/v1".into() });
+        assert_eq!(r.endpoints("/models"), ["http://a:8000/v1/models", "http://b:8000/v1/models"]);
+    }
+
+    #[test]
+    fn base_url_flags_replace_the_files_servers() {
+        let file = "base_urls = [\"http://a:8000/v1\", \"http://b:8000/v1\"]";
+        let one = Overrides { base_url: Some("http://c:8000/v1".into()), ..Overrides::default() };
+        let s = load(file, &one);
+        assert!(s.target.replicas.is_none());
+        assert_eq!(s.target.endpoint, Endpoint::Remote { base_url: "http://c:8000/v1".into() });
+        let several =
+            Overrides { base_urls: vec!["http://c:1/v1".into(), "http://d:1/v1".into()], ..Overrides::default() };
+        let s = load("base_url = \"http://a:8000/v1\"", &several);
+        assert_eq!(s.target.replicas.unwrap().base_urls, ["http://c:1/v1", "http://d:1/v1"]);
+    }
+
+    #[test]
+    fn one_server_serialises_as_before() {
+        let s = load("base_url = \"http://a:8000/v1\"", &Overrides::default());
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["target"].get("replicas").is_none());
+    }
+}

@@ -126,7 +126,7 @@ impl RunInfo {
         if let Some(Value::String(url)) = scenario.pointer_mut("/target/endpoint/base_url") {
             *url = redact_url(url);
         }
-        replica_urls(&mut scenario, |url| redact_url(url));
+        replica_urls(&mut scenario, redact_url);
         // Every other string through the one sanitizer too: a URL anywhere (a path given as
         // one, an `extra_body` field) loses its credentials, and no secret of the run is kept.
         s.secrets().scrub_json(&mut scenario);
@@ -377,6 +377,28 @@ mod tests {
         };
         let info = RunInfo::new(&s, "r", &url, sizing, 0);
         (s, info)
+    }
+
+    fn replicas_info(redact: bool) -> RunInfo {
+        let text = format!(
+            "[target]\nmodel = \"m\"\nbase_urls = [\"http://alice:s3cret@a:8000/v1\", \"http://b:8000/v1?k=tok999\"]\nredact_base_url = {redact}\n[run]\nrequests = 1\n[workload]\ncontext_tokens = 128\nmax_context_tokens = 4096\nmax_tokens = 8\n"
+        );
+        let s = Scenario::from_toml(std::path::Path::new("t.toml"), &text, &Overrides::default()).unwrap();
+        let sizing = SizingRecord::line("estimate", 1.0, 8.0, None);
+        RunInfo::new(&s, "r", "http://alice:s3cret@a:8000/v1", sizing, 0)
+    }
+
+    #[test]
+    fn replicas_are_listed_without_credentials_or_redacted() {
+        let info = replicas_info(false);
+        let json = serde_json::to_string(&info).unwrap();
+        assert!(!json.contains("s3cret") && !json.contains("tok999") && !json.contains("alice"), "{json}");
+        assert_eq!(info.replicas, ["http://a:8000/v1", "http://b:8000/v1?k=[redacted]"]);
+        assert_eq!(info.scenario["target"]["replicas"]["base_urls"][1], info.replicas[1].as_str());
+        let redacted = replicas_info(true);
+        assert_eq!(redacted.replicas, ["[redacted]", "[redacted]"]);
+        let json = serde_json::to_string(&redacted).unwrap();
+        assert!(!json.contains("a:8000") && !json.contains("b:8000"), "{json}");
     }
 
     #[test]

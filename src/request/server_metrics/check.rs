@@ -205,6 +205,7 @@ mod tests {
 
     fn level(counters: &[(Norm, f64)]) -> LevelServerMetrics {
         LevelServerMetrics {
+            replicas: Vec::new(),
             url: "http://h/metrics".into(),
             engine: Some(Engine::Vllm),
             interval_ms: 5000.0,

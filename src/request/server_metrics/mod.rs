@@ -2,7 +2,8 @@
 //! `run.metrics_interval` and at the end of each level, mapped per engine to a small
 //! normalised set (`names`), written raw (sanitized and bounded: `raw`) and normalised to
 //! `<level>.server-metrics.ndjson` (`scraper`), and folded into a per-level summary of counter deltas and gauge statistics
-//! (`summary`) with its warnings and the server-versus-client token cross-check (`check`).
+//! (`summary`) with its warnings and the server-versus-client token cross-check (`check`);
+//! with several replicas, each replica's own `/metrics`, kept apart (`replicas`).
 //!
 //! # The parser crate
 //!
@@ -31,6 +32,7 @@ mod file;
 mod names;
 mod parse;
 mod raw;
+mod replicas;
 mod scraper;
 mod summary;
 
@@ -40,6 +42,7 @@ pub use check::{
 pub use names::{ALIASES, Alias, Engine, Norm, Normalised, normalise};
 pub use parse::{Parsed, Series, parse};
 pub use raw::{MAX_KEY_BYTES, MAX_RAW_SERIES, RAW_BUDGET_BYTES, disk_bytes_per_level};
+pub use replicas::{PreparedReplicas, ReplicaScrapers, ScrapingReplicas};
 pub use scraper::{LevelScraper, MAX_BODY_BYTES, PreparedLevel, SCRAPE_TIMEOUT, Scraper};
 pub use summary::{GaugeSummary, LevelServerMetrics, ScrapePoint, SpecDecode};
 

@@ -78,6 +78,10 @@ pub struct LevelServerMetrics {
     /// The `<level>.server-metrics.ndjson` file name, when written.
     pub file: Option<String>,
     pub file_error: Option<String>,
+    /// Several replicas scraped beside their base URLs: every replica's own summary, in order,
+    /// the first (whose figures these are) included. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<LevelServerMetrics>,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -250,6 +254,7 @@ impl Accumulator {
             }
         });
         LevelServerMetrics {
+            replicas: Vec::new(),
             url,
             engine: self.engines.iter().max_by_key(|&(e, n)| (n, std::cmp::Reverse(e))).map(|(e, _)| *e),
             interval_ms,

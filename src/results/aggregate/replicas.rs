@@ -115,12 +115,21 @@ impl Tally {
     }
 }
 
+/// One of a row's distributions.
+type Of = fn(&ReplicaSummary) -> &Percentiles;
+
+fn ttft(r: &ReplicaSummary) -> &Percentiles {
+    &r.ttft_ms
+}
+
+fn tpot(r: &ReplicaSummary) -> &Percentiles {
+    &r.tpot_ms
+}
+
 /// The `replicas_differ` warning, when the rows differ by the module's rule.
 pub fn differ(rows: &[ReplicaSummary]) -> Option<Warning> {
     let mut found = Vec::new();
-    let metrics: [(&str, fn(&ReplicaSummary) -> &Percentiles); 2] =
-        [("TTFT", |r| &r.ttft_ms), ("TPOT", |r| &r.tpot_ms)];
-    for (name, p50) in metrics {
+    for (name, p50) in [("TTFT", ttft as Of), ("TPOT", tpot as Of)] {
         let known: Vec<(u32, f64)> = rows
             .iter()
             .filter(|r| p50(r).samples >= MIN_SAMPLES)

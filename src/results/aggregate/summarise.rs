@@ -483,8 +483,14 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
     }
     if let Some(m) = &s.server_metrics {
         let client = client_tokens(samples, failures);
-        for warning in server_metrics::warnings(m, Some(&client)) {
+        // With several replicas each server saw a share of the requests: no count to compare.
+        for warning in server_metrics::warnings(m, m.replicas.is_empty().then_some(&client)) {
             w.push(Warning::Server { warning, url: m.url.clone() });
+        }
+        for r in m.replicas.iter().skip(1) {
+            for warning in server_metrics::warnings(r, None) {
+                w.push(Warning::Server { warning, url: r.url.clone() });
+            }
         }
     }
     w

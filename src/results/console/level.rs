@@ -196,7 +196,7 @@ fn replica_lines(s: &mut String, rows: &[crate::results::aggregate::replicas::Re
             ms(r.ttft_ms.p99),
             ms(r.tpot_ms.p50),
             ms(r.tpot_ms.p99),
-            r.output_tokens_per_s.map_or_else(|| "–".to_string(), |v| format!("{v:.1}"))
+            r.output_tokens_per_s.map_or_else(|| "–".to_string(), numbers::rate)
         );
     }
 }

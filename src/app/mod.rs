@@ -316,7 +316,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         .map(|c| c.with_limits(crate::request::worker::RequestLimits::from_scenario(&scenario)))
         .map(|c| c.with_secrets(&secrets).with_credentials(&credentials))
         .and_then(|c| match &scenario.target.replicas {
-            Some(r) => c.with_replicas(&r.endpoints(scenario.target.api.path()), r.balance),
+            Some(r) => c.with_replicas(&r.endpoints(scenario.target.api.path(), &scenario.target.query), r.balance),
             None => Ok(c),
         })
         .map_err(|e| AppError::BadInput(e.to_string()))?;
@@ -644,7 +644,7 @@ impl Session<'_> {
                 self.client.warm_connections(&models, warm).await;
             }
             Some(r) => {
-                for models in r.endpoints("/models") {
+                for models in r.endpoints("/models", &s.target.query) {
                     self.client.warm_connections(&models, warm.div_ceil(r.base_urls.len())).await;
                 }
             }

@@ -5,9 +5,9 @@
 
 use super::AppError;
 use super::setup::{self, Listing};
-use crate::plan::scenario::Scenario;
-use crate::request::worker::credentials::Credentials;
+use crate::plan::scenario::{Scenario, with_query};
 use crate::redact::redact_url;
+use crate::request::worker::credentials::Credentials;
 
 /// The first replica's listing (for `meet::choose_model`), and every other replica's, in order
 /// (none without replicas). A replica that cannot be reached stops here.
@@ -21,7 +21,11 @@ pub(super) async fn preflight(
     };
     let mut listings = Vec::with_capacity(replicas.base_urls.len());
     for (i, url) in replicas.base_urls.iter().enumerate() {
-        listings.push(setup::preflight(url, scenario, key).await.map_err(|e| named(i, url, e))?);
+        listings.push(
+            setup::preflight(&with_query(url, &scenario.target.query), scenario, key)
+                .await
+                .map_err(|e| named(i, url, e))?,
+        );
     }
     let first = listings.remove(0);
     Ok((first, listings))

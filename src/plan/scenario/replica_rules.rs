@@ -37,9 +37,10 @@ pub enum Balance {
 }
 
 impl Replicas {
-    /// Each replica's URL of `path` (`/chat/completions`, `/models`), in order.
-    pub fn endpoints(&self, path: &str) -> Vec<String> {
-        self.base_urls.iter().map(|u| url_rules::endpoint(u, path)).collect()
+    /// Each replica's URL of `path` (`/chat/completions`, `/models`), in order, carrying
+    /// `query` (`target.query`) as the one server's URL does.
+    pub fn endpoints(&self, path: &str, query: &super::NamedValues) -> Vec<String> {
+        self.base_urls.iter().map(|u| url_rules::endpoint(&super::with_query(u, query), path)).collect()
     }
 }
 
@@ -142,7 +143,10 @@ mod tests {
         assert_eq!(r.base_urls, ["http://a:8000/v1", "http://b:8000/v1"]);
         assert_eq!(r.balance, Balance::Session);
         assert_eq!(s.target.endpoint, Endpoint::Remote { base_url: "http://a:8000/v1".into() });
-        assert_eq!(r.endpoints("/models"), ["http://a:8000/v1/models", "http://b:8000/v1/models"]);
+        assert_eq!(
+            r.endpoints("/models", &crate::plan::scenario::NamedValues::default()),
+            ["http://a:8000/v1/models", "http://b:8000/v1/models"]
+        );
     }
 
     #[test]

@@ -225,7 +225,7 @@ async fn insecure_skip_verify_reaches_a_server_of_an_unknown_ca_and_says_so_loud
 
 /// Needs `--header` (the custom headers of `target.headers`), built beside this on its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "expects the --header flag (target.headers); run it once that flag is in"]
+
 async fn a_gateway_that_checks_a_header_is_passed_with_header() {
     let dir = tempfile::tempdir().unwrap();
     let (sim, gw) = gateway(dir.path()).await;

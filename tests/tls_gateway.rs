@@ -223,14 +223,19 @@ async fn insecure_skip_verify_reaches_a_server_of_an_unknown_ca_and_says_so_loud
     assert_eq!(a["scenario"]["target"]["tls"]["roots"], "none");
 }
 
-/// Needs `--header` (the custom headers of `target.headers`), built beside this on its own.
+/// A gateway that answers 401 without its own header: refused before any load without it (the
+/// status named), measured with `--header`, whose value is written nowhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-
 async fn a_gateway_that_checks_a_header_is_passed_with_header() {
     let dir = tempfile::tempdir().unwrap();
     let (sim, gw) = gateway(dir.path()).await;
     let url = gw.base_url(Server::Header);
     let ca = format!("ca_file = {}", toml_path(&gw.pki.ca()));
+    let without = anvil_run(dir.path(), &scenario(dir.path(), &ca, ""), &url, &[]).await;
+    let stderr = text(&without.stderr);
+    assert_ne!(without.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("401"), "the gateway's status is named: {stderr}");
+    assert_eq!(sim.stats().requests_received, 0, "nothing reached the server behind the gateway");
     let header = format!("X-Gateway-Token: {}", nginx::GATEWAY_TOKEN);
     let out = anvil_run(dir.path(), &scenario(dir.path(), &ca, ""), &url, &["--header", &header]).await;
     succeeded(dir.path(), &out, &sim);

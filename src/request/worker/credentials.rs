@@ -1,9 +1,10 @@
 //! The key each request carries: none, a fixed key (`target.api_key_env`), or a token that a
 //! command prints (`target.api_key_command`) and that changes while the run goes on.
 //!
-//! Requests read the current token from a shared cell (a fixed key with no lock at all; a
-//! command's token under a read lock held while its header values are cloned, never while
-//! anything waits), and never wait for the command: it runs before the run (`Credentials::obtain`; a failure
+//! Requests read the current token without a lock: a fixed key is read as it is, and a command's
+//! token through one atomic load of its generation, compared with the copy each thread keeps
+//! (the shared cell's lock is taken only by the first request on a thread after a refresh). They
+//! never wait for the command: it runs before the run (`Credentials::obtain`; a failure
 //! refuses the run, exit code 2), in a background task every `api_key_refresh`
 //! (`Credentials::refresh_every`; a failure is a warning with its time, and the old token stays
 //! in use), and once when a request is refused with 401 (`Credentials::after_401`, coalesced:
@@ -12,6 +13,7 @@
 //! and only the program's name, its exit status and its first line of standard error (scrubbed)
 //! are ever shown.
 
+use std::cell::RefCell;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -39,7 +41,7 @@ pub struct Credentials {
 }
 
 /// One key's headers, and which of the command's tokens it is (0: a fixed key).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Token {
     generation: u64,
     bearer: HeaderValue,
@@ -48,7 +50,11 @@ struct Token {
 
 #[derive(Debug)]
 struct Source {
+    /// Unique in the process, for the per-thread copies (`SEEN`).
+    id: u64,
     current: Cell,
+    /// The generation of the token in `current`, stored after it is in place.
+    generation: AtomicU64,
     /// Present for a token a command prints.
     command: Option<KeyCommand>,
     /// Held while the command runs, so the requests refused together run it once; holds the
@@ -59,7 +65,7 @@ struct Source {
     failures: Mutex<Vec<RefreshFailure>>,
 }
 
-/// Where the key is kept: a fixed key needs no lock.
+/// Where the key is kept: a fixed key needs no lock; a command's token is copied per thread.
 #[derive(Debug)]
 enum Cell {
     Fixed(Token),
@@ -155,7 +161,7 @@ impl Credentials {
 
     /// Which token requests carry now.
     pub fn generation(&self) -> u64 {
-        self.source.as_ref().map_or(0, |s| s.with_current(|t| t.generation))
+        self.source.as_ref().map_or(0, |s| s.generation())
     }
 
     /// After `outcome`, sent with token `used`: when it was refused with 401 before any output
@@ -233,9 +239,19 @@ enum Why {
     After401,
 }
 
+/// Numbers the sources of a process.
+static SOURCE_IDS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's copy of the last command token it read: `(source id, token)`.
+    static SEEN: RefCell<Option<(u64, Token)>> = const { RefCell::new(None) };
+}
+
 impl Source {
     fn new(first: Token, command: Option<KeyCommand>) -> Self {
         Source {
+            id: SOURCE_IDS.fetch_add(1, Ordering::Relaxed),
+            generation: AtomicU64::new(first.generation),
             current: if command.is_some() { Cell::Rotating(RwLock::new(first)) } else { Cell::Fixed(first) },
             command,
             refreshing: tokio::sync::Mutex::new(None),
@@ -244,25 +260,49 @@ impl Source {
         }
     }
 
-    /// `f` of the current token: no lock for a fixed key, a read lock held for `f` only.
+    /// `f` of the current token: a fixed key as it is; a command's token from this thread's
+    /// copy while its generation is the current one (one atomic load), else read under the lock
+    /// and copied.
     fn with_current<R>(&self, f: impl FnOnce(&Token) -> R) -> R {
+        let cell = match &self.current {
+            Cell::Fixed(token) => return f(token),
+            Cell::Rotating(cell) => cell,
+        };
+        let generation = self.generation.load(Ordering::Acquire);
+        SEEN.with_borrow_mut(|seen| {
+            let fresh = matches!(seen, Some((id, t)) if *id == self.id && t.generation == generation);
+            if !fresh {
+                let token = cell.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                *seen = Some((self.id, token));
+            }
+            match seen {
+                Some((_, token)) => f(token),
+                None => f(&cell.read().unwrap_or_else(std::sync::PoisonError::into_inner)),
+            }
+        })
+    }
+
+    /// The generation of the current token.
+    fn generation(&self) -> u64 {
         match &self.current {
-            Cell::Fixed(token) => f(token),
-            Cell::Rotating(cell) => f(&cell.read().unwrap_or_else(std::sync::PoisonError::into_inner)),
+            Cell::Fixed(token) => token.generation,
+            Cell::Rotating(_) => self.generation.load(Ordering::Acquire),
         }
     }
 
-    /// Put `next` in place of the current token (a command's only).
+    /// Put `next` in place of the current token (a command's only), then publish its generation.
     fn replace(&self, next: Token) {
         if let Cell::Rotating(cell) = &self.current {
+            let generation = next.generation;
             *cell.write().unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+            self.generation.store(generation, Ordering::Release);
         }
     }
 
     async fn refresh_after_401(&self, used: u64) -> bool {
         let mut failed_for = self.refreshing.lock().await;
         // Another request refused with the same token refreshed it meanwhile, or tried and failed.
-        if self.with_current(|t| t.generation) > used {
+        if self.generation() > used {
             return true;
         }
         if *failed_for == Some(used) {
@@ -286,7 +326,7 @@ impl Source {
         let Some(command) = &self.command else { return false };
         let outcome = run(command).await.and_then(|key| {
             command.tokens.learn(&key);
-            token(&key, self.with_current(|t| t.generation) + 1)
+            token(&key, self.generation() + 1)
                 .ok_or(Failure { problem: "printed a token no header can carry".into(), fix: FIX })
         });
         match outcome {
@@ -407,8 +447,32 @@ mod tests {
         assert!(h[AUTHORIZATION].is_sensitive());
         assert!(c.counts().is_none() && c.program().is_none());
         assert!(Credentials::fixed("a\nb").is_none());
+        // Two sources on one thread never share its copy.
+        let a = Source::new(token("tok-a", 1).unwrap(), None);
+        let b = Source::new(token("tok-b", 1).unwrap(), None);
+        assert_ne!(a.id, b.id);
         let mut none = HeaderMap::new();
         Credentials::default().apply(&mut none);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn every_thread_sees_a_new_token_once_it_is_in_place() {
+        let rotating = |key: &str| {
+            let mut s = Source::new(token(key, 1).unwrap(), None);
+            s.current = Cell::Rotating(RwLock::new(token(key, 1).unwrap()));
+            Arc::new(s)
+        };
+        let (one, two) = (rotating("tok-one-1"), rotating("tok-two-1"));
+        let bearer = |s: &Source| s.with_current(|t| t.bearer.to_str().unwrap().to_string());
+        assert_eq!(bearer(&one), "Bearer tok-one-1");
+        assert_eq!(bearer(&two), "Bearer tok-two-1", "the thread's copy of another source is not used");
+        one.replace(token("tok-one-2", 2).unwrap());
+        assert_eq!((bearer(&one), one.generation()), ("Bearer tok-one-2".to_string(), 2));
+        let other = Arc::clone(&one);
+        let seen = std::thread::spawn(move || bearer(&other)).join().unwrap();
+        assert_eq!(seen, "Bearer tok-one-2");
+        one.replace(token("tok-one-3", 3).unwrap());
+        assert_eq!(bearer(&one), "Bearer tok-one-3");
     }
 }

@@ -89,8 +89,8 @@ pub struct Client {
     replicas: Arc<replicas::Replicas>,
     /// The key (fixed, or a command's current token) and the headers it goes in.
     auth: Credentials,
-    /// Headers of the API beyond the bearer token (`x-api-key`, `anthropic-version`); the
-    /// key's value is marked sensitive, so it never shows in logs.
+    /// Headers of the API beyond the key (`anthropic-version`); the key's own headers
+    /// (`x-api-key` too for the Messages API) are `auth`'s, marked sensitive.
     api_headers: Vec<(HeaderName, HeaderValue)>,
     /// The run's own headers (`target.headers`, the azure key), values marked sensitive.
     run_headers: Vec<(HeaderName, HeaderValue)>,

@@ -272,7 +272,25 @@ async fn ctrl_c_writes_an_interrupted_artifact_and_exits_1() {
         .spawn()
         .expect("starts");
     let pid = child.id();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Not a fixed wait from the start (on a busy machine the signal could land during sizing):
+    // from the sizing line, whose probes (max_tokens 1) end well before the level's first
+    // request, which takes some 10 s, ends.
+    let mut child = child;
+    let stderr = child.stderr.take().expect("stderr");
+    let (said_tx, said_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.starts_with("sizing prompts") {
+                let _ = said_tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    said_rx.recv_timeout(Duration::from_secs(60)).expect("the run sizes its prompts");
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let status = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
     assert!(status.success());
     let output =
@@ -281,7 +299,8 @@ async fn ctrl_c_writes_an_interrupted_artifact_and_exits_1() {
             .expect("exits soon after the signal")
             .unwrap()
             .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let stderr = reader.join().expect("stderr read");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
     let a = check_artifact(&artifacts(&out.path().join("out"))[0]);
     assert_eq!(a["interrupted"], true);
     assert!(a["requests"].as_u64().unwrap() < 6);

@@ -86,10 +86,15 @@ if [ ! -x "$server" ] || [ ! -f "$server.sha256" ] || [ "$(sha_of "$server")" !=
   # `cmake --version`, not `command -v`: a version manager's shim can be on PATH without a
   # cmake behind it.
   if ! cmake --version >/dev/null 2>&1; then
-    log "cmake is missing: installing cmake==$CMAKE_VERSION from PyPI into the cache"
-    timeout "$DOWNLOAD_TIMEOUT" python3 -m pip install --quiet --disable-pip-version-check \
-      --target "$cache/cmake-$CMAKE_VERSION" "cmake==$CMAKE_VERSION" >&2 || fail "could not install cmake==$CMAKE_VERSION"
-    export PATH="$cache/cmake-$CMAKE_VERSION/bin:$PATH"
+    # The wheel's native binaries, not its `bin/` entry points: those are Python scripts that
+    # import the package, which a `--target` install leaves off Python's path.
+    cmake_bin="$cache/cmake-$CMAKE_VERSION/cmake/data/bin"
+    if ! "$cmake_bin/cmake" --version >/dev/null 2>&1; then
+      log "cmake is missing: installing cmake==$CMAKE_VERSION from PyPI into the cache"
+      timeout "$DOWNLOAD_TIMEOUT" python3 -m pip install --quiet --disable-pip-version-check --upgrade \
+        --target "$cache/cmake-$CMAKE_VERSION" "cmake==$CMAKE_VERSION" >&2 || fail "could not install cmake==$CMAKE_VERSION"
+    fi
+    export PATH="$cmake_bin:$PATH"
   fi
   cmake --version >/dev/null 2>&1 || fail "cmake does not run (needed to build llama-server)"
   need c++ "to build llama-server (a C++17 compiler)"

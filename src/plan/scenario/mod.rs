@@ -8,7 +8,7 @@
 //! the TOML's shapes; `checker` the toolbox every rule reports through; the `*_rules` files
 //! one section each; `overrides` the command line's values; `validate` reads the file once,
 //! section by section, calling the rules. `key_command` is the key a command prints
-//! (`target.api_key_command`).
+//! (`target.api_key_command`); `json_schema` the JSON Schemas a scenario names, compiled once.
 
 mod api_rules;
 mod azure;
@@ -16,6 +16,7 @@ pub mod bounds;
 mod checker;
 mod dataset;
 mod headers;
+pub mod json_schema;
 pub mod key_command;
 mod load_rules;
 mod metrics_rules;

@@ -252,3 +252,40 @@ async fn load_keys_in_the_wrong_mode_are_rejected() {
         assert!(text(&result.stderr).contains(key), "{key} not named: {}", text(&result.stderr));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturating_sweep_names_one_knee_in_the_console_and_the_report() {
+    // Each request slows every other one down by half: throughput flattens while latency keeps
+    // growing, so the sweep has a knee, and the console and the report must name the same one.
+    let server = MockServer::start(slow(3.0, 0.5)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "knee.toml", &format!("[run]\nrequests = 16\n{WORKLOAD}"));
+    let (result, found) = run_in(
+        dir.path(),
+        &file,
+        &["--base-url", &server.base_url(), "--concurrency", "1,2,4,8", "--format", "json", "--no-progress"],
+    )
+    .await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    assert_eq!(found.len(), 4);
+    let summary: Value = serde_json::from_slice(&result.stdout).expect("stdout is one JSON document");
+    let knee = summary["answer"]["knee"].as_str().map(str::to_string);
+    let stderr = text(&result.stderr);
+    let md = dir.path().join("report.md");
+    let out = anvil()
+        .arg("report")
+        .arg(dir.path().join("out-knee"))
+        .args(["--format", "md", "--out"])
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = std::fs::read_to_string(&md).unwrap();
+    match &knee {
+        Some(level) => {
+            assert!(stderr.contains(&format!("knee at {level}: from there to c=8")), "{stderr}");
+            assert!(report.contains(&format!("Knee at {level}")), "the report names {level} too:\n{report}");
+        }
+        None => panic!("a sweep whose throughput flattens while latency grows has a knee:\n{stderr}"),
+    }
+}

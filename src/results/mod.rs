@@ -3,7 +3,9 @@
 //! - `aggregate`: one task owning every sample: collects, then `finish_level` makes one typed summary.
 //! - `artifact`: the `anvil-serving.benchmark/v1` artifact: a pure mapping of the summary.
 //! - `console`: what the user sees during and after a run: progress, warnings, level summary, sweep table.
+//! - `knee`: where a sweep's latency starts to outgrow its throughput, one rule for the console and the report.
 
 pub mod aggregate;
 pub mod artifact;
 pub mod console;
+pub mod knee;

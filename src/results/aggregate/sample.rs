@@ -39,36 +39,39 @@ pub struct Sample {
     streamed_tokens: u64,
     /// Per-chunk counts: the first output chunk's tokens (`u32::MAX` without them).
     first_chunk_tokens: u32,
-    flags: u32,
+    flags: u16,
     /// Set when the level is finalised.
     pub exclusion: Option<Exclusion>,
 }
 
-const HAS_CANARY: u32 = 1;
-const CANARY_PASSED: u32 = 1 << 1;
-const HAS_CONTROLLED: u32 = 1 << 2;
-const CONTROLLED_EXACT: u32 = 1 << 3;
-const CONTROLLED_OBSERVABLE: u32 = 1 << 4;
-const CONTROLLED_TRUNCATED: u32 = 1 << 5;
-const TOKENS_FROM_CHUNKS: u32 = 1 << 6;
-const CANARY_FOREIGN: u32 = 1 << 7;
-const USAGE_SET_ASIDE: u32 = 1 << 8;
+const HAS_CANARY: u16 = 1;
+const CANARY_PASSED: u16 = 1 << 1;
+const HAS_CONTROLLED: u16 = 1 << 2;
+const CONTROLLED_EXACT: u16 = 1 << 3;
+const CONTROLLED_OBSERVABLE: u16 = 1 << 4;
+const CONTROLLED_TRUNCATED: u16 = 1 << 5;
+const TOKENS_FROM_CHUNKS: u16 = 1 << 6;
+const CANARY_FOREIGN: u16 = 1 << 7;
+const USAGE_SET_ASIDE: u16 = 1 << 8;
 /// The server's usage was rejected (see `RequestTiming::facts`).
-const USAGE_IMPLAUSIBLE: u32 = 1 << 9;
+const USAGE_IMPLAUSIBLE: u16 = 1 << 9;
 /// The canary found a cut-off or garbled marker.
-const CANARY_MALFORMED: u32 = 1 << 10;
+const CANARY_MALFORMED: u16 = 1 << 10;
 /// `finish_reason = "stop"`: the server says the answer ended on its own.
-const FINISH_STOP: u32 = 1 << 11;
+const FINISH_STOP: u16 = 1 << 11;
 /// The server said `stop` at the budget, and the record says `length`.
-const FINISH_CORRECTED: u32 = 1 << 12;
+const FINISH_CORRECTED: u16 = 1 << 12;
 /// The request carried its own output length (a trace row, a conversation turn) ...
-const HAS_PLANNED_OUTPUT: u32 = 1 << 13;
+const HAS_PLANNED_OUTPUT: u16 = 1 << 13;
 /// ... and its output stayed below it.
-const BELOW_PLANNED_OUTPUT: u32 = 1 << 14;
+const BELOW_PLANNED_OUTPUT: u16 = 1 << 14;
 /// The canary had no visible content to check.
-const CANARY_NO_CONTENT: u32 = 1 << 15;
-/// The answer broke its structured-output schema (see `SchemaCheck::invalid`).
-const SCHEMA_INVALID: u32 = 1 << 16;
+const CANARY_NO_CONTENT: u16 = 1 << 15;
+/// The answer broke its structured-output schema (see `SchemaCheck::invalid`). Every bit is
+/// taken, so this one shares `CONTROLLED_EXACT`'s: it means this only without
+/// `HAS_CONTROLLED`, and a request never has both (validation refuses `response_words` with
+/// structured output).
+const SCHEMA_INVALID: u16 = CONTROLLED_EXACT;
 
 fn opt_u64(v: Option<u64>) -> u64 {
     // u64::MAX itself is not a count any server reports; it reads back as "not reported".
@@ -104,7 +107,7 @@ impl Sample {
         if r.facts().usage_implausible {
             flags |= USAGE_IMPLAUSIBLE;
         }
-        if r.facts().schema_invalid {
+        if r.facts().schema_invalid && r.controlled_output.is_none() {
             flags |= SCHEMA_INVALID;
         }
         if r.finish_reason.as_deref() == Some("stop") {
@@ -165,7 +168,7 @@ impl Sample {
             index: self.index,
             start_offset_ms: self.start_offset_ms,
             canary_failed: self.canary_failed(),
-            schema_invalid: self.flags & SCHEMA_INVALID != 0,
+            schema_invalid: self.flags & HAS_CONTROLLED == 0 && self.flags & SCHEMA_INVALID != 0,
             usage_implausible: self.usage_implausible(),
             controlled_miss: self.controlled_miss(),
         }

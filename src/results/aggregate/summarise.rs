@@ -230,6 +230,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         server_metrics,
         conversations: None,
         replicas: None,
+        structured_output: None,
         unstreamed: None,
         shards: None,
         records_as_written: None,

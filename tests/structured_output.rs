@@ -121,6 +121,7 @@ async fn every_spelling_the_client_sends_is_answered_with_json() {
             "schema_file = \"weather.json\"\nspelling = \"json_schema\"",
             "json_schema (chat)",
         ),
+        ("chat", "", "schema_file = \"weather.json\"\nspelling = \"response_format_json\"", "response_format_json"),
         ("chat", "", "type = \"json_object\"", "json_object"),
     ];
     for (i, (api, target, format, spelling)) in cases.into_iter().enumerate() {

@@ -5,7 +5,7 @@
 //!
 //! The spellings read, first found wins: `response_format` (`{"type": "json_schema",
 //! "json_schema": {"schema": …}}`, `{"type": "json_object"}` with or without llama.cpp's
-//! `schema`), the Responses API's `text.format` (`{"type": "json_schema", "schema": …}` or
+//! `schema`; TensorRT-LLM's `{"type": "json", "schema": …}`), the Responses API's `text.format` (`{"type": "json_schema", "schema": …}` or
 //! `json_object`), vLLM's `structured_outputs.json` / `structured_outputs.json_object` and its
 //! older `guided_json`, and llama.cpp's top-level `json_schema`. `json_object` without a
 //! schema answers with an object that satisfies `{"type": "object"}`.
@@ -70,7 +70,8 @@ pub(crate) fn requested_schema(body: &Value) -> Option<Value> {
                 let inner = rf.get("json_schema").and_then(|j| j.get("schema")).or_else(|| rf.get("schema"));
                 return Some(inner.cloned().unwrap_or_else(object));
             }
-            Some("json_object") => return Some(rf.get("schema").cloned().unwrap_or_else(object)),
+            // TensorRT-LLM's trtllm-serve: `{"type": "json", "schema": …}`.
+            Some("json_object" | "json") => return Some(rf.get("schema").cloned().unwrap_or_else(object)),
             _ => {}
         }
     }
@@ -157,6 +158,7 @@ mod tests {
         let bodies = [
             json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": s, "strict": true}}}),
             json!({"response_format": {"type": "json_object", "schema": s}}),
+            json!({"response_format": {"type": "json", "schema": s}}),
             json!({"text": {"format": {"type": "json_schema", "name": "x", "schema": s}}}),
             json!({"structured_outputs": {"json": s}}),
             json!({"guided_json": s}),

@@ -77,6 +77,8 @@ pub enum Spelling {
     GuidedJson,
     /// llama.cpp: `json_schema: schema` at the top of the body.
     JsonSchema,
+    /// TensorRT-LLM's `trtllm-serve`: `response_format: {type: "json", schema}`.
+    ResponseFormatJson,
 }
 
 impl Spelling {
@@ -87,21 +89,24 @@ impl Spelling {
             Spelling::StructuredOutputs => "structured_outputs",
             Spelling::GuidedJson => "guided_json",
             Spelling::JsonSchema => "json_schema",
+            Spelling::ResponseFormatJson => "response_format_json",
         }
     }
 
-    const ALL: [Spelling; 5] = [
+    const ALL: [Spelling; 6] = [
         Spelling::ResponseFormat,
         Spelling::TextFormat,
         Spelling::StructuredOutputs,
         Spelling::GuidedJson,
         Spelling::JsonSchema,
+        Spelling::ResponseFormatJson,
     ];
 
     /// The top-level body field it writes (which `extra_body` must not also set).
     pub fn field(self) -> &'static str {
         match self {
             Spelling::TextFormat => "text",
+            Spelling::ResponseFormatJson => "response_format",
             other => other.name(),
         }
     }
@@ -128,6 +133,23 @@ pub struct ResponseFormat {
     pub strict: bool,
     pub spelling: Spelling,
     pub max_invalid_rate: f64,
+}
+
+/// One line for `validate`: what is asked, in which field, and the gate.
+pub fn describe(rf: &ResponseFormat) -> String {
+    let what = match rf.kind {
+        FormatKind::JsonObject => "any JSON object".to_string(),
+        FormatKind::JsonSchema if rf.schemas.len() == 1 => format!("JSON following schema {:?}", rf.schemas[0].name),
+        FormatKind::JsonSchema => {
+            let names: Vec<String> = rf.schemas.iter().map(|s| format!("{} (weight {})", s.name, s.weight)).collect();
+            format!("JSON following one of {} schemas drawn per request: {}", rf.schemas.len(), names.join(", "))
+        }
+    };
+    format!(
+        "structured output: {what}, sent as {}; every answer checked at its end; the level is ineligible above {}% invalid answers",
+        rf.spelling.name(),
+        rf.max_invalid_rate * 100.0
+    )
 }
 
 /// Every body field some spelling writes: `extra_body` may not set any of them.

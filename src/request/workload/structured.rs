@@ -112,6 +112,7 @@ fn field(rf: &ResponseFormat, name: &str, schema: &Value) -> Vec<u8> {
         Spelling::StructuredOutputs => ("structured_outputs", json!({"json": schema})),
         Spelling::GuidedJson => ("guided_json", schema.clone()),
         Spelling::JsonSchema => ("json_schema", schema.clone()),
+        Spelling::ResponseFormatJson => ("response_format", json!({"type": "json", "schema": schema})),
     };
     let mut out = serde_json::to_vec(key).expect("a key serialises");
     out.push(b':');
@@ -205,6 +206,8 @@ mod tests {
         assert_eq!(v["guided_json"]["type"], "object");
         let v = attached(&format(Spelling::JsonSchema, FormatKind::JsonSchema, &[1]), body);
         assert_eq!(v["json_schema"]["type"], "object");
+        let v = attached(&format(Spelling::ResponseFormatJson, FormatKind::JsonSchema, &[1]), body);
+        assert_eq!((v["response_format"]["type"].as_str(), v["response_format"]["schema"]["type"].as_str()), (Some("json"), Some("object")));
         let v = attached(&format(Spelling::ResponseFormat, FormatKind::JsonObject, &[1]), body);
         assert_eq!(v["response_format"], json!({"type": "json_object"}));
         let v = attached(&format(Spelling::ResponseFormat, FormatKind::JsonObject, &[1]), "{}");

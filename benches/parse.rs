@@ -54,5 +54,21 @@ fn per_chunk(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, per_chunk);
+/// Structured output: one answer checked against its schema at its end (`workload::structured`),
+/// for the example scenario's two schemas and answers the simulator would give.
+fn schema_check(c: &mut Criterion) {
+    use anvil_load::plan::scenario::json_schema::JsonSchema;
+    let mut group = c.benchmark_group("schema_check");
+    for name in ["weather", "invoice"] {
+        let path = format!("{}/scenarios/schemas/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(path).expect("schema")).expect("json");
+        let answer = anvil_load::mock::json_instance::instance(&schema, 7).to_string();
+        let compiled = JsonSchema::compile(schema).expect("compiles");
+        group.throughput(Throughput::Elements(1));
+        group.bench_function(name, |b| b.iter(|| black_box(compiled.check_text(black_box(&answer))).is_ok()));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, per_chunk, schema_check);
 criterion_main!(benches);

@@ -787,6 +787,7 @@ async fn stale_retry_round() -> Option<()> {
         response_words: None,
         body: bytes::Bytes::from_static(b"{\"stream\":true}"),
         exchange: None,
+        structured: None,
         replay: None,
     };
     let cancel = tokio_util::sync::CancellationToken::new();

@@ -154,6 +154,7 @@ scenario_tests! {
     sessions_runs_clean: "sessions.toml";
     shared_prefix_runs_clean: "shared-prefix.toml";
     smoke_runs_clean: "smoke.toml";
+    structured_output_runs_clean: "structured-output.toml";
     sweep_runs_clean: "sweep.toml";
     trace_azure_runs_clean: "trace-azure.toml";
     trace_bailian_runs_clean: "trace-bailian.toml";

@@ -324,6 +324,9 @@ fn workload(out: &mut String, s: &Scenario) {
         },
         if w.canaries { "on" } else { "off" }
     );
+    if let Some(rf) = &w.response_format {
+        let _ = writeln!(out, "{}", crate::plan::scenario::structured_rules::describe(rf));
+    }
     let o = &s.output;
     let _ = writeln!(
         out,

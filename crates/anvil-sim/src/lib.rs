@@ -32,6 +32,7 @@ mod seen;
 mod server;
 mod stats;
 mod stream;
+mod structured;
 pub mod tokenize;
 mod wire;
 

@@ -76,9 +76,10 @@ pub(crate) fn plan_output(
     let natural_content = draw(rng, profile.content_tokens);
     let mut reasoning = if req.prompt.kind == PromptKind::Chat && req.thinking { natural_reasoning } else { 0 };
     // An instruction to answer in N words is obeyed (the canary marker rides in front of them).
-    let mut content = match req.response_words {
-        Some(words) => words.saturating_add(u32::from(req.canary.is_some())),
-        None => natural_content,
+    let mut content = match (req.content_tokens, req.response_words) {
+        (Some(tokens), _) => tokens,
+        (None, Some(words)) => words.saturating_add(u32::from(req.canary.is_some())),
+        (None, None) => natural_content,
     };
     // Every answer carries at least one token, and a canary needs a content token to ride on.
     if content == 0 && (reasoning == 0 || req.canary.is_some()) {
@@ -123,6 +124,8 @@ pub(crate) struct TextSource {
     content_emitted: u32,
     /// Contamination: another request's marker replaces the content token at this index.
     foreign: Option<(u32, String)>,
+    /// Structured output: the answer's JSON, token by token, instead of words.
+    json: Option<std::sync::Arc<[Box<str>]>>,
 }
 
 impl TextSource {
@@ -134,7 +137,14 @@ impl TextSource {
             canary: canary.map(str::to_owned),
             content_emitted: 0,
             foreign: None,
+            json: None,
         }
+    }
+
+    /// Content tokens are these pieces of JSON (structured output), in order.
+    pub fn with_json(mut self, tokens: Vec<Box<str>>) -> TextSource {
+        self.json = Some(tokens.into());
+        self
     }
 
     /// Makes content token `index` another request's `marker` (index 0 swaps the answer's
@@ -159,6 +169,10 @@ impl TextSource {
             let own = if index == 0 { self.canary.as_deref() } else { None };
             // The word is drawn even when replaced, so the rest of the answer stays the same.
             let token = own.unwrap_or_else(|| word(&mut self.content_rng));
+            let token = match &self.json {
+                Some(json) => json.get(index as usize).map_or("", |t| &**t),
+                None => token,
+            };
             match &self.foreign {
                 Some((at, marker)) if *at == index => {
                     if index > 0 {

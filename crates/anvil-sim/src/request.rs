@@ -33,6 +33,8 @@ pub(crate) struct GenRequest<'a> {
     pub canary: Option<&'a str>,
     /// "… in exactly N words": the answer is given that many words (after any marker).
     pub response_words: Option<u32>,
+    /// Structured output: the answer is this many tokens of JSON (see `structured`).
+    pub content_tokens: Option<u32>,
 }
 
 /// Validates `body` for the endpoint `kind`. The error is the message of a 400 answer.
@@ -101,6 +103,7 @@ pub(crate) fn parse_api(kind: PromptKind, api: WireApi, body: &Value) -> Result<
         model,
         canary,
         response_words,
+        content_tokens: None,
         prompt,
     })
 }

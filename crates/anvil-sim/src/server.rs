@@ -300,10 +300,18 @@ fn accept(
         return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
     }
     let seed = prompt_seed(&req.prompt);
+    let json = super::structured::requested_schema(value).map(|schema| {
+        let faults = (profile.faults.fault_seed, profile.faults.schema_invalid_rate);
+        super::structured::answer(&schema, seed, faults, &state.stats.schema)
+    });
+    req.content_tokens = json.as_ref().map(|t| u32::try_from(t.len()).unwrap_or(u32::MAX).max(1));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let plan = plan_output(profile, &req, prompt_tokens, &mut rng);
     let ids = ResponseIds::new(kind, req.model);
     let mut text = TextSource::new(seed, req.canary);
+    if let Some(tokens) = json {
+        text = text.with_json(tokens);
+    }
     let contamination = injection
         .map(|injection| injection.kind)
         .filter(|kind| matches!(kind, FaultKind::ContaminationSwapped | FaultKind::ContaminationMerged));

@@ -34,6 +34,8 @@ pub struct MockStats {
     pub(crate) seen: Mutex<super::seen::SeenRequests>,
     /// Bearer tokens seen, and the accepted set (see `auth`).
     pub(crate) tokens: super::auth::TokenRecord,
+    /// Structured output: JSON answers served, and those broken on purpose (see `structured`).
+    pub(crate) schema: super::structured::SchemaCounters,
 }
 
 /// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
@@ -81,6 +83,14 @@ pub struct MockStatsSnapshot {
     /// `requests_received` and `requests_rejected`. Absent when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub auth_refused: u64,
+    /// Answers to requests that asked for JSON (a `json_schema` or `json_object` format, in
+    /// any spelling). Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub structured_answers: u64,
+    /// Of those, the ones broken on purpose (`faults.schema_invalid_rate`), by how:
+    /// `required` (a required property left out) or `not_json` (cut short). Absent when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub schema_broken: BTreeMap<String, u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -118,6 +128,8 @@ impl MockStats {
                 + get(&self.faults[FaultKind::ContaminationMerged.counter()]),
             bearer_tokens: self.tokens.seen(),
             auth_refused: get(&self.tokens.refused),
+            structured_answers: self.schema.read().0,
+            schema_broken: self.schema.read().1,
         }
     }
 

@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use jsonschema::error::ValidationErrorKind;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 /// A compiled JSON Schema, shared by every worker.
@@ -173,6 +173,16 @@ impl Serialize for Violation {
     }
 }
 
+impl<'de> Deserialize<'de> for Violation {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Violation::parse(&s).ok_or_else(|| {
+            let names: Vec<&str> = Violation::ALL.iter().map(|v| v.as_str()).collect();
+            serde::de::Error::custom(format!("unknown violation {s:?} (one of {})", names.join(", ")))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +228,9 @@ mod tests {
     fn every_reason_has_one_name() {
         for v in Violation::ALL {
             assert_eq!(Violation::parse(v.as_str()), Some(v));
+            let json = serde_json::to_string(&v).unwrap();
+            assert_eq!(serde_json::from_str::<Violation>(&json).unwrap(), v);
         }
+        assert!(serde_json::from_str::<Violation>("\"nonsense\"").is_err());
     }
 }

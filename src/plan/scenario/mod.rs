@@ -8,7 +8,8 @@
 //! the TOML's shapes; `checker` the toolbox every rule reports through; the `*_rules` files
 //! one section each; `overrides` the command line's values; `validate` reads the file once,
 //! section by section, calling the rules. `key_command` is the key a command prints
-//! (`target.api_key_command`); `json_schema` the JSON Schemas a scenario names, compiled once.
+//! (`target.api_key_command`); `json_schema` the JSON Schemas a scenario names, compiled once;
+//! `structured_rules` the structured output asked of each answer (`[workload.response_format]`).
 
 mod api_rules;
 mod azure;
@@ -27,6 +28,7 @@ mod raw;
 mod replica_rules;
 mod session_rules;
 mod socket_rules;
+pub mod structured_rules;
 mod target;
 mod tls_rules;
 mod trace_rules;
@@ -50,6 +52,7 @@ pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy}
 pub use query::with_query;
 pub use raw::RawScenario;
 pub use replica_rules::{Balance, MAX_REPLICAS, Replicas};
+pub use structured_rules::{FormatKind, ResponseFormat, SchemaChoice, Spelling};
 pub use target::{Api, ApiKey, Dialect, Endpoint, MetricsEndpoint, NamedValues, ServerMetricsSettings, Target};
 pub use tls_rules::TlsSettings;
 
@@ -169,6 +172,9 @@ pub struct Workload {
     pub batch_size: Option<u32>,
     #[serde(skip_serializing_if = "PromptEncoding::is_text")]
     pub prompt_encoding: PromptEncoding,
+    /// `[workload.response_format]`: structured output asked for and checked (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Arc<ResponseFormat>>,
 }
 
 /// How a completions prompt is sent: as text, or as the token ids of a local tokenizer.

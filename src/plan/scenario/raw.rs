@@ -297,6 +297,8 @@ pub struct RawWorkload {
     /// `api = "completions"`: `"text"` (default) or `"token_ids"`, which sends `prompt` as the
     /// token ids of the local tokenizer (`workload.tokenizer`), exactly the planned length.
     pub prompt_encoding: Option<PromptEncoding>,
+    /// `[workload.response_format]`: structured output asked of every answer and checked.
+    pub response_format: Option<super::structured_rules::RawResponseFormat>,
 }
 
 /// `[workload.trace]`

@@ -46,9 +46,11 @@ pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, seed: u64) -> Result<W
         max_tokens,
         sizing: sizing(c, w.tokenizer.as_deref())?,
         prompt_cache,
-        canaries: w.canaries.unwrap_or(true),
+        // Structured output turns canaries off: no JSON answer can begin with a marker.
+        canaries: w.canaries.unwrap_or(w.response_format.is_none()),
         batch_size: None,
         prompt_encoding: PromptEncoding::Text,
+        response_format: None,
     })
 }
 

@@ -6,7 +6,8 @@
 //! `failures[]`, `dropped[]`) and decides phases and exclusions, once, from plain facts; `file`
 //! keeps them in the append-only records file; `run_info` is the run's fixed description (the
 //! file's first line); `level` is what a level's pacing knew; `shard` says which shard of a split
-//! run it was; `checks` holds the canary and controlled-output results; `integrity`
+//! run it was; `checks` holds the canary and controlled-output results; `schema_check` the
+//! structured-output check's; `integrity`
 //! tallies what each level wrote and checks that a file
 //! still holds it. Nothing here computes a summary.
 
@@ -19,6 +20,7 @@ pub mod level;
 pub mod outcome;
 pub mod replay;
 pub mod run_info;
+pub mod schema_check;
 pub mod shard;
 pub mod timing;
 pub mod writer;
@@ -31,5 +33,6 @@ pub use level::{Dispatch, Issued, LevelPacing};
 pub use outcome::{Completed, Dropped, Failed, Outcome, TokenSource};
 pub use replay::ReplayFacts;
 pub use run_info::{ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, fingerprint};
+pub use schema_check::SchemaCheck;
 pub use shard::{ShardInfo, ShardPart, ShardsBlock};
 pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};

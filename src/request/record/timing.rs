@@ -12,6 +12,7 @@ use super::checks::{CanaryCheck, ControlledOutput, MAX_PLAUSIBLE_TOKENS, UsageIm
 use super::gaps::GapSketch;
 use super::outcome::{Completed, Dropped, Failed, TokenSource};
 use super::replay::ReplayFacts;
+use super::schema_check::SchemaCheck;
 use crate::contract::ErrorKind;
 
 pub fn ms(d: Duration) -> f64 {
@@ -162,6 +163,9 @@ pub struct RequestTiming {
     /// Per-chunk counts: each gap divided by the tokens its chunk delivered, likewise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_gaps_us: Option<GapSketch>,
+    /// Structured output: the schema asked for and what the check found (absent otherwise).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<SchemaCheck>,
 }
 
 /// Where a request falls in its level.
@@ -178,6 +182,9 @@ pub enum Phase {
 #[serde(rename_all = "snake_case")]
 pub enum Exclusion {
     CanaryFailed,
+    /// The answer did not satisfy its `workload.response_format` schema (and was not cut by
+    /// the output budget).
+    SchemaInvalid,
     /// The server's usage could not describe the request (see `RequestTiming::usage_implausible`).
     UsageImplausible,
     ControlledOutput,
@@ -191,6 +198,7 @@ impl Exclusion {
     pub fn as_str(self) -> &'static str {
         match self {
             Exclusion::CanaryFailed => "canary_failed",
+            Exclusion::SchemaInvalid => "schema_invalid",
             Exclusion::UsageImplausible => "usage_implausible",
             Exclusion::ControlledOutput => "controlled_output",
             Exclusion::PrefixWarmup => "prefix_warmup",
@@ -204,6 +212,12 @@ impl Exclusion {
     pub fn planned(self) -> bool {
         matches!(self, Exclusion::PrefixWarmup | Exclusion::Warmup | Exclusion::Cooldown)
     }
+
+    /// Whether one such exclusion makes the level ineligible. An invalid structured answer
+    /// does not: its level is judged on the share of them (`max_invalid_rate`).
+    pub fn gates_level(self) -> bool {
+        !self.planned() && self != Exclusion::SchemaInvalid
+    }
 }
 
 /// The plain facts about a completed request that decide its exclusion.
@@ -212,6 +226,8 @@ pub struct ExclusionFacts {
     pub index: u64,
     pub start_offset_ms: f64,
     pub canary_failed: bool,
+    /// The answer broke its structured-output schema (see `SchemaCheck::invalid`).
+    pub schema_invalid: bool,
     /// The server's usage was rejected, or a recorded count is beyond any request's.
     pub usage_implausible: bool,
     /// Off the requested `response_words` or truncated: what the strict policy excludes.
@@ -254,6 +270,8 @@ impl Exclusions {
     pub fn exclusion(&self, s: ExclusionFacts) -> Option<Exclusion> {
         if s.canary_failed {
             Some(Exclusion::CanaryFailed)
+        } else if s.schema_invalid {
+            Some(Exclusion::SchemaInvalid)
         } else if s.usage_implausible {
             Some(Exclusion::UsageImplausible)
         } else if self.strict_output && s.controlled_miss {
@@ -288,6 +306,7 @@ impl RequestTiming {
             index: self.request_index,
             start_offset_ms: self.start_offset_ms,
             canary_failed: self.request_canary.as_ref().is_some_and(|c| !c.passed),
+            schema_invalid: self.schema.as_ref().is_some_and(SchemaCheck::invalid),
             // A count no request reaches (a records file written by hand, say) is rejected here
             // too, so no total over eligible records can wrap.
             usage_implausible: self.usage_implausible.is_some()
@@ -368,6 +387,7 @@ impl RequestTiming {
             tpot_corrected_ms: derive::tpot_corrected_ms(generation, streamed, first_chunk),
             chunk_gaps_us: Some(c.chunks.chunk_gaps.clone()).filter(|g| !g.is_empty()),
             token_gaps_us: per_chunk.map(|p| p.token_gaps.clone()).filter(|g| !g.is_empty()),
+            schema: c.schema.as_deref().cloned(),
         };
         rules.apply(&mut r);
         r

@@ -11,7 +11,7 @@ use crate::contract::ErrorKind;
 use crate::redact::Secrets;
 use crate::request::record::outcome::Corrections;
 use crate::request::record::{Completed, Dispatch, Failed, Outcome, ReplayFacts};
-use crate::request::workload::{PreparedRequest, check_controlled_output};
+use crate::request::workload::{PreparedRequest, check_controlled_output, structured};
 
 pub(super) struct Attempt<'a> {
     index: u64,
@@ -180,6 +180,15 @@ impl<'a> Attempt<'a> {
         if finish_reason.as_deref() == Some("stop") && budget.is_some_and(|b| output.tokens >= b) {
             reported_finish_reason = finish_reason.replace("length".to_string());
         }
+        // Structured output: the answer against its schema, now that it has ended.
+        let schema = req.structured.as_ref().map(|expect| {
+            Box::new(structured::check(
+                expect,
+                state.capture.as_deref(),
+                state.capture_whole(),
+                finish_reason.as_deref(),
+            ))
+        });
         let corrections = (usage_implausible.is_some() || reported_finish_reason.is_some())
             .then(|| Box::new(Corrections { usage_implausible, reported_finish_reason }));
         Outcome::Completed(Completed {
@@ -210,6 +219,7 @@ impl<'a> Attempt<'a> {
             replay: self.replay.map(|r| Box::new(r.clone())),
             chunks: Box::new(chunk_facts),
             corrections,
+            schema,
         })
     }
 }

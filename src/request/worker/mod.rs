@@ -462,6 +462,9 @@ impl Client {
         if req.exchange.as_ref().is_some_and(|e| e.keep_answer) {
             state.keep_answer();
         }
+        if req.structured.is_some() {
+            state = state.with_capture_cap(crate::request::workload::structured::SCHEMA_CAPTURE_CHARS);
+        }
         let mut body = transport::body(response);
         // One timer per request, armed at the earliest deadline that can apply and otherwise left
         // alone: a read only moves `due`, and when the timer fires early it is re-armed from

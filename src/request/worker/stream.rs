@@ -119,11 +119,29 @@ pub struct StreamState {
     usage_problem: Option<UsageImplausible>,
     /// The last `completion_tokens` reported: a cumulative count never goes down.
     last_completion: Option<u64>,
+    /// Characters the capture keeps when not `CAPTURE_CHARS` (0: `CAPTURE_CHARS`).
+    capture_cap: usize,
 }
 
 impl StreamState {
     pub fn new(keep_capture: bool) -> Self {
         StreamState { capture: keep_capture.then(String::new), ..Default::default() }
+    }
+
+    /// Keep up to `chars` characters of visible content (structured output's check).
+    pub fn with_capture_cap(mut self, chars: usize) -> Self {
+        self.capture = Some(String::new());
+        self.capture_cap = chars;
+        self
+    }
+
+    /// The capture holds the whole visible content.
+    pub fn capture_whole(&self) -> bool {
+        self.visible_chars <= self.cap()
+    }
+
+    fn cap(&self) -> usize {
+        if self.capture_cap == 0 { CAPTURE_CHARS } else { self.capture_cap }
     }
 
     /// Also scan the whole visible response for canary markers, against `marker`.
@@ -343,7 +361,7 @@ impl StreamState {
     }
 
     fn capture_text(&mut self, text: &str) {
-        let room = CAPTURE_CHARS.saturating_sub(self.visible_chars);
+        let room = self.cap().saturating_sub(self.visible_chars);
         let chars = text.chars().count();
         if let Some(capture) = &mut self.capture {
             if chars <= room {

@@ -226,7 +226,7 @@ impl Workload {
         }
         let read_headers = spec.echo_header.iter().chain(&spec.backend_header).cloned().collect();
         conv.pending = Some((user, prediction));
-        Some(PreparedRequest {
+        let mut request = PreparedRequest {
             index,
             planned_context_tokens: if k == 0 && turn_plan.tokens > 0 { turn_plan.tokens } else { predicted },
             prompt_target_tokens: predicted,
@@ -243,7 +243,10 @@ impl Workload {
             })),
             // The whole answer is always kept: the cross-session check reads all of it.
             exchange: Some(Arc::new(Exchange::new(headers, read_headers, true))),
-        })
+            structured: None,
+        };
+        self.ask_format(&mut request);
+        Some(request)
     }
 
     fn messages(&self, conv: &Conversation, user: &ChatMessage) -> Vec<ChatMessage> {

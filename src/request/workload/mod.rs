@@ -16,6 +16,7 @@ mod conversation;
 pub mod exchange;
 mod probes;
 pub mod sizing;
+pub mod structured;
 mod trace_prompt;
 
 use bytes::Bytes;
@@ -65,6 +66,8 @@ pub struct PreparedRequest {
     pub replay: Option<Box<ReplayFacts>>,
     /// Conversation turns: extra headers, and what to bring back.
     pub exchange: Option<std::sync::Arc<exchange::Exchange>>,
+    /// Structured output: the schema the answer must satisfy (its field is in the body).
+    pub structured: Option<structured::SchemaExpect>,
 }
 
 /// Builds requests for one run.
@@ -104,6 +107,8 @@ pub struct Workload {
     batch_size: Option<u32>,
     /// Completions prompts as text or as token ids.
     encoding: crate::plan::scenario::PromptEncoding,
+    /// Structured output: each schema's body field, and the draw (`structured`).
+    formats: Option<std::sync::Arc<structured::Formats>>,
 }
 
 impl Workload {
@@ -144,6 +149,7 @@ impl Workload {
             sessions: None,
             batch_size: w.batch_size,
             encoding: w.prompt_encoding,
+            formats: w.response_format.as_ref().map(|rf| std::sync::Arc::new(structured::Formats::new(rf, seed))),
         };
         if let PromptSource::Sessions(spec) = &w.prompts {
             let mut order: Vec<usize> = (0..spec.dataset.as_ref().map_or(0, |d| d.count)).collect();
@@ -272,6 +278,19 @@ impl Workload {
     }
 
     pub fn prepare(&self, index: u64) -> PreparedRequest {
+        let mut request = self.prepare_body(index);
+        self.ask_format(&mut request);
+        request
+    }
+
+    /// Structured output: the schema drawn for the request, in its body.
+    fn ask_format(&self, request: &mut PreparedRequest) {
+        if let Some(formats) = &self.formats {
+            formats.attach(request);
+        }
+    }
+
+    fn prepare_body(&self, index: u64) -> PreparedRequest {
         if let Some(plan) = &self.trace {
             return self.trace_request(plan, index);
         }
@@ -316,6 +335,7 @@ impl Workload {
             body: Bytes::from(body),
             replay: None,
             exchange: None,
+            structured: None,
         }
     }
 

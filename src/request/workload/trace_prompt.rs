@@ -170,6 +170,7 @@ impl Workload {
                 ..ReplayFacts::default()
             })),
             exchange: None,
+            structured: None,
         }
     }
 }

@@ -16,6 +16,7 @@ use super::conversations;
 use super::gaps::{GapHistograms, of_histogram};
 use super::load;
 use super::replicas;
+use super::structured;
 use super::summarise::{LevelInput, summarise};
 use super::summary::LevelSummary;
 use super::warnings::Warning;
@@ -80,11 +81,23 @@ pub fn finish_level(mut input: LevelInput<'_>, origin: Origin, records: &Path) -
     let sessions = info.prompt_cache_mode == "sessions";
     let live = as_written.as_ref().filter(|w| w.rules == summary.rules).map(|w| &w.gaps);
     let mut tally = (info.replicas.len() > 1).then(|| replicas::Tally::new(info.replicas.len()));
-    let back = read_back(records, &summary, sessions, live.is_none(), tally.as_mut())?;
+    let max_invalid = structured::max_invalid_rate(info);
+    let mut schemas = max_invalid.map(|_| structured::Tally::default());
+    let back = read_back(records, &summary, sessions, live.is_none(), tally.as_mut(), schemas.as_mut())?;
     if let Some(tally) = tally {
         let rows = tally.finish(&info.replicas, summary.wall_clock_ms);
         summary.warnings.extend(replicas::differ(&rows));
         summary.replicas = Some(rows);
+    }
+    if let (Some(t), Some(max)) = (schemas, max_invalid) {
+        let block = t.finish(max);
+        summary.warnings.extend(structured::warnings(&block));
+        if let Some(reason) = structured::validity_reason(&block) {
+            summary.performance_eligible = false;
+            summary.load.validity.valid = false;
+            summary.load.validity.reasons.push(reason);
+        }
+        summary.structured_output = Some(block);
     }
     if sessions {
         add_conversations(&mut summary, &back.requests, &back.failures, info);
@@ -160,9 +173,10 @@ fn read_back(
     sessions: bool,
     gaps: bool,
     mut replicas: Option<&mut replicas::Tally>,
+    mut schemas: Option<&mut structured::Tally>,
 ) -> Result<ReadBack, String> {
     let mut back = ReadBack::default();
-    if !sessions && !gaps && replicas.is_none() {
+    if !sessions && !gaps && replicas.is_none() && schemas.is_none() {
         return Ok(back);
     }
     let failures = sessions || replicas.is_some();
@@ -175,6 +189,9 @@ fn read_back(
                     back.gaps.add(&record);
                 }
                 if let Some(t) = replicas.as_deref_mut() {
+                    t.request(&record);
+                }
+                if let Some(t) = schemas.as_deref_mut() {
                     t.request(&record);
                 }
                 if sessions {

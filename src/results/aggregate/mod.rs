@@ -21,6 +21,7 @@ pub mod slo;
 pub mod snapshots;
 pub mod stats;
 pub mod steady;
+pub mod structured;
 mod summarise;
 pub mod summary;
 pub mod warning_groups;

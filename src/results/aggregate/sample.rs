@@ -67,6 +67,11 @@ const HAS_PLANNED_OUTPUT: u16 = 1 << 13;
 const BELOW_PLANNED_OUTPUT: u16 = 1 << 14;
 /// The canary had no visible content to check.
 const CANARY_NO_CONTENT: u16 = 1 << 15;
+/// The answer broke its structured-output schema (see `SchemaCheck::invalid`). Every bit is
+/// taken, so this one shares `CONTROLLED_EXACT`'s: it means this only without
+/// `HAS_CONTROLLED`, and a request never has both (validation refuses `response_words` with
+/// structured output).
+const SCHEMA_INVALID: u16 = CONTROLLED_EXACT;
 
 fn opt_u64(v: Option<u64>) -> u64 {
     // u64::MAX itself is not a count any server reports; it reads back as "not reported".
@@ -101,6 +106,9 @@ impl Sample {
         }
         if r.facts().usage_implausible {
             flags |= USAGE_IMPLAUSIBLE;
+        }
+        if r.facts().schema_invalid && r.controlled_output.is_none() {
+            flags |= SCHEMA_INVALID;
         }
         if r.finish_reason.as_deref() == Some("stop") {
             flags |= FINISH_STOP;
@@ -160,6 +168,7 @@ impl Sample {
             index: self.index,
             start_offset_ms: self.start_offset_ms,
             canary_failed: self.canary_failed(),
+            schema_invalid: self.flags & HAS_CONTROLLED == 0 && self.flags & SCHEMA_INVALID != 0,
             usage_implausible: self.usage_implausible(),
             controlled_miss: self.controlled_miss(),
         }

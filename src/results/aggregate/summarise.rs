@@ -179,7 +179,8 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
     }
     let responses_received = samples.len() as u64 + failures.iter().filter(|f| f.responded).count() as u64;
     // Eligible when nothing was left out but by design (warm-up, cool-down, a burst's warm-up).
-    let unplanned_exclusions = samples.iter().filter(|s| s.exclusion.is_some_and(|e| !e.planned())).count();
+    let unplanned_exclusions =
+        samples.iter().filter(|s| s.exclusion.is_some_and(crate::request::record::Exclusion::gates_level)).count();
     let performance_eligible = !interrupted && failures.is_empty() && unplanned_exclusions == 0 && !samples.is_empty();
 
     let mut summary = LevelSummary {
@@ -229,6 +230,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         server_metrics,
         conversations: None,
         replicas: None,
+        structured_output: None,
         unstreamed: None,
         shards: None,
         records_as_written: None,

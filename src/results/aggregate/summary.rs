@@ -197,6 +197,8 @@ pub struct LevelSummary {
     pub conversations: Option<SessionSummary>,
     /// Several replicas: one row per replica (see `replicas`).
     pub replicas: Option<Vec<super::replicas::ReplicaSummary>>,
+    /// Structured output: answers against their schemas, and the level's gate (see `structured`).
+    pub structured_output: Option<super::structured::StructuredSummary>,
     /// Embeddings and rerank: why the streaming metrics are null, and the input throughput.
     pub unstreamed: Option<Unstreamed>,
     /// A merged level: the shards it was merged from, each with its own validity verdict.

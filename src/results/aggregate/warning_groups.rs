@@ -10,6 +10,8 @@ pub fn importance(code: &str) -> u8 {
     match code {
         "no_success" | "nothing_eligible" | "interrupted" | "records_incomplete" | "partial_merge" => 0,
         "canaries_all_failed" | "cross_session_contamination" | "invalid_load" | "model_not_listed" => 1,
+        "schema_invalid" => 2,
+        "schema_truncated" => 3,
         "requests_failed" | "canaries_failed" | "usage_rejected" | "output_control_ignored" => 2,
         "tls_verification_off" | "credential_refresh_failed" => 2,
         "budget_spent_in_reasoning" => 2,

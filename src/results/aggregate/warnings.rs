@@ -167,6 +167,20 @@ pub enum Warning {
     CredentialRefreshFailed {
         message: String,
     },
+    /// Structured output: answers that broke their schema (not cut by the budget); `passed`
+    /// says whether the level stayed within `max_invalid_rate`.
+    SchemaInvalid {
+        invalid: u64,
+        checked: u64,
+        max_invalid_rate: f64,
+        passed: bool,
+        by_reason: BTreeMap<String, u64>,
+    },
+    /// Structured output: answers cut by the output budget before their JSON ended.
+    SchemaTruncated {
+        truncated: u64,
+        checked: u64,
+    },
 }
 
 impl Warning {
@@ -205,6 +219,8 @@ impl Warning {
             Warning::ModelNotListed { .. } => "model_not_listed",
             Warning::CredentialRefreshFailed { .. } => "credential_refresh_failed",
             Warning::ReplicasDiffer { .. } => "replicas_differ",
+            Warning::SchemaInvalid { .. } => "schema_invalid",
+            Warning::SchemaTruncated { .. } => "schema_truncated",
         }
     }
 
@@ -345,6 +361,21 @@ impl Warning {
                 "the replicas did not serve alike: {}; the level's numbers mix them, so read the per-replica table (replicas[]) before comparing with one server",
                 differences.join("; ")
             ),
+            Warning::SchemaInvalid { invalid, checked, max_invalid_rate, passed, by_reason } => {
+                let reasons: Vec<String> = by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                let verdict = if *passed {
+                    format!("within workload.response_format.max_invalid_rate ({:.1}%), so the level stays eligible", max_invalid_rate * 100.0)
+                } else {
+                    format!("above workload.response_format.max_invalid_rate ({:.1}%): the level is not eligible (a server that breaks its schemas under load is not serving this workload)", max_invalid_rate * 100.0)
+                };
+                format!(
+                    "{invalid} of {checked} structured answers broke their schema ({}); they are excluded from the distributions (exclusion_reason schema_invalid), {verdict}",
+                    reasons.join(", ")
+                )
+            }
+            Warning::SchemaTruncated { truncated, checked } => format!(
+                "{truncated} of {checked} structured answers were cut by the output budget (finish_reason length) before their JSON ended: not counted as invalid and kept in the distributions; raise workload.max_tokens so whole answers fit"
+            ),
         }
     }
 }
@@ -361,6 +392,7 @@ fn nothing_eligible_advice(by_reason: &BTreeMap<&'static str, u64>, no_content: 
                 "the canaries failed (see the canary warning: mixed-up responses, or a model that cannot copy the marker, when workload.canaries = false is the way out)"
             }
             "usage_implausible" => "the server's token usage could not be believed: check its usage accounting",
+            "schema_invalid" => "the answers broke their schema (see the schema_invalid warning and structured_output)",
             "controlled_output" => {
                 "no answer had exactly response_words words: use controlled_output_policy = \"observe\", or a word count the model can meet"
             }

@@ -132,6 +132,9 @@ pub struct Artifact {
     /// Several replicas (`target.base_urls`): one row per replica, in the scenario's order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Vec<crate::results::aggregate::replicas::ReplicaSummary>>,
+    /// Structured output (`[workload.response_format]`): answers against their schemas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<crate::results::aggregate::structured::StructuredSummary>,
     /// Which shard of a split run this is (absent from unsharded runs and merged artifacts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,

@@ -25,11 +25,14 @@ pub fn level_summary(a: &LevelSummary, info: &RunInfo) -> String {
         None => format!("concurrency {}", a.load.concurrency),
     };
     let _ = writeln!(s, "\n{} · {} · {} · {load}", a.level_id, info.model, engine);
-    let canaries = if info.request_canaries {
+    let mut canaries = if info.request_canaries {
         format!(", canaries {}/{} passed", a.canaries.passed, a.canaries.samples)
     } else {
         String::new()
     };
+    if let Some(so) = &a.structured_output {
+        canaries.push_str(&format!(", {}", schema_words(so)));
+    }
     let excluded: u64 = a.excluded_by_reason.values().sum();
     let excluded = if excluded > 0 {
         format!(" · excluded {excluded} ({})", counts(&a.excluded_by_reason))
@@ -179,6 +182,26 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
     if let Some(rows) = &a.replicas {
         replica_lines(s, rows);
     }
+}
+
+/// Structured output: `schema valid 97.0% (97/100; 2 invalid, 1 cut by max_tokens)`.
+fn schema_words(so: &crate::results::aggregate::structured::StructuredSummary) -> String {
+    let rate = so.schema_valid_rate.map_or("n/a".to_string(), |r| format!("{:.1}%", r * 100.0));
+    let mut s = format!("schema valid {rate} ({}/{}", so.valid, so.checked);
+    if so.invalid > 0 {
+        s.push_str(&format!("; {} invalid", so.invalid));
+    }
+    if so.truncated > 0 {
+        s.push_str(&format!("; {} cut by max_tokens", so.truncated));
+    }
+    if so.unchecked > 0 {
+        s.push_str(&format!("; {} too long to check", so.unchecked));
+    }
+    s.push(')');
+    if !so.passed {
+        s.push_str(" — above max_invalid_rate");
+    }
+    s
 }
 
 /// Several replicas: one line each, its requests, failures, TTFT and TPOT p50/p99, throughput.
@@ -433,6 +456,9 @@ pub fn level_answer(a: &LevelSummary, info: &RunInfo) -> String {
     ];
     if info.request_canaries {
         verdict.push(format!("canaries {}/{} passed", a.canaries.passed, a.canaries.samples));
+    }
+    if let Some(so) = &a.structured_output {
+        verdict.push(schema_words(so));
     }
     if !a.load.validity.valid && !a.load.validity.reasons.is_empty() {
         verdict.push(a.load.validity.reasons.join("; "));

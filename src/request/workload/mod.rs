@@ -14,6 +14,7 @@ mod blocks;
 pub mod canary;
 mod conversation;
 pub mod exchange;
+mod models;
 mod probes;
 pub mod sizing;
 mod trace_prompt;
@@ -104,6 +105,8 @@ pub struct Workload {
     batch_size: Option<u32>,
     /// Completions prompts as text or as token ids.
     encoding: crate::plan::scenario::PromptEncoding,
+    /// Several models (`target.models`): each one's body parameters (see `models`).
+    models: Option<std::sync::Arc<models::Models>>,
 }
 
 impl Workload {
@@ -132,6 +135,7 @@ impl Workload {
             canaries: w.canaries,
             response_words: scenario.output.response_words,
             params: RequestParams::from_scenario(scenario),
+            models: models::Models::new(scenario, &RequestParams::from_scenario(scenario)).map(std::sync::Arc::new),
             sizer,
             shared_prefix_estimate: text::estimate_tokens(&shared_prefix),
             shared_prefix,
@@ -294,10 +298,10 @@ impl Workload {
                     let (prompt, _) = self.synthetic(index, planned, &header, &task);
                     let ids = self.token_ids(&prompt, &task, planned);
                     // Exactly the planned length: the server counts the ids as they are.
-                    (openai::request_body(&self.params, PromptBody::TokenIds(&ids)), planned, planned)
+                    (openai::request_body(self.params_at(index), PromptBody::TokenIds(&ids)), planned, planned)
                 } else {
                     let (prompt, target) = self.synthetic(index, planned, &header, &task);
-                    (openai::request_body(&self.params, PromptBody::Text(&prompt)), target, planned)
+                    (openai::request_body(self.params_at(index), PromptBody::Text(&prompt)), target, planned)
                 }
             }
             PromptSource::Dataset(d) => {
@@ -307,6 +311,8 @@ impl Workload {
             // Handled above: a trace replay has its plan, conversations their turns.
             PromptSource::Trace(_) | PromptSource::Sessions(_) => (Vec::new(), 0, 0),
         };
+        let mut replay = None;
+        self.name_model(&mut replay, index);
         PreparedRequest {
             index,
             planned_context_tokens: planned,
@@ -314,7 +320,7 @@ impl Workload {
             canary,
             response_words: self.response_words,
             body: Bytes::from(body),
-            replay: None,
+            replay,
             exchange: None,
         }
     }
@@ -385,7 +391,7 @@ impl Workload {
             DatasetPrompt::Text(text) => {
                 let prompt = format!("{lead}{text}{task}");
                 let target = self.sizer.prompt_tokens(&prompt).round() as u32;
-                (openai::request_body(&self.params, PromptBody::Text(&prompt)), target)
+                (openai::request_body(self.params_at(index), PromptBody::Text(&prompt)), target)
             }
             DatasetPrompt::Messages(messages) => {
                 let mut messages: Vec<ChatMessage> = messages.clone();
@@ -396,7 +402,7 @@ impl Workload {
                     last_user.content.push_str(task);
                 }
                 let target = self.chat_tokens(&messages).round().max(1.0) as u32;
-                (openai::request_body(&self.params, PromptBody::Messages(&messages)), target)
+                (openai::request_body(self.params_at(index), PromptBody::Messages(&messages)), target)
             }
         }
     }

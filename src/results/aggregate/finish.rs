@@ -15,10 +15,10 @@ use std::path::Path;
 use super::conversations;
 use super::gaps::{GapHistograms, of_histogram};
 use super::load;
-use super::replicas;
 use super::summarise::{LevelInput, summarise};
 use super::summary::LevelSummary;
 use super::warnings::Warning;
+use super::{models, replicas};
 use crate::contract::Metric;
 use crate::request::record::file::{RecordLine, read_level};
 use crate::request::record::{ClientLoad, FailureRecord, Issued, RequestTiming, RunInfo, ShardPart, ShardsBlock};
@@ -80,7 +80,12 @@ pub fn finish_level(mut input: LevelInput<'_>, origin: Origin, records: &Path) -
     let sessions = info.prompt_cache_mode == "sessions";
     let live = as_written.as_ref().filter(|w| w.rules == summary.rules).map(|w| &w.gaps);
     let mut tally = (info.replicas.len() > 1).then(|| replicas::Tally::new(info.replicas.len()));
-    let back = read_back(records, &summary, sessions, live.is_none(), tally.as_mut())?;
+    let mut per_model = models::Tally::new(&info.models, info.reset_cache.is_some());
+    let wanted = per_model.wanted().then_some(&mut per_model);
+    let back = read_back(records, &summary, sessions, live.is_none(), (tally.as_mut(), wanted))?;
+    let (rows, not_reset) = per_model.finish(summary.wall_clock_ms);
+    summary.models = rows;
+    summary.warnings.extend(not_reset);
     if let Some(tally) = tally {
         let rows = tally.finish(&info.replicas, summary.wall_clock_ms);
         summary.warnings.extend(replicas::differ(&rows));
@@ -159,13 +164,13 @@ fn read_back(
     summary: &LevelSummary,
     sessions: bool,
     gaps: bool,
-    mut replicas: Option<&mut replicas::Tally>,
+    (mut replicas, mut models): (Option<&mut replicas::Tally>, Option<&mut models::Tally>),
 ) -> Result<ReadBack, String> {
     let mut back = ReadBack::default();
-    if !sessions && !gaps && replicas.is_none() {
+    if !sessions && !gaps && replicas.is_none() && models.is_none() {
         return Ok(back);
     }
-    let failures = sessions || replicas.is_some();
+    let failures = sessions || replicas.is_some() || models.is_some();
     let kinds: &'static [&'static str] = if failures { &["request", "failure"] } else { &["request"] };
     for line in read_level(records, &summary.level_id, kinds).map_err(|e| format!("{}: {e}", records.display()))? {
         match line? {
@@ -177,6 +182,9 @@ fn read_back(
                 if let Some(t) = replicas.as_deref_mut() {
                     t.request(&record);
                 }
+                if let Some(t) = models.as_deref_mut() {
+                    t.request(&record);
+                }
                 if sessions {
                     back.requests.push(*record);
                 }
@@ -184,6 +192,9 @@ fn read_back(
             RecordLine::Failure { level, mut record } if failures && level == summary.level_id => {
                 summary.rules.apply_to_failure(&mut record);
                 if let Some(t) = replicas.as_deref_mut() {
+                    t.failure(&record);
+                }
+                if let Some(t) = models.as_deref_mut() {
                     t.failure(&record);
                 }
                 if sessions {

@@ -229,6 +229,8 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         server_metrics,
         conversations: None,
         replicas: None,
+        models: None,
+        cache_reset: None,
         unstreamed: None,
         shards: None,
         records_as_written: None,

@@ -157,6 +157,12 @@ pub enum Warning {
     ReplicasDiffer {
         differences: Vec<String>,
     },
+    /// `load.reset_cache`: the level's first request still found cached tokens after the reset
+    /// (see `models`).
+    CacheNotReset {
+        index: u64,
+        cached_tokens: u64,
+    },
     /// The server's `/models` list, checked before the run, did not name the model.
     ModelNotListed {
         model: String,
@@ -205,6 +211,7 @@ impl Warning {
             Warning::ModelNotListed { .. } => "model_not_listed",
             Warning::CredentialRefreshFailed { .. } => "credential_refresh_failed",
             Warning::ReplicasDiffer { .. } => "replicas_differ",
+            Warning::CacheNotReset { .. } => "cache_not_reset",
         }
     }
 
@@ -344,6 +351,9 @@ impl Warning {
             Warning::ReplicasDiffer { differences } => format!(
                 "the replicas did not serve alike: {}; the level's numbers mix them, so read the per-replica table (replicas[]) before comparing with one server",
                 differences.join("; ")
+            ),
+            Warning::CacheNotReset { index, cached_tokens } => format!(
+                "the server's cache was reset before the level (load.reset_cache), yet its first request (request {index}) reported {cached_tokens} cached prompt tokens: the reset did not take (an endpoint that answers without clearing, a replica not reset, or a cache the endpoint does not cover), so this level did not start cold"
             ),
         }
     }

@@ -91,6 +91,8 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         server_metrics: s.server_metrics.clone(),
         conversations: s.conversations.clone(),
         replicas: s.replicas.clone(),
+        models: s.models.clone(),
+        cache_reset: s.cache_reset.clone(),
         shard: info.shard.clone(),
         shards: s.shards.clone(),
         metric_notes: s.unstreamed.as_ref().map(|u| u.notes.clone()),

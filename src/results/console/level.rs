@@ -179,6 +179,7 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
     if let Some(rows) = &a.replicas {
         replica_lines(s, rows);
     }
+    super::models::lines(s, a);
 }
 
 /// Several replicas: one line each, its requests, failures, TTFT and TPOT p50/p99, throughput.

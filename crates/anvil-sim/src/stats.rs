@@ -34,6 +34,8 @@ pub struct MockStats {
     pub(crate) seen: Mutex<super::seen::SeenRequests>,
     /// Bearer tokens seen, and the accepted set (see `auth`).
     pub(crate) tokens: super::auth::TokenRecord,
+    /// Requests per model, resets per endpoint (see `lora`).
+    pub(crate) models: super::lora::ModelCounts,
 }
 
 /// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
@@ -81,6 +83,13 @@ pub struct MockStatsSnapshot {
     /// `requests_received` and `requests_rejected`. Absent when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub auth_refused: u64,
+    /// Accepted generation requests per model name they named. Absent when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests_by_model: BTreeMap<String, u64>,
+    /// Cache resets per endpoint: `vllm` (`/reset_prefix_cache`), `sglang` (`/flush_cache`),
+    /// `llamacpp` (one per slot erased). Absent when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cache_resets: BTreeMap<String, u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -118,6 +127,8 @@ impl MockStats {
                 + get(&self.faults[FaultKind::ContaminationMerged.counter()]),
             bearer_tokens: self.tokens.seen(),
             auth_refused: get(&self.tokens.refused),
+            requests_by_model: self.models.by_model(),
+            cache_resets: self.models.resets(),
         }
     }
 

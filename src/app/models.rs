@@ -1,6 +1,7 @@
 //! Several models (`target.models`) before the run: every server (each replica) that lists its
 //! models must list every model of the mix; the missing ones are named and the run stops before
-//! any load (exit 1). A server without a list is warned about once and trusted.
+//! any load (exit 1). A name spelled `BASE:ADAPTER` (SGLang's adapter spelling) whose base is
+//! listed is let through with a note. A server without a list is warned about and trusted.
 
 use super::AppError;
 use super::setup::Listing;
@@ -25,8 +26,27 @@ pub(super) fn check_mix(
         let where_ = if urls.len() > 1 { format!("replica {i} ({url})") } else { format!("the server at {url}") };
         match listing {
             Listing::Listed(ids) if !ids.is_empty() => {
-                let missing: Vec<String> =
-                    mix.names.iter().filter(|n| !ids.contains(n)).map(|n| secrets.field(n)).collect();
+                // SGLang names an adapter `BASE:ADAPTER` in `model`; its /models lists the base.
+                let adapter_of_listed =
+                    |n: &String| n.rsplit_once(':').is_some_and(|(base, _)| ids.iter().any(|id| id == base));
+                let unverified: Vec<String> = mix
+                    .names
+                    .iter()
+                    .filter(|n| !ids.contains(n) && adapter_of_listed(n))
+                    .map(|n| secrets.field(n))
+                    .collect();
+                if !unverified.is_empty() {
+                    eprintln!(
+                        "note: {where_} lists the base of {} (SGLang's BASE:ADAPTER spelling), not the adapter itself: a name it does not serve fails as requests run",
+                        unverified.join(", ")
+                    );
+                }
+                let missing: Vec<String> = mix
+                    .names
+                    .iter()
+                    .filter(|n| !ids.contains(n) && !adapter_of_listed(n))
+                    .map(|n| secrets.field(n))
+                    .collect();
                 if !missing.is_empty() {
                     let listed: Vec<String> = ids.iter().take(8).map(|n| secrets.field(n)).collect();
                     return Err(AppError::Aborted(format!(

@@ -169,13 +169,25 @@ fn reset_scenario(base_url: &str, reset: &str) -> String {
 async fn two_levels(server: &MockServer, reset: &str, dir: &Path) -> (Vec<Value>, String) {
     let file = write(dir, "reset.toml", &reset_scenario(&server.base_url(), reset));
     let out = dir.join("out");
+    let records = dir.join("records.ndjson");
     let mut cmd = anvil();
-    cmd.arg(&file).arg("--out").arg(&out).arg("--no-progress");
+    cmd.arg(&file).arg("--out").arg(&out).arg("--no-progress").arg("--records").arg(&records);
     let result = run(cmd).await;
     assert_eq!(result.status.code(), Some(0), "{reset}: {}", text(&result.stderr));
     let found = artifacts(&out);
     assert_eq!(found.len(), 2, "{found:?}");
-    (found.iter().map(|p| check_artifact(p)).collect(), text(&result.stdout) + &text(&result.stderr))
+    let levels: Vec<Value> = found.iter().map(|p| check_artifact(p)).collect();
+    check_records(&records);
+    // summarize rebuilds each level's reset and warnings from the records alone.
+    let again = dir.join("summarized");
+    let o = anvil().arg("summarize").arg(&records).arg("--out").arg(&again).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for (live, path) in levels.iter().zip(artifacts(&again)) {
+        let rebuilt = check_artifact(&path);
+        assert_eq!(rebuilt["cache_reset"], live["cache_reset"]);
+        assert_eq!(codes(&rebuilt), codes(live));
+    }
+    (levels, text(&result.stdout) + &text(&result.stderr))
 }
 
 /// The cached tokens of the level's earliest-started request.

@@ -153,6 +153,7 @@ impl Session<'_> {
                 pacing,
                 started_at_unix_ns: started.unix_ns(),
                 prompt_salt: Some(format!("{:016x}", workload.salt())),
+                cache_reset: cache_reset.clone().map(Box::new),
             })
             .await;
         // Bounded: a stalled aggregator slows the workers instead of growing memory.

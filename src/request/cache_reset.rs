@@ -52,7 +52,9 @@ impl CacheResetRecord {
         let fix = match self.engine.as_str() {
             "vllm" => "start vLLM with VLLM_SERVER_DEV_MODE=1 (the endpoint is a development one)",
             "sglang" => "check that the server is SGLang (its /flush_cache answers only when no request is running)",
-            _ => "start llama-server with --slot-save-path DIR (slot actions need it) and without --no-slots",
+            _ => {
+                "start llama-server with --slot-save-path DIR (slot actions need it), without --no-slots, and with --cache-ram 0 (its host prompt cache survives an erase)"
+            }
         };
         Some(format!(
             "the cache reset (load.reset_cache = \"{}\") failed on replica {} ({}): {}; {fix}, or set load.reset_cache = \"none\"",

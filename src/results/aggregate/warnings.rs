@@ -353,7 +353,7 @@ impl Warning {
                 differences.join("; ")
             ),
             Warning::CacheNotReset { index, cached_tokens } => format!(
-                "the server's cache was reset before the level (load.reset_cache), yet its first request (request {index}) reported {cached_tokens} cached prompt tokens: the reset did not take (an endpoint that answers without clearing, a replica not reset, or a cache the endpoint does not cover), so this level did not start cold"
+                "the server's cache was reset before the level (load.reset_cache), yet its first request (request {index}) reported {cached_tokens} cached prompt tokens: the reset did not take (an endpoint that answers without clearing, a replica not reset, or a cache the endpoint does not cover: llama.cpp's host-memory prompt cache survives a slot erase unless the server runs with --cache-ram 0), so this level did not start cold"
             ),
         }
     }

@@ -337,3 +337,77 @@ fn bad_values_exit_2_naming_the_key() {
         assert!(stderr.contains(key), "{body}\nexpected {key}: {stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mix_over_two_replicas_counts_what_both_servers_saw() {
+    let loras = [("sql-lora", None), ("chat-lora", None)];
+    let (a, b) = (MockServer::start(sim(&loras)).await.unwrap(), MockServer::start(sim(&loras)).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!(
+        "[target]\nbase_urls = [\"{}\", \"{}\"]\n{THREE}\nmodel_assignment = \"round_robin\"\n[run]\nrequests = 30\n[load]\nconcurrency = [2, 3]\nreset_cache = \"sglang\"\n[workload]\ncontext_tokens = 200\nmax_context_tokens = 4096\nmax_tokens = 8\ntokenizer = \"estimate\"\n",
+        a.base_url(),
+        b.base_url()
+    );
+    let file = write(dir.path(), "replicas.toml", &body);
+    let out = dir.path().join("out");
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--out").arg(&out).arg("--no-progress");
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    let levels: Vec<Value> = artifacts(&out).iter().map(|p| check_artifact(p)).collect();
+    assert_eq!(levels.len(), 2);
+    // Per model, both levels together are what the two servers saw together.
+    let mut counted: BTreeMap<String, u64> = BTreeMap::new();
+    for art in &levels {
+        for (name, n) in table(art) {
+            *counted.entry(name).or_default() += n;
+        }
+        // Every replica was reset before the level.
+        assert_eq!(art["cache_reset"]["replicas"].as_array().unwrap().len(), 2, "{}", art["cache_reset"]);
+    }
+    let mut seen = a.stats().requests_by_model;
+    for (name, n) in b.stats().requests_by_model {
+        *seen.entry(name).or_default() += n;
+    }
+    assert_eq!(counted, seen);
+    assert_eq!(counted.values().copied().collect::<Vec<_>>(), [20, 20, 20]);
+    assert_eq!(a.stats().cache_resets["sglang"], 2);
+    assert_eq!(b.stats().cache_resets["sglang"], 2);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulator_lists_its_adapters_and_refuses_an_unknown_model() {
+    let server = MockServer::start(sim(&[("sql-lora", Some(4.0))])).await.unwrap();
+    let http = reqwest::Client::new();
+    let json = |body: bytes::Bytes| -> Value { serde_json::from_slice(&body).unwrap() };
+    let listed = json(http.get(format!("{}/models", server.base_url())).send().await.unwrap().bytes().await.unwrap());
+    let ids: Vec<&str> = listed["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["anvil-sim", "sql-lora"]);
+    assert_eq!(listed["data"][1]["parent"], "anvil-sim");
+    let ask = |model: &str| {
+        http.post(format!("{}/chat/completions", server.base_url()))
+            .header("content-type", "application/json")
+            .body(
+                serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+                    .to_string(),
+            )
+            .send()
+    };
+    assert_eq!(ask("sql-lora").await.unwrap().status(), 200);
+    assert_eq!(ask("anvil-sim").await.unwrap().status(), 200);
+    assert_eq!(ask("other-lora").await.unwrap().status(), 404);
+    assert_eq!(
+        server.stats().requests_by_model,
+        BTreeMap::from([("anvil-sim".to_string(), 1), ("sql-lora".to_string(), 1)])
+    );
+    let root = server.base_url().trim_end_matches("/v1").to_string();
+    let slots = json(http.get(format!("{root}/slots")).send().await.unwrap().bytes().await.unwrap());
+    assert_eq!(slots.as_array().unwrap().len(), anvil_load::mock::LLAMACPP_SLOTS as usize);
+    assert_eq!(http.post(format!("{root}/slots/0?action=erase")).send().await.unwrap().status(), 200);
+    assert_eq!(http.post(format!("{root}/slots/0?action=save")).send().await.unwrap().status(), 400);
+    assert_eq!(http.post(format!("{root}/reset_prefix_cache")).send().await.unwrap().status(), 200);
+    assert_eq!(server.stats().cache_resets, BTreeMap::from([("llamacpp".to_string(), 1), ("vllm".to_string(), 1)]));
+    server.shutdown().await;
+}

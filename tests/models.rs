@@ -104,6 +104,14 @@ async fn a_three_model_mix_is_counted_per_model_as_the_server_counted_it() {
         assert!(o.status.success(), "{}", text(&o.stderr));
         let rebuilt = check_artifact(&artifacts(&again)[0]);
         assert_eq!(rebuilt["models"], art["models"]);
+        // The report shows the table.
+        let md = dir.path().join("report.md");
+        let o =
+            anvil().arg("report").arg(&artifacts(&out)[0]).args(["--format", "md", "--out"]).arg(&md).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let md = std::fs::read_to_string(&md).unwrap();
+        assert!(md.contains("| model | requests | failed | TTFT p50 ms |"), "{md}");
+        assert!(md.contains(&format!("| sql-lora | {} |", counted["sql-lora"])), "{md}");
         server.shutdown().await;
     }
 }

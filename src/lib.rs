@@ -20,6 +20,7 @@
 //! - `trace`: trace files (timestamps and sizes) replayed as arrivals.
 //!
 //! `request/`, the request side: requests paced, built, sent, timed, checked and recorded:
+//! - `cache_reset`: the server's prefix cache reset before each level (vLLM, SGLang, llama.cpp), on every replica.
 //! - `openai`: wire formats of the six APIs: requests, SSE streams, usage.
 //! - `record`: what a request produced and how it is kept: outcomes, records file, the run's description.
 //! - `schedule`: pacing (closed and open loop, sessions, traces) and the workers it drives.

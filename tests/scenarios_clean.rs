@@ -144,6 +144,7 @@ scenario_tests! {
     capacity_v4_runs_clean: "capacity-v4.toml", "--simulator", "fast";
     default_runs_clean: "default.toml";
     embeddings_runs_clean: "embeddings.toml";
+    lora_mix_runs_clean: "lora-mix.toml";
     faults_raises_only_what_it_demonstrates: "faults.toml";
     messages_runs_clean: "messages.toml";
     mixture_runs_clean: "mixture.toml";

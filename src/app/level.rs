@@ -111,6 +111,9 @@ impl Session<'_> {
         };
         let progress =
             Progress::new(!self.args.no_progress && !self.args.quiet, s.run.requests, s.run.duration, &pacing.label());
+        // The previous level has drained: the server's cache is reset before this one's
+        // connections, warm-up and clock (`load.reset_cache`).
+        let cache_reset = self.reset_cache().await?;
         let before = self.target.level_start_counts();
         // The level's prompts (its salt, its shared prefix) are ready before its clock starts.
         let workload = Arc::new(self.workload.for_level(pacing.level()));
@@ -150,6 +153,7 @@ impl Session<'_> {
                 pacing,
                 started_at_unix_ns: started.unix_ns(),
                 prompt_salt: Some(format!("{:016x}", workload.salt())),
+                cache_reset: cache_reset.clone().map(Box::new),
             })
             .await;
         // Bounded: a stalled aggregator slows the workers instead of growing memory.
@@ -209,7 +213,9 @@ impl Session<'_> {
             server_metrics,
             client: Some(client),
         };
-        let summary = aggregate::finish_level(input, Origin::Run, self.records.path()).map_err(AppError::Aborted)?;
+        let mut summary =
+            aggregate::finish_level(input, Origin::Run, self.records.path()).map_err(AppError::Aborted)?;
+        summary.cache_reset = cache_reset;
         let mut artifact = artifact::build(&self.info, &summary, self.records.path());
         let credentials = self.client.credentials();
         artifact.credential_refreshes = credentials.counts();

@@ -1,8 +1,10 @@
 //! `run()`: the whole program, top to bottom.
 
+mod cache_reset;
 mod ending;
 mod level;
 mod meet;
+mod models;
 mod replicas;
 mod setup;
 pub mod validate;
@@ -340,7 +342,8 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
             () = control.stop_issuing.cancelled() => None,
         };
         let chosen = match checked {
-            Some(Ok((listing, others))) => meet::choose_model(&mut scenario, listing, &secrets)
+            Some(Ok((listing, others))) => models::check_mix(&scenario, &target.base_url, &listing, &others)
+                .and_then(|()| meet::choose_model(&mut scenario, listing, &secrets))
                 .and_then(|source| replicas::check_models(&scenario, others).map(|()| source)),
             Some(Err(e)) => Err(e),
             None => {

@@ -220,3 +220,60 @@ fn a_unique_sweep_finds_no_earlier_levels_prompts_in_the_cache() {
     let (first, second) = (repeated[0].0, repeated[1].0);
     assert!(second > first + 64, "no cross-level hit with repeated prompts: level 1 {first}, level 2 {second}");
 }
+
+/// `load.reset_cache = "llamacpp"` against the real engine: a sweep of two levels with the same
+/// prompts at both (reproducible), every slot `GET /slots` lists erased before each level; per
+/// level, the cached tokens of its first request and its warnings, after checking the reset's
+/// record (both slots erased, 200).
+fn reset_sweep(host_cache: bool) -> (Vec<(u64, Vec<String>)>, usize) {
+    let server = LlamaServer::start(Kind::Erasable { slots: 2, host_cache });
+    let tap = Tap::start(server.addr);
+    let text = scenario(
+        "chat",
+        "",
+        "[run]\nrequests = 3\nseed = 33\n\n[load]\nconcurrency = [1, 2]\nreset_cache = \"llamacpp\"\n\n[workload]\n\
+         context_tokens = 200\nmax_context_tokens = 2048\nmax_tokens = 8\ncanaries = false\nreproducible = true\n\n\
+         [output]\nignore_eos = true\n",
+    );
+    let finished = run(&text, &tap.base_url(), &[]);
+    finished.succeeded();
+    let levels = finished.artifacts();
+    assert_eq!(levels.len(), 2);
+    let per_level = levels
+        .iter()
+        .map(|a| {
+            let reset = &a["cache_reset"];
+            assert_eq!(reset["engine"], "llamacpp", "{reset}");
+            assert_eq!(reset["ok"], true, "{reset}");
+            assert_eq!(reset["replicas"][0]["slots_erased"], 2, "{reset}");
+            assert_eq!(reset["replicas"][0]["status"], 200, "{reset}");
+            let rs = records(a);
+            let first = rs
+                .iter()
+                .min_by(|x, y| num(x, "start_offset_ms").total_cmp(&num(y, "start_offset_ms")))
+                .expect("records");
+            (int(first, "cached_tokens"), warnings(a))
+        })
+        .collect();
+    let erased = tap.exchanges().iter().filter(|e| e.method == "POST" && e.path.contains("action=erase")).count();
+    (per_level, erased)
+}
+
+#[test]
+fn a_llamacpp_reset_erases_every_slot_and_the_check_sees_the_host_cache_survive_it() {
+    // Without its host-memory prompt cache (`--cache-ram 0`), the erase empties the engine: every
+    // level's first request finds nothing cached, and nothing is raised.
+    let (cold, erased) = reset_sweep(false);
+    assert_eq!(erased, 4, "both slots erased before each of the two levels");
+    for (cached, codes) in &cold {
+        assert_eq!(*cached, 0, "the level's first request found {cached} tokens cached");
+        assert!(!codes.contains(&"cache_not_reset".to_string()), "{codes:?}");
+    }
+    // With it (llama.cpp's default), the erased slot's prompt comes back from host memory: the
+    // reset answers 200 but does not take, and the check says so.
+    let (warm, _) = reset_sweep(true);
+    assert!(warm.iter().any(|(cached, _)| *cached > 64), "{warm:?}");
+    for (cached, codes) in &warm {
+        assert_eq!(*cached > 0, codes.contains(&"cache_not_reset".to_string()), "{warm:?}");
+    }
+}

@@ -27,6 +27,11 @@ pub const SLOT_CONTEXT: u32 = 2048;
 pub enum Kind {
     /// Text generation with this many slots (parallel sequences).
     Generate { slots: u32 },
+    /// As `Generate`, with `--slot-save-path` (a temporary directory): slot actions, the erase
+    /// of `load.reset_cache = "llamacpp"` among them, answer 501 without it. `host_cache`: keep
+    /// the server's prompt cache in host memory (`--cache-ram`, on by default), which a slot's
+    /// erase does not clear; off, `--cache-ram 0`.
+    Erasable { slots: u32, host_cache: bool },
     /// `--embeddings --pooling mean`: `/v1/embeddings` only.
     Embeddings,
     /// `--rerank`: `/v1/rerank` (this model has no ranking head; the shape and usage are real).
@@ -70,7 +75,7 @@ impl LlamaServer {
             let log = tempfile::NamedTempFile::new().expect("a log file");
             let mut cmd = Command::new(&binary);
             let slots = match kind {
-                Kind::Generate { slots } => slots,
+                Kind::Generate { slots } | Kind::Erasable { slots, .. } => slots,
                 Kind::Embeddings | Kind::Rerank => 1,
             };
             cmd.arg("-m")
@@ -80,6 +85,14 @@ impl LlamaServer {
                 .args(["-t", &threads(), "--metrics", "--no-webui"]);
             match kind {
                 Kind::Generate { .. } => {}
+                Kind::Erasable { host_cache, .. } => {
+                    let dir = std::env::temp_dir().join(format!("anvil-load-slots-{port}"));
+                    std::fs::create_dir_all(&dir).expect("a slot directory");
+                    cmd.arg("--slot-save-path").arg(dir);
+                    if !host_cache {
+                        cmd.args(["--cache-ram", "0"]);
+                    }
+                }
                 Kind::Embeddings => {
                     cmd.args(["--embeddings", "--pooling", "mean"]);
                 }

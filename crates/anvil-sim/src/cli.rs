@@ -22,6 +22,11 @@ pub struct ServeArgs {
     /// the names, and a request naming another is answered 404. Without it, any name is served.
     #[arg(long = "served-model-name", value_name = "NAME")]
     pub served_model_names: Vec<String>,
+    /// Serve a LoRA adapter beside the base model, as vLLM's --lora-modules (repeatable):
+    /// NAME, or NAME:MS with its own decode time per output token in milliseconds. /v1/models
+    /// lists it with the base as parent; a request naming no served model is answered 404.
+    #[arg(long = "lora", value_name = "NAME[:MS]")]
+    pub loras: Vec<String>,
 }
 
 /// Why the simulator did not serve, or stopped before Ctrl-C.
@@ -74,6 +79,12 @@ pub async fn serve(args: &ServeArgs, name: &str) -> Result<(), ServeError> {
         return Err(ServeError::BadInput(format!("--served-model-name {bad:?}: a model name cannot be empty")));
     }
     profile.served_model_names = args.served_model_names.clone();
+    profile.loras = args
+        .loras
+        .iter()
+        .map(|l| crate::lora::Lora::parse(l))
+        .collect::<Result<_, _>>()
+        .map_err(ServeError::BadInput)?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|e| ServeError::BadInput(format!("--listen {}: cannot listen there: {e}", args.listen)))?;

@@ -21,6 +21,7 @@ mod contamination;
 mod faults;
 mod ground_truth;
 pub mod json_instance;
+mod lora;
 pub mod metrics;
 mod plan;
 mod pooling;
@@ -46,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use faults::FaultProfile;
 pub use ground_truth::{ChunkKind, GroundTruthChunk, GroundTruthRecord};
+pub use lora::{Lora, SLOTS as LLAMACPP_SLOTS};
 pub use profile::{MetricsNames, PROFILE_NAMES, Profile, ReasoningField, UsagePlacement};
 pub use request::DEFAULT_MODEL;
 pub use seen::SeenRequests;

@@ -67,6 +67,13 @@ impl PrefixCache {
         PrefixCache::default()
     }
 
+    /// Forget every prefix (an engine's cache reset).
+    pub fn clear(&self) {
+        if let Ok(mut recorded) = self.recorded.lock() {
+            recorded.clear();
+        }
+    }
+
     /// Returns how many leading tokens of `prompt` earlier prompts already computed (at most
     /// `prompt_tokens - 1`: engines always recompute the last prompt token), then records
     /// this prompt's block-boundary prefixes and its full length.

@@ -110,6 +110,14 @@ pub struct Profile {
     /// name (another gets vLLM's 404). Empty: `anvil-sim` is listed and any name is answered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub served_model_names: Vec<String>,
+    /// LoRA adapters served beside the base model (`--lora NAME[:MS]`), each with its own decode
+    /// speed when given (see `lora`); with any, a request naming no served model gets a 404.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loras: Vec<super::lora::Lora>,
+    /// The cache reset endpoints answer (and are counted) but clear nothing: a server whose
+    /// reset does not take.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_cache_resets: bool,
     /// Whose names `GET /metrics` uses (default vLLM's; the `llamacpp` preset uses llama.cpp's).
     #[serde(default)]
     pub metrics_names: MetricsNames,
@@ -143,9 +151,17 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Whether a request may name `model`: any name, unless `served_model_names` lists some.
+    /// Whether a request may name `model`: any name, unless `served_model_names` or `loras` list
+    /// some.
     pub fn serves(&self, model: &str) -> bool {
-        self.served_model_names.is_empty() || self.served_model_names.iter().any(|m| m == model)
+        if self.loras.iter().any(|l| l.name == model) {
+            return true;
+        }
+        if self.served_model_names.is_empty() {
+            // With adapters, the base is the default name, as vLLM serves its model's name.
+            return self.loras.is_empty() || model == super::request::DEFAULT_MODEL;
+        }
+        self.served_model_names.iter().any(|m| m == model)
     }
 
     /// A named preset, or `None` for an unknown name (see [`PROFILE_NAMES`]).
@@ -168,6 +184,8 @@ impl Profile {
             record_ground_truth: false,
             tokenizer: None,
             served_model_names: Vec::new(),
+            loras: Vec::new(),
+            ignore_cache_resets: false,
             metrics_names: MetricsNames::Vllm,
             default_system_prompt_tokens: 0,
             backends: 0,

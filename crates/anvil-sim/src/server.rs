@@ -51,6 +51,8 @@ pub(crate) struct AppState {
     pub ground_truth: Arc<GroundTruthStore>,
     /// Loaded from `profile.tokenizer`, when set.
     pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
+    /// The profile of each adapter with its own decode speed (see `lora`).
+    pub lora_profiles: std::collections::BTreeMap<String, Arc<Profile>>,
 }
 
 impl AppState {
@@ -65,6 +67,7 @@ impl AppState {
             tokenizer,
             restart: Arc::new(RestartState::new(profile.faults.restart_after_requests, downtime)),
             markers: profile.faults.contaminates().then(|| Arc::new(MarkerRegistry::new())),
+            lora_profiles: super::lora::profiles(&Arc::new(profile.clone())),
             profile: Arc::new(profile),
             stats,
             cache: PrefixCache::new(),
@@ -98,6 +101,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/mock/profile", get(mock_profile))
         .route("/mock/ground-truth", get(mock_ground_truth))
         .route("/metrics", get(prometheus_metrics))
+        .route("/reset_prefix_cache", post(super::lora::reset_prefix_cache))
+        .route("/flush_cache", post(super::lora::flush_cache))
+        .route("/slots", get(super::lora::slots))
+        .route("/slots/{id}", post(super::lora::slot_action))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), super::seen::record))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), super::auth::gate))
         .with_state(state)
@@ -150,11 +157,7 @@ fn routed(state: &AppState, headers: &HeaderMap, mut response: Response) -> Resp
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Response {
-    let served = &state.profile.served_model_names;
-    let ids: Vec<&str> =
-        if served.is_empty() { vec![DEFAULT_MODEL] } else { served.iter().map(String::as_str).collect() };
-    let data: Vec<Value> =
-        ids.iter().map(|id| json!({"id": id, "object": "model", "owned_by": "anvil-load"})).collect();
+    let data = super::lora::listing(&state.profile, DEFAULT_MODEL);
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
@@ -274,6 +277,9 @@ fn accept(
         let body = wire::model_not_found_body(req.model);
         return Accepted::Respond(reject(state, StatusCode::NOT_FOUND, body));
     }
+    state.stats.models.request(req.model);
+    // An adapter with its own speed answers with its own profile.
+    let profile = state.lora_profiles.get(req.model).unwrap_or(profile);
     if profile.llamacpp_conversions {
         // What llama.cpp's conversion to a chat request keeps and refuses (see the field).
         match api {

@@ -36,6 +36,8 @@ pub struct MockStats {
     pub(crate) tokens: super::auth::TokenRecord,
     /// Structured output: JSON answers served, and those broken on purpose (see `structured`).
     pub(crate) schema: super::structured::SchemaCounters,
+    /// Requests per model, resets per endpoint (see `lora`).
+    pub(crate) models: super::lora::ModelCounts,
 }
 
 /// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
@@ -91,6 +93,13 @@ pub struct MockStatsSnapshot {
     /// `required` (a required property left out) or `not_json` (cut short). Absent when none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub schema_broken: BTreeMap<String, u64>,
+    /// Accepted generation requests per model name they named. Absent when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests_by_model: BTreeMap<String, u64>,
+    /// Cache resets per endpoint: `vllm` (`/reset_prefix_cache`), `sglang` (`/flush_cache`),
+    /// `llamacpp` (one per slot erased). Absent when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cache_resets: BTreeMap<String, u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -130,6 +139,8 @@ impl MockStats {
             auth_refused: get(&self.tokens.refused),
             structured_answers: self.schema.read().0,
             schema_broken: self.schema.read().1,
+            requests_by_model: self.models.by_model(),
+            cache_resets: self.models.resets(),
         }
     }
 

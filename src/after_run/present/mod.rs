@@ -3,7 +3,7 @@
 //! or a level's headline, with every objective met or missed), then its warnings grouped by kind,
 //! provenance, headline tables with CI95, latency distributions, TTFT per request over time, the
 //! sweep curves with the knee and a search's capacity point, a soak's windows and drift,
-//! canaries, steady state and the server's own metrics. Several runs open with what each answers,
+//! canaries, steady state, the server's own metrics and a mix's per-model table (`models`). Several runs open with what each answers,
 //! the differences against the first and their distributions on one axis (`overlay`). The
 //! document is written as one self-contained HTML file (`html`, plots from `svg`) or as
 //! GitHub-flavoured Markdown (`markdown`, the same content without plots).
@@ -14,6 +14,7 @@ pub mod escape;
 pub mod facts;
 pub mod html;
 mod markdown;
+mod models;
 mod overlay;
 mod run;
 mod soak;

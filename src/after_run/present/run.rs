@@ -344,6 +344,7 @@ pub fn checks(a: &ArtifactFile) -> Vec<Block> {
             out.push(Block::Note("Canaries were off: responses were not checked for their request's marker.".into()))
         }
     }
+    out.extend(super::models::blocks(a));
     if !a.error_counts.is_empty() {
         let mut t = Table::new(&["failure kind", "requests"], 1);
         for (kind, n) in &a.error_counts {

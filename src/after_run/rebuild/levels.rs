@@ -57,6 +57,8 @@ pub struct RecordedLevel {
     pub started_ns: u64,
     /// The level's prompt salt, as its level line recorded it.
     pub prompt_salt: Option<String>,
+    /// `load.reset_cache`: the reset called before the level, as its level line recorded it.
+    pub cache_reset: Option<crate::request::cache_reset::CacheResetRecord>,
     /// Request and failure lines.
     pub requests: u64,
     pub failures: u64,
@@ -110,7 +112,7 @@ pub fn read(path: &Path, keep: Keep) -> Result<RecordsFile, ReadError> {
     for line in &mut lines {
         match line.map_err(refused)? {
             RecordLine::Run { info, .. } => runs.push(*info),
-            RecordLine::Level { level, pacing, started_at_unix_ns, prompt_salt } => {
+            RecordLine::Level { level, pacing, started_at_unix_ns, prompt_salt, cache_reset } => {
                 let Some(run) = runs.len().checked_sub(1) else {
                     return Err(refused("not a records file (a level line comes before any run line)".into()));
                 };
@@ -121,6 +123,7 @@ pub fn read(path: &Path, keep: Keep) -> Result<RecordsFile, ReadError> {
                     pacing,
                     started_ns: started_at_unix_ns,
                     prompt_salt,
+                    cache_reset: cache_reset.map(|r| *r),
                     requests: 0,
                     failures: 0,
                     last_end_ns: started_at_unix_ns,

@@ -236,6 +236,7 @@ pub fn merge(
                 pacing: first.pacing,
                 started_at_unix_ns: started_ns,
                 prompt_salt: first.prompt_salt.clone(),
+                cache_reset: first.cache_reset.clone().map(Box::new),
             },
         )
         .map_err(io)?;
@@ -318,7 +319,11 @@ pub fn merge(
             problems: problems.clone(),
             parts: shard_levels,
         };
-        summaries.push(aggregate::finish_level(input, Origin::Merged(shards), &pending.tmp).map_err(RebuildError::Io)?);
+        let mut summary =
+            aggregate::finish_level(input, Origin::Merged(shards), &pending.tmp).map_err(RebuildError::Io)?;
+        // Every shard reset the servers before the level; the first shard's answer stands for it.
+        summary.cache_reset = first.cache_reset.clone();
+        summaries.push(summary);
     }
     // Every level is in it: the merged records file takes its name.
     pending.persist().map_err(io)?;

@@ -55,7 +55,8 @@ pub fn summarize(
             client: end.client,
         };
         let origin = Origin::Rebuilt { missing: file.verdict.problems_of(&level.id) };
-        let summary = aggregate::finish_level(input, origin, records).map_err(RebuildError::BadInput)?;
+        let mut summary = aggregate::finish_level(input, origin, records).map_err(RebuildError::BadInput)?;
+        summary.cache_reset = level.cache_reset.take();
         let artifact = artifact::build(info, &summary, records);
         let name = format!("{}.json", level.id);
         let path = artifact::write_json_atomic(out, &name, &artifact)

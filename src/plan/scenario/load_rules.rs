@@ -64,7 +64,7 @@ pub(super) fn load(c: &Checker, l: &raw::RawLoad) -> Result<Load, ScenarioError>
         c.duration("load.max_dispatch_lag", l.max_dispatch_lag.as_deref(), Duration::from_millis(5))?;
     let max_client_lateness =
         c.duration("load.max_client_lateness", l.max_client_lateness.as_deref(), DEFAULT_MAX_CLIENT_LATENESS)?;
-    Ok(Load { pacing, search, max_dispatch_lag, max_client_lateness })
+    Ok(Load { pacing, search, max_dispatch_lag, max_client_lateness, reset_cache: Default::default() })
 }
 
 fn levels(

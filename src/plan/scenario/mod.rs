@@ -21,6 +21,7 @@ pub mod json_schema;
 pub mod key_command;
 mod load_rules;
 mod metrics_rules;
+mod model_rules;
 mod overrides;
 mod pacing;
 mod query;
@@ -47,6 +48,7 @@ use bounds::{humantime_serde, humantime_serde_opt};
 
 pub use azure::API_VERSION as AZURE_API_VERSION;
 pub use checker::ScenarioError;
+pub use model_rules::{Assignment, CacheReset, ModelMix};
 pub use overrides::Overrides;
 pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy};
 pub use query::with_query;

@@ -20,6 +20,10 @@ pub struct Load {
     /// Client lateness p99 above this marks a level invalid.
     #[serde(with = "humantime_serde")]
     pub max_client_lateness: Duration,
+    /// The cache reset called before each level (`load.reset_cache`); absent when none, so
+    /// earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "super::CacheReset::is_none")]
+    pub reset_cache: super::CacheReset,
 }
 
 /// How the levels of a run are paced: the scenario's list of levels with what they share.

@@ -102,6 +102,13 @@ pub struct RawTarget {
     /// which gives the tokens each chunk delivered.
     #[serde(default)]
     pub continuous_usage_stats: bool,
+    /// Several models in one run (LoRA adapters of one base, or several served names), each
+    /// `{ name = "sql-lora", weight = 1 }`; exclusive with `model` (the first is the default).
+    pub models: Option<Vec<RawModel>>,
+    /// With `models`: `"random"` (default), `"round_robin"` or `"zipf"`.
+    pub model_assignment: Option<String>,
+    /// With `model_assignment = "zipf"`: the exponent (default 1).
+    pub model_zipf_exponent: Option<f64>,
     /// Extra request headers sent with every request, e.g. `{ "X-Tenant" = "team-a" }`; a value
     /// is text or `{ env = "NAME" }` (read once, before the run). Values are secrets: the artifact
     /// records the names only. `--header 'K: V'` adds one.
@@ -141,6 +148,16 @@ pub struct RawTls {
     /// `true`: do not check the server's certificate at all (a lab's self-signed server). Loud:
     /// a warning on the console and in every artifact.
     pub insecure_skip_verify: Option<bool>,
+}
+
+/// One entry of `target.models`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// The model name sent in the request's `model` field.
+    pub name: String,
+    /// Its share of the requests against the others' (default 1).
+    pub weight: Option<i64>,
 }
 
 /// `[run]`
@@ -190,6 +207,9 @@ pub enum RawPhaseLength {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLoad {
+    /// Reset the server's prefix cache before each level: `"vllm"`, `"sglang"`, `"llamacpp"` or
+    /// `"none"` (default).
+    pub reset_cache: Option<String>,
     /// `"closed"` (default: a fixed number of requests in flight) or `"open"` (requests arrive
     /// on a schedule at `rate`, whatever the server does).
     pub mode: Option<RawLoadMode>,

@@ -62,6 +62,10 @@ pub struct Target {
     /// Absent with one server, so earlier configurations keep their fingerprint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<super::Replicas>,
+    /// Several models (`target.models`); `model` is then the first. Absent with one model, so
+    /// earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub models: Option<super::ModelMix>,
     /// `target.unix_socket`: the socket every request goes through. Absent when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unix_socket: Option<std::path::PathBuf>,

@@ -91,6 +91,7 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
     let key_command = super::key_command::key_command(&c, &raw.target)?;
     let mut target = target(&c, &raw.target)?;
     target.api_key_command = key_command;
+    super::model_rules::apply(&c, &raw.target, &mut target)?;
     super::api_rules::check_sources(&c, &raw, &target)?;
     // A trace, or a number of conversations, bounds a level by itself: requests and duration
     // become optional.
@@ -99,7 +100,8 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
     target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run)?;
     let mut workload = super::workload_rules::workload(&c, &raw.workload, run.seed)?;
     let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
-    let (load, output) = pacing(&c, &raw.load, &mut workload, output, target.dialect)?;
+    let (mut load, output) = pacing(&c, &raw.load, &mut workload, output, target.dialect)?;
+    load.reset_cache = super::model_rules::reset_cache(&c, raw.load.reset_cache.as_deref(), &target)?;
     let sampling = sampling(&c, &raw.sampling)?;
     let serve = serve(&c, &raw.serve)?;
     check_thinking_api(&c, &target, &raw.serve)?;
@@ -398,6 +400,7 @@ fn target(c: &Checker, t: &raw::RawTarget) -> Result<Target, ScenarioError> {
         tls,
         replicas,
         unix_socket,
+        models: None,
     })
 }
 

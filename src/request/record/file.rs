@@ -42,6 +42,9 @@ pub enum RecordLine {
         /// are reproducible). Absent in records written before it was recorded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         prompt_salt: Option<String>,
+        /// `load.reset_cache`: the reset called before the level and its answer. Absent without.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_reset: Option<Box<crate::request::cache_reset::CacheResetRecord>>,
     },
     Request {
         level: String,

@@ -35,4 +35,7 @@ pub struct ReplayFacts {
     /// in the run description's `replicas` order. Absent with one server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica: Option<u32>,
+    /// Several models (`target.models`): the model the request named. Absent with one model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }

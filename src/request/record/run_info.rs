@@ -28,6 +28,14 @@ pub struct RunInfo {
     /// order the records' `replica` indices name them. Absent with one server.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<String>,
+    /// Several models (`target.models`): their names, in the order the per-model table lists
+    /// them. Absent with one model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// `load.reset_cache`: the engine whose cache reset is called before each level. Absent
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_cache: Option<String>,
     /// The embedded simulator's profile, when it was the target.
     pub simulator_profile: Option<String>,
     pub clock_domain_id: Option<String>,
@@ -155,6 +163,8 @@ impl RunInfo {
                 Some(r) => r.base_urls.iter().map(|u| redact_url(u)).collect(),
                 None => Vec::new(),
             },
+            models: s.target.models.as_ref().map(|m| m.names.clone()).unwrap_or_default(),
+            reset_cache: (!s.load.reset_cache.is_none()).then(|| s.load.reset_cache.name().to_string()),
             simulator_profile,
             clock_domain_id: s.run.clock_domain_id.clone(),
             configuration_fingerprint,

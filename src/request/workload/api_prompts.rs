@@ -29,10 +29,11 @@ impl Workload {
             // The server reads the query once beside every document.
             let query_tokens = self.sizer.text_tokens(&query).round().max(0.0) as u32;
             target = target.saturating_add(query_tokens.saturating_mul(batch));
-            let body = openai::request_body(&self.params, PromptBody::Rerank { query: &query, documents: &texts });
+            let body =
+                openai::request_body(self.params_at(index), PromptBody::Rerank { query: &query, documents: &texts });
             return (body, target);
         }
-        (openai::request_body(&self.params, PromptBody::Inputs(&texts)), target)
+        (openai::request_body(self.params_at(index), PromptBody::Inputs(&texts)), target)
     }
 
     /// The token ids of a drawn prompt, exactly `planned` of them: the prompt's text encoded

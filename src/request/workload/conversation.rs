@@ -216,7 +216,7 @@ impl Workload {
         if let Some(group) = conv.plan.group {
             state.groups_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(group);
         }
-        let mut params = self.params.clone();
+        let mut params = self.params_at(conv.plan.index).clone();
         params.max_tokens = output;
         let body = openai::request_body(&params, PromptBody::Messages(&messages));
         let mut headers: Vec<(String, String)> =
@@ -239,6 +239,7 @@ impl Workload {
                 session: Some(conv.id.clone()),
                 turn: Some(turn),
                 history_tokens: Some(history_tokens),
+                model: self.model_at(conv.plan.index),
                 ..ReplayFacts::default()
             })),
             // The whole answer is always kept: the cross-session check reads all of it.

@@ -14,6 +14,7 @@ mod blocks;
 pub mod canary;
 mod conversation;
 pub mod exchange;
+mod models;
 mod probes;
 pub mod sizing;
 pub mod structured;
@@ -109,6 +110,8 @@ pub struct Workload {
     encoding: crate::plan::scenario::PromptEncoding,
     /// Structured output: each schema's body field, and the draw (`structured`).
     formats: Option<std::sync::Arc<structured::Formats>>,
+    /// Several models (`target.models`): each one's body parameters (see `models`).
+    models: Option<std::sync::Arc<models::Models>>,
 }
 
 impl Workload {
@@ -137,6 +140,7 @@ impl Workload {
             canaries: w.canaries,
             response_words: scenario.output.response_words,
             params: RequestParams::from_scenario(scenario),
+            models: models::Models::new(scenario, &RequestParams::from_scenario(scenario)).map(std::sync::Arc::new),
             sizer,
             shared_prefix_estimate: text::estimate_tokens(&shared_prefix),
             shared_prefix,
@@ -313,10 +317,10 @@ impl Workload {
                     let (prompt, _) = self.synthetic(index, planned, &header, &task);
                     let ids = self.token_ids(&prompt, &task, planned);
                     // Exactly the planned length: the server counts the ids as they are.
-                    (openai::request_body(&self.params, PromptBody::TokenIds(&ids)), planned, planned)
+                    (openai::request_body(self.params_at(index), PromptBody::TokenIds(&ids)), planned, planned)
                 } else {
                     let (prompt, target) = self.synthetic(index, planned, &header, &task);
-                    (openai::request_body(&self.params, PromptBody::Text(&prompt)), target, planned)
+                    (openai::request_body(self.params_at(index), PromptBody::Text(&prompt)), target, planned)
                 }
             }
             PromptSource::Dataset(d) => {
@@ -326,6 +330,8 @@ impl Workload {
             // Handled above: a trace replay has its plan, conversations their turns.
             PromptSource::Trace(_) | PromptSource::Sessions(_) => (Vec::new(), 0, 0),
         };
+        let mut replay = None;
+        self.name_model(&mut replay, index);
         PreparedRequest {
             index,
             planned_context_tokens: planned,
@@ -333,7 +339,7 @@ impl Workload {
             canary,
             response_words: self.response_words,
             body: Bytes::from(body),
-            replay: None,
+            replay,
             exchange: None,
             structured: None,
         }
@@ -405,7 +411,7 @@ impl Workload {
             DatasetPrompt::Text(text) => {
                 let prompt = format!("{lead}{text}{task}");
                 let target = self.sizer.prompt_tokens(&prompt).round() as u32;
-                (openai::request_body(&self.params, PromptBody::Text(&prompt)), target)
+                (openai::request_body(self.params_at(index), PromptBody::Text(&prompt)), target)
             }
             DatasetPrompt::Messages(messages) => {
                 let mut messages: Vec<ChatMessage> = messages.clone();
@@ -416,7 +422,7 @@ impl Workload {
                     last_user.content.push_str(task);
                 }
                 let target = self.chat_tokens(&messages).round().max(1.0) as u32;
-                (openai::request_body(&self.params, PromptBody::Messages(&messages)), target)
+                (openai::request_body(self.params_at(index), PromptBody::Messages(&messages)), target)
             }
         }
     }

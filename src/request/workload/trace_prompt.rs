@@ -151,7 +151,8 @@ impl Workload {
             }
         }
         let target = self.sizer.prompt_tokens(&prompt).round().max(0.0) as u32;
-        let mut params = self.params.clone();
+        let key = super::models::trace_key(row.session.as_deref(), index);
+        let mut params = self.params_at(key).clone();
         params.max_tokens = row.output_tokens;
         let body = openai::request_body(&params, PromptBody::Text(&prompt));
         PreparedRequest {
@@ -167,6 +168,7 @@ impl Workload {
                 expected_cached_tokens: plan.expected_cached.get(index as usize).copied(),
                 session: row.session.clone(),
                 turn: row.turn,
+                model: self.model_at(key),
                 ..ReplayFacts::default()
             })),
             exchange: None,

@@ -15,11 +15,10 @@ use std::path::Path;
 use super::conversations;
 use super::gaps::{GapHistograms, of_histogram};
 use super::load;
-use super::replicas;
-use super::structured;
 use super::summarise::{LevelInput, summarise};
 use super::summary::LevelSummary;
 use super::warnings::Warning;
+use super::{models, replicas, structured};
 use crate::contract::Metric;
 use crate::request::record::file::{RecordLine, read_level};
 use crate::request::record::{ClientLoad, FailureRecord, Issued, RequestTiming, RunInfo, ShardPart, ShardsBlock};
@@ -81,9 +80,23 @@ pub fn finish_level(mut input: LevelInput<'_>, origin: Origin, records: &Path) -
     let sessions = info.prompt_cache_mode == "sessions";
     let live = as_written.as_ref().filter(|w| w.rules == summary.rules).map(|w| &w.gaps);
     let mut tally = (info.replicas.len() > 1).then(|| replicas::Tally::new(info.replicas.len()));
+    let mut per_model = models::Tally::new(&info.models, info.reset_cache.is_some());
     let max_invalid = structured::max_invalid_rate(info);
     let mut schemas = max_invalid.map(|_| structured::Tally::default());
-    let back = read_back(records, &summary, sessions, live.is_none(), tally.as_mut(), schemas.as_mut())?;
+    let mut tallies: Vec<&mut dyn RecordTally> = Vec::new();
+    if let Some(t) = tally.as_mut() {
+        tallies.push(t);
+    }
+    if per_model.wanted() {
+        tallies.push(&mut per_model);
+    }
+    if let Some(t) = schemas.as_mut() {
+        tallies.push(t);
+    }
+    let back = read_back(records, &summary, sessions, live.is_none(), &mut tallies)?;
+    let (rows, not_reset) = per_model.finish(summary.wall_clock_ms);
+    summary.models = rows;
+    summary.warnings.extend(not_reset);
     if let Some(tally) = tally {
         let rows = tally.finish(&info.replicas, summary.wall_clock_ms);
         summary.warnings.extend(replicas::differ(&rows));
@@ -165,6 +178,46 @@ struct ReadBack {
     failures: Vec<FailureRecord>,
 }
 
+/// A per-level table tallied in the one pass over the level's records (replicas, models,
+/// structured output, …): every request record, and every failure when it counts those.
+trait RecordTally {
+    fn request(&mut self, r: &RequestTiming);
+    fn failure(&mut self, _f: &FailureRecord) {}
+    fn counts_failures(&self) -> bool {
+        false
+    }
+}
+
+impl RecordTally for replicas::Tally {
+    fn request(&mut self, r: &RequestTiming) {
+        replicas::Tally::request(self, r);
+    }
+    fn failure(&mut self, f: &FailureRecord) {
+        replicas::Tally::failure(self, f);
+    }
+    fn counts_failures(&self) -> bool {
+        true
+    }
+}
+
+impl RecordTally for models::Tally {
+    fn request(&mut self, r: &RequestTiming) {
+        models::Tally::request(self, r);
+    }
+    fn failure(&mut self, f: &FailureRecord) {
+        models::Tally::failure(self, f);
+    }
+    fn counts_failures(&self) -> bool {
+        true
+    }
+}
+
+impl RecordTally for structured::Tally {
+    fn request(&mut self, r: &RequestTiming) {
+        structured::Tally::request(self, r);
+    }
+}
+
 /// One pass over the level's records in `records`, for its gaps and (`sessions`) its
 /// conversations; none when neither is needed.
 fn read_back(
@@ -172,14 +225,13 @@ fn read_back(
     summary: &LevelSummary,
     sessions: bool,
     gaps: bool,
-    mut replicas: Option<&mut replicas::Tally>,
-    mut schemas: Option<&mut structured::Tally>,
+    tallies: &mut [&mut dyn RecordTally],
 ) -> Result<ReadBack, String> {
     let mut back = ReadBack::default();
-    if !sessions && !gaps && replicas.is_none() && schemas.is_none() {
+    if !sessions && !gaps && tallies.is_empty() {
         return Ok(back);
     }
-    let failures = sessions || replicas.is_some();
+    let failures = sessions || tallies.iter().any(|t| t.counts_failures());
     let kinds: &'static [&'static str] = if failures { &["request", "failure"] } else { &["request"] };
     for line in read_level(records, &summary.level_id, kinds).map_err(|e| format!("{}: {e}", records.display()))? {
         match line? {
@@ -188,10 +240,7 @@ fn read_back(
                 if gaps && record.performance_eligible {
                     back.gaps.add(&record);
                 }
-                if let Some(t) = replicas.as_deref_mut() {
-                    t.request(&record);
-                }
-                if let Some(t) = schemas.as_deref_mut() {
+                for t in tallies.iter_mut() {
                     t.request(&record);
                 }
                 if sessions {
@@ -200,7 +249,7 @@ fn read_back(
             }
             RecordLine::Failure { level, mut record } if failures && level == summary.level_id => {
                 summary.rules.apply_to_failure(&mut record);
-                if let Some(t) = replicas.as_deref_mut() {
+                for t in tallies.iter_mut() {
                     t.failure(&record);
                 }
                 if sessions {

@@ -47,7 +47,7 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    fn of(mut values: Vec<f64>) -> Self {
+    pub(super) fn of(mut values: Vec<f64>) -> Self {
         values.sort_by(f64::total_cmp);
         let at = |p| (!values.is_empty()).then(|| nearest_rank(&values, p));
         Percentiles { samples: values.len(), p50: at(50), p99: at(99) }

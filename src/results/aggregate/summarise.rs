@@ -231,6 +231,8 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         conversations: None,
         replicas: None,
         structured_output: None,
+        models: None,
+        cache_reset: None,
         unstreamed: None,
         shards: None,
         records_as_written: None,

@@ -199,6 +199,10 @@ pub struct LevelSummary {
     pub replicas: Option<Vec<super::replicas::ReplicaSummary>>,
     /// Structured output: answers against their schemas, and the level's gate (see `structured`).
     pub structured_output: Option<super::structured::StructuredSummary>,
+    /// Several models: one row per model of the mix (see `models`).
+    pub models: Option<Vec<super::models::ModelSummary>>,
+    /// `load.reset_cache`: the reset called before the level, with each replica's answer.
+    pub cache_reset: Option<crate::request::cache_reset::CacheResetRecord>,
     /// Embeddings and rerank: why the streaming metrics are null, and the input throughput.
     pub unstreamed: Option<Unstreamed>,
     /// A merged level: the shards it was merged from, each with its own validity verdict.

@@ -16,7 +16,7 @@ pub fn importance(code: &str) -> u8 {
         "tls_verification_off" | "credential_refresh_failed" => 2,
         "budget_spent_in_reasoning" => 2,
         "finish_reason_at_budget" | "prompt_sizing_off" | "sizing_fallback" | "usage_undercounted" => 3,
-        "replicas_differ" => 3,
+        "replicas_differ" | "cache_not_reset" => 3,
         "no_usage_reported" | "usage_not_streamed" | "steady_state_none" | "server_counts_differ" => 4,
         "steady_state_short" | "cache_warm_in_unique_mode" | "conversation_cache_ineffective" => 5,
         "canary_markers_malformed" | "p99_descriptive" => 7,

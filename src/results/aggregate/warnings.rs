@@ -157,6 +157,12 @@ pub enum Warning {
     ReplicasDiffer {
         differences: Vec<String>,
     },
+    /// `load.reset_cache`: the level's first request still found cached tokens after the reset
+    /// (see `models`).
+    CacheNotReset {
+        index: u64,
+        cached_tokens: u64,
+    },
     /// The server's `/models` list, checked before the run, did not name the model.
     ModelNotListed {
         model: String,
@@ -221,6 +227,7 @@ impl Warning {
             Warning::ReplicasDiffer { .. } => "replicas_differ",
             Warning::SchemaInvalid { .. } => "schema_invalid",
             Warning::SchemaTruncated { .. } => "schema_truncated",
+            Warning::CacheNotReset { .. } => "cache_not_reset",
         }
     }
 
@@ -375,6 +382,9 @@ impl Warning {
             }
             Warning::SchemaTruncated { truncated, checked } => format!(
                 "{truncated} of {checked} structured answers were cut by the output budget (finish_reason length) before their JSON ended: not counted as invalid and kept in the distributions; raise workload.max_tokens so whole answers fit"
+            ),
+            Warning::CacheNotReset { index, cached_tokens } => format!(
+                "the server's cache was reset before the level (load.reset_cache), yet its first request (request {index}) reported {cached_tokens} cached prompt tokens: the reset did not take (an endpoint that answers without clearing, a replica not reset, or a cache the endpoint does not cover: llama.cpp's host-memory prompt cache survives a slot erase unless the server runs with --cache-ram 0), so this level did not start cold"
             ),
         }
     }

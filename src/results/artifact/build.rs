@@ -92,6 +92,8 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         conversations: s.conversations.clone(),
         replicas: s.replicas.clone(),
         structured_output: s.structured_output.clone(),
+        models: s.models.clone(),
+        cache_reset: s.cache_reset.clone(),
         shard: info.shard.clone(),
         shards: s.shards.clone(),
         metric_notes: s.unstreamed.as_ref().map(|u| u.notes.clone()),

@@ -135,6 +135,12 @@ pub struct Artifact {
     /// Structured output (`[workload.response_format]`): answers against their schemas.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<crate::results::aggregate::structured::StructuredSummary>,
+    /// Several models (`target.models`): one row per model, in the scenario's order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub models: Option<Vec<crate::results::aggregate::models::ModelSummary>>,
+    /// `load.reset_cache`: the reset called before the level and each replica's answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_reset: Option<crate::request::cache_reset::CacheResetRecord>,
     /// Which shard of a split run this is (absent from unsharded runs and merged artifacts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,

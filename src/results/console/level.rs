@@ -182,6 +182,7 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
     if let Some(rows) = &a.replicas {
         replica_lines(s, rows);
     }
+    super::models::lines(s, a);
 }
 
 /// Structured output: `schema valid 97.0% (97/100; 2 invalid, 1 cut by max_tokens)`.

@@ -5,6 +5,7 @@
 //!
 //! - `progress`: the live line while a level runs.
 //! - `level`: one level's answer box, the compact line a sweep prints per level, the detail table.
+//! - `models`: a level's per-model lines and its cache reset line.
 //! - `sweep`: the table of a run's levels and the sweep file.
 //! - `answer`: a sweep's or a search's answer box, and its warnings grouped by kind.
 //! - `json`: the `--format json` summary.
@@ -12,6 +13,7 @@
 pub mod answer;
 pub mod json;
 pub mod level;
+pub mod models;
 pub mod progress;
 pub mod sweep;
 

@@ -8,7 +8,8 @@
 //! the TOML's shapes; `checker` the toolbox every rule reports through; the `*_rules` files
 //! one section each; `overrides` the command line's values; `validate` reads the file once,
 //! section by section, calling the rules. `key_command` is the key a command prints
-//! (`target.api_key_command`); `json_schema` the JSON Schemas a scenario names, compiled once.
+//! (`target.api_key_command`); `json_schema` the JSON Schemas a scenario names, compiled once;
+//! `tools_rules` the tool set of `[workload.tools]` and the check of each call's arguments.
 
 mod api_rules;
 mod azure;
@@ -29,6 +30,7 @@ mod session_rules;
 mod socket_rules;
 mod target;
 mod tls_rules;
+pub mod tools_rules;
 mod trace_rules;
 pub mod url_rules;
 mod validate;
@@ -169,6 +171,9 @@ pub struct Workload {
     pub batch_size: Option<u32>,
     #[serde(skip_serializing_if = "PromptEncoding::is_text")]
     pub prompt_encoding: PromptEncoding,
+    /// `[workload.tools]`: the tools every request offers (absent without them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<tools_rules::SharedTools>,
 }
 
 /// How a completions prompt is sent: as text, or as the token ids of a local tokenizer.

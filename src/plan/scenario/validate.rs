@@ -98,6 +98,9 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
     let run = run(&c, &raw.run, raw.workload.trace.is_some() || conversations)?;
     target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run)?;
     let mut workload = super::workload_rules::workload(&c, &raw.workload, run.seed)?;
+    if let Some(tools) = &raw.workload.tools {
+        workload.tools = Some(Arc::new(super::tools_rules::tools(&c, tools, target.api, run.seed)?));
+    }
     let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
     let (load, output) = pacing(&c, &raw.load, &mut workload, output, target.dialect)?;
     let sampling = sampling(&c, &raw.sampling)?;

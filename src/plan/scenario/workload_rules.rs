@@ -46,9 +46,11 @@ pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, seed: u64) -> Result<W
         max_tokens,
         sizing: sizing(c, w.tokenizer.as_deref())?,
         prompt_cache,
-        canaries: w.canaries.unwrap_or(true),
+        // A tool call carries no text to begin with a marker: canaries are off by default.
+        canaries: w.canaries.unwrap_or(w.tools.is_none()),
         batch_size: None,
         prompt_encoding: PromptEncoding::Text,
+        tools: None,
     })
 }
 

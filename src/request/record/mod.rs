@@ -8,7 +8,7 @@
 //! file's first line); `level` is what a level's pacing knew; `shard` says which shard of a split
 //! run it was; `checks` holds the canary and controlled-output results; `integrity`
 //! tallies what each level wrote and checks that a file
-//! still holds it. Nothing here computes a summary.
+//! still holds it; `tool_calls` is what a response's tool calls were. Nothing here computes a summary.
 
 pub mod checks;
 pub mod client;
@@ -21,6 +21,7 @@ pub mod replay;
 pub mod run_info;
 pub mod shard;
 pub mod timing;
+pub mod tool_calls;
 pub mod writer;
 
 pub use crate::contract::Stamp;
@@ -33,3 +34,4 @@ pub use replay::ReplayFacts;
 pub use run_info::{ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, fingerprint};
 pub use shard::{ShardInfo, ShardPart, ShardsBlock};
 pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};
+pub use tool_calls::ToolCallRecord;

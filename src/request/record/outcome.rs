@@ -73,6 +73,8 @@ pub struct Completed {
     pub chunks: Box<super::gaps::ChunkFacts>,
     /// Where the server's own words could not be taken as sent (usually `None`).
     pub corrections: Option<Box<Corrections>>,
+    /// Runs that offer tools: the response's tool calls.
+    pub tool_calls: Option<Box<super::ToolCallRecord>>,
 }
 
 /// What the client could not take as the server sent it, and what it recorded instead.

@@ -162,6 +162,9 @@ pub struct RequestTiming {
     /// Per-chunk counts: each gap divided by the tokens its chunk delivered, likewise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_gaps_us: Option<GapSketch>,
+    /// Runs that offer tools: the response's tool calls (see `tool_calls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<super::ToolCallRecord>,
 }
 
 /// Where a request falls in its level.
@@ -368,6 +371,7 @@ impl RequestTiming {
             tpot_corrected_ms: derive::tpot_corrected_ms(generation, streamed, first_chunk),
             chunk_gaps_us: Some(c.chunks.chunk_gaps.clone()).filter(|g| !g.is_empty()),
             token_gaps_us: per_chunk.map(|p| p.token_gaps.clone()).filter(|g| !g.is_empty()),
+            tool_calls: c.tool_calls.as_deref().cloned(),
         };
         rules.apply(&mut r);
         r

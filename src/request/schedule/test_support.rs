@@ -42,5 +42,6 @@ pub fn outcome(index: u64) -> Outcome {
         replay: None,
         chunks: Box::default(),
         corrections: None,
+        tool_calls: None,
     })
 }

@@ -168,6 +168,7 @@ impl<'a> Attempt<'a> {
             Some(_) => (state.chunk_tokens(), crate::request::openai::Usage::default()),
             None => (state.output_tokens(), state.usage),
         };
+        let tool_calls = state.tool_call_record(usage.completion_tokens).map(Box::new);
         let mut chunk_facts = std::mem::take(&mut state.chunk_clock).facts();
         if usage_implausible.is_some() {
             chunk_facts.per_chunk = None;
@@ -210,6 +211,7 @@ impl<'a> Attempt<'a> {
             replay: self.replay.map(|r| Box::new(r.clone())),
             chunks: Box::new(chunk_facts),
             corrections,
+            tool_calls,
         })
     }
 }

@@ -16,6 +16,7 @@ use super::conversations;
 use super::gaps::{GapHistograms, of_histogram};
 use super::load;
 use super::replicas;
+use super::tool_calls;
 use super::summarise::{LevelInput, summarise};
 use super::summary::LevelSummary;
 use super::warnings::Warning;
@@ -80,7 +81,9 @@ pub fn finish_level(mut input: LevelInput<'_>, origin: Origin, records: &Path) -
     let sessions = info.prompt_cache_mode == "sessions";
     let live = as_written.as_ref().filter(|w| w.rules == summary.rules).map(|w| &w.gaps);
     let mut tally = (info.replicas.len() > 1).then(|| replicas::Tally::new(info.replicas.len()));
-    let back = read_back(records, &summary, sessions, live.is_none(), tally.as_mut())?;
+    let mut tools = info.scenario.pointer("/workload/tools").is_some().then(tool_calls::Tally::default);
+    let back = read_back(records, &summary, sessions, live.is_none(), tally.as_mut(), tools.as_mut())?;
+    summary.tool_calls = tools.and_then(tool_calls::Tally::finish);
     if let Some(tally) = tally {
         let rows = tally.finish(&info.replicas, summary.wall_clock_ms);
         summary.warnings.extend(replicas::differ(&rows));
@@ -160,9 +163,10 @@ fn read_back(
     sessions: bool,
     gaps: bool,
     mut replicas: Option<&mut replicas::Tally>,
+    mut tools: Option<&mut tool_calls::Tally>,
 ) -> Result<ReadBack, String> {
     let mut back = ReadBack::default();
-    if !sessions && !gaps && replicas.is_none() {
+    if !sessions && !gaps && replicas.is_none() && tools.is_none() {
         return Ok(back);
     }
     let failures = sessions || replicas.is_some();
@@ -175,6 +179,9 @@ fn read_back(
                     back.gaps.add(&record);
                 }
                 if let Some(t) = replicas.as_deref_mut() {
+                    t.request(&record);
+                }
+                if let Some(t) = tools.as_deref_mut() {
                     t.request(&record);
                 }
                 if sessions {

@@ -23,6 +23,7 @@ pub mod stats;
 pub mod steady;
 mod summarise;
 pub mod summary;
+pub mod tool_calls;
 pub mod warning_groups;
 pub mod warnings;
 

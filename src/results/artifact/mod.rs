@@ -132,6 +132,9 @@ pub struct Artifact {
     /// Several replicas (`target.base_urls`): one row per replica, in the scenario's order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Vec<crate::results::aggregate::replicas::ReplicaSummary>>,
+    /// Runs that offer tools (`[workload.tools]`): the level's tool calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<crate::results::aggregate::tool_calls::ToolCallSummary>,
     /// Which shard of a split run this is (absent from unsharded runs and merged artifacts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,

@@ -61,6 +61,7 @@ fn record(r: R) -> RequestTiming {
         stale_connection_retries: 0,
         chunks: Box::default(),
         corrections: None,
+        tool_calls: None,
         replay: Some(Box::new(ReplayFacts {
             session: Some(r.session.into()),
             turn: Some(r.turn),

@@ -123,6 +123,10 @@ pub struct FaultProfile {
     /// Contamination takes a marker of another conversation (`…_S<n>_T<turn>` markers name
     /// theirs), never an earlier turn of the answer's own: cross-session contamination.
     pub cross_session: bool,
+    /// The fraction of tool calls whose arguments are broken on purpose (invalid JSON or a
+    /// required property left out; see `tool_call`). Not drawn with the other faults: it
+    /// applies to calls, every call whose `n · fraction` crosses a whole number.
+    pub invalid_tool_arguments: f64,
 }
 
 impl Default for FaultProfile {
@@ -147,6 +151,7 @@ impl Default for FaultProfile {
             restart_after_requests: None,
             restart_downtime_ms: 500,
             cross_session: false,
+            invalid_tool_arguments: 0.0,
         }
     }
 }
@@ -168,6 +173,9 @@ impl FaultProfile {
         // A little slack for decimal fractions that do not add up exactly in binary.
         if sum > 1.0 + 1e-9 {
             return Err(format!("faults: the probabilities add up to {sum}, more than 1"));
+        }
+        if !(self.invalid_tool_arguments.is_finite() && (0.0..=1.0).contains(&self.invalid_tool_arguments)) {
+            return Err("faults.invalid_tool_arguments: a fraction must be between 0 and 1".into());
         }
         if self.huge_chunk_bytes == 0 || self.huge_chunk_bytes > MAX_HUGE_CHUNK_BYTES {
             return Err(format!("faults.huge_chunk_bytes must be between 1 and {MAX_HUGE_CHUNK_BYTES}"));

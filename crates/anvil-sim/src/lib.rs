@@ -28,6 +28,7 @@ mod prefix_cache;
 mod profile;
 mod request;
 mod restart;
+mod tool_call;
 mod seen;
 mod server;
 mod stats;
@@ -49,6 +50,7 @@ pub use profile::{MetricsNames, PROFILE_NAMES, Profile, ReasoningField, UsagePla
 pub use request::DEFAULT_MODEL;
 pub use seen::SeenRequests;
 pub use stats::{MockStats, MockStatsSnapshot};
+pub use tool_call::ToolCallCounts;
 pub use tokenize::{count_prompt_tokens, count_text_tokens};
 
 /// Serve until `shutdown` resolves. The listener is already bound.

@@ -34,6 +34,8 @@ pub struct MockStats {
     pub(crate) seen: Mutex<super::seen::SeenRequests>,
     /// Bearer tokens seen, and the accepted set (see `auth`).
     pub(crate) tokens: super::auth::TokenRecord,
+    /// Tool calls made, broken on purpose, and tool results received (see `tool_call`).
+    pub(crate) tools: super::tool_call::ToolStats,
 }
 
 /// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
@@ -81,6 +83,10 @@ pub struct MockStatsSnapshot {
     /// `requests_received` and `requests_rejected`. Absent when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub auth_refused: u64,
+    /// Tool calls answered, their arguments broken on purpose, tool results received (absent
+    /// while all are zero).
+    #[serde(default, skip_serializing_if = "super::tool_call::ToolCallCounts::is_zero")]
+    pub tool_calls: super::tool_call::ToolCallCounts,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -118,6 +124,7 @@ impl MockStats {
                 + get(&self.faults[FaultKind::ContaminationMerged.counter()]),
             bearer_tokens: self.tokens.seen(),
             auth_refused: get(&self.tokens.refused),
+            tool_calls: self.tools.snapshot(),
         }
     }
 

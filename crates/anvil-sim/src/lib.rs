@@ -28,12 +28,12 @@ mod prefix_cache;
 mod profile;
 mod request;
 mod restart;
-mod tool_call;
 mod seen;
 mod server;
 mod stats;
 mod stream;
 pub mod tokenize;
+mod tool_call;
 mod wire;
 
 use std::future::Future;
@@ -50,8 +50,8 @@ pub use profile::{MetricsNames, PROFILE_NAMES, Profile, ReasoningField, UsagePla
 pub use request::DEFAULT_MODEL;
 pub use seen::SeenRequests;
 pub use stats::{MockStats, MockStatsSnapshot};
-pub use tool_call::ToolCallCounts;
 pub use tokenize::{count_prompt_tokens, count_text_tokens};
+pub use tool_call::ToolCallCounts;
 
 /// Serve until `shutdown` resolves. The listener is already bound.
 ///

@@ -132,10 +132,10 @@ fn trailing_results(api: WireApi, body: &Value) -> u64 {
             WireApi::OpenAi => u64::from(item.get("role").and_then(Value::as_str) == Some("tool")),
             WireApi::Responses => u64::from(item.get("type").and_then(Value::as_str) == Some("function_call_output")),
             WireApi::Messages => match item.get("content") {
-                Some(Value::Array(blocks)) if item.get("role").and_then(Value::as_str) == Some("user") => blocks
-                    .iter()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
-                    .count() as u64,
+                Some(Value::Array(blocks)) if item.get("role").and_then(Value::as_str) == Some("user") => {
+                    blocks.iter().filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")).count()
+                        as u64
+                }
                 _ => 0,
             },
         };
@@ -149,7 +149,13 @@ fn trailing_results(api: WireApi, body: &Value) -> u64 {
 
 /// The call the response to `body` makes, by the module's rule; counts the results received
 /// and the call made.
-pub(crate) fn plan(api: WireApi, body: &Value, tool_turns: u32, invalid_fraction: f64, stats: &ToolStats) -> Option<ToolCall> {
+pub(crate) fn plan(
+    api: WireApi,
+    body: &Value,
+    tool_turns: u32,
+    invalid_fraction: f64,
+    stats: &ToolStats,
+) -> Option<ToolCall> {
     let tools = offered(body);
     let results = trailing_results(api, body);
     if results > 0 {

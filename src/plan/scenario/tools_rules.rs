@@ -131,7 +131,14 @@ pub(super) fn tools(c: &Checker, raw: &RawTools, api: Api, seed: u64) -> Result<
     Ok(ToolSet { source, choice, count: tools.len(), tools })
 }
 
-fn bounded(c: &Checker, key: &str, value: Option<i64>, default: i64, max: i64, min: i64) -> Result<usize, ScenarioError> {
+fn bounded(
+    c: &Checker,
+    key: &str,
+    value: Option<i64>,
+    default: i64,
+    max: i64,
+    min: i64,
+) -> Result<usize, ScenarioError> {
     let v = value.unwrap_or(default);
     if !(min..=max).contains(&v) {
         return Err(c.err(key, format!("{v} is not between {min} and {max}"), format!("set e.g. {default}")));
@@ -163,7 +170,9 @@ fn synthetic(c: &Checker, raw: &RawTools, seed: u64) -> Result<Vec<ToolDef>, Sce
                 1 => json!({"type": "integer", "minimum": 0, "maximum": 1000, "description": about}),
                 2 => json!({"type": "number", "description": about}),
                 3 => json!({"type": "boolean", "description": about}),
-                _ => json!({"type": "string", "enum": [pick(&mut rng), pick(&mut rng), pick(&mut rng)], "description": about}),
+                _ => {
+                    json!({"type": "string", "enum": [pick(&mut rng), pick(&mut rng), pick(&mut rng)], "description": about})
+                }
             };
             props.insert(pname.clone(), schema);
             required.push(Value::String(pname));
@@ -189,12 +198,19 @@ fn from_file(c: &Checker, path: &Path) -> Result<Vec<ToolDef>, ScenarioError> {
     const KEY: &str = "workload.tools.file";
     let shown = path.display();
     let fix = "give a JSON array of tool definitions, e.g. [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\"}}}]";
-    let size = std::fs::metadata(path).map_err(|e| c.err(KEY, format!("cannot read {shown}: {e}"), "check the path (relative to the scenario file)"))?.len();
+    let size = std::fs::metadata(path)
+        .map_err(|e| c.err(KEY, format!("cannot read {shown}: {e}"), "check the path (relative to the scenario file)"))?
+        .len();
     if size > MAX_FILE_BYTES {
-        return Err(c.err(KEY, format!("{shown} is {size} bytes, more than {MAX_FILE_BYTES}"), "keep the tool definitions only"));
+        return Err(c.err(
+            KEY,
+            format!("{shown} is {size} bytes, more than {MAX_FILE_BYTES}"),
+            "keep the tool definitions only",
+        ));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| c.err(KEY, format!("cannot read {shown}: {e}"), "check the path (relative to the scenario file)"))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        c.err(KEY, format!("cannot read {shown}: {e}"), "check the path (relative to the scenario file)")
+    })?;
     let value: Value = serde_json::from_str(&text).map_err(|e| c.err(KEY, format!("{shown} is not JSON: {e}"), fix))?;
     let Value::Array(items) = value else {
         return Err(c.err(KEY, format!("{shown} is not a JSON array"), fix));
@@ -224,7 +240,8 @@ fn from_file(c: &Checker, path: &Path) -> Result<Vec<ToolDef>, ScenarioError> {
             Some(Value::String(d)) => d.clone(),
             Some(_) => return Err(c.err(KEY, format!("{shown}: tool {name:?}'s `description` is not a string"), fix)),
         };
-        let schema = def.get("parameters").or_else(|| def.get("input_schema")).cloned().unwrap_or(json!({"type": "object"}));
+        let schema =
+            def.get("parameters").or_else(|| def.get("input_schema")).cloned().unwrap_or(json!({"type": "object"}));
         let parameters = JsonSchema::compile(schema).map_err(|e| {
             c.err(KEY, format!("{shown}: tool {name:?}'s `parameters`: {e}"), "fix the tool's JSON Schema")
         })?;

@@ -157,7 +157,12 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
         }
         "content_block_start" => match event.content_block {
             Some(block) if block.kind.as_deref() == Some("tool_use") => {
-                let piece = ToolPiece { index: event.index.unwrap_or(0), id: block.id, name: block.name, ..ToolPiece::default() };
+                let piece = ToolPiece {
+                    index: event.index.unwrap_or(0),
+                    id: block.id,
+                    name: block.name,
+                    ..ToolPiece::default()
+                };
                 chunk(Delta { content: None, reasoning: None, tools: vec![piece] }, None, None)
             }
             _ => chunk(Delta::default(), None, None),

@@ -97,7 +97,11 @@ impl<'a> Scanner<'a> {
         let (delta, finish_reason) = match choice {
             None => (Delta::default(), None),
             Some(c) if c.has_delta => (
-                Delta { content: c.content.or(c.text), reasoning: c.reasoning_content.or(c.reasoning), tools: Vec::new() },
+                Delta {
+                    content: c.content.or(c.text),
+                    reasoning: c.reasoning_content.or(c.reasoning),
+                    tools: Vec::new(),
+                },
                 c.finish_reason,
             ),
             Some(c) => (Delta { content: c.text, reasoning: None, tools: Vec::new() }, c.finish_reason),

@@ -23,7 +23,9 @@ pub fn tool_fields(api: Api, set: &ToolSet) -> Map<String, Value> {
                 "type": "function", "name": t.name, "description": t.description,
                 "parameters": t.parameters.value(),
             }),
-            Api::Messages => json!({"name": t.name, "description": t.description, "input_schema": t.parameters.value()}),
+            Api::Messages => {
+                json!({"name": t.name, "description": t.description, "input_schema": t.parameters.value()})
+            }
             _ => json!({"type": "function", "function": {
                 "name": t.name, "description": t.description, "parameters": t.parameters.value(),
             }}),

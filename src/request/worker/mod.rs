@@ -464,8 +464,7 @@ impl Client {
             let kind = if self.api.streams_text() { ErrorKind::MalformedSse } else { ErrorKind::InvalidJson };
             return a.fail(kind, Some(status.as_u16()), None, &what);
         }
-        let mut state =
-            StreamState::new(req.response_words.is_some())
+        let mut state = StreamState::new(req.response_words.is_some())
             .for_api(self.api)
             .with_bounds(self.limits.bounds(req))
             .with_tools(self.tools.clone());

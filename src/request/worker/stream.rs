@@ -16,15 +16,15 @@ use std::time::Duration;
 
 use super::chunks::ChunkClock;
 use super::tool_calls::ToolCalls;
-use crate::plan::scenario::tools_rules::ToolSet;
 use crate::contract::ErrorKind;
 use crate::plan::scenario::Api;
+use crate::plan::scenario::tools_rules::ToolSet;
 use crate::request::openai::{
     ChunkError, ChunkShape, PoolingAnswer, SseDecoder, SseError, StreamEvent, ToolPiece, Usage, parse_answer,
     parse_event_of,
 };
-use crate::request::record::{TokenSource, ToolCallRecord};
 use crate::request::record::checks::{UsageBounds, UsageImplausible};
+use crate::request::record::{TokenSource, ToolCallRecord};
 use crate::request::workload::CanaryScan;
 
 /// Visible content kept per response for the word-count check (the reference contract's cap).

@@ -116,8 +116,9 @@ impl ToolCalls {
     }
 }
 
+/// Milliseconds as every record field writes them.
 fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    crate::request::record::timing::ms(d)
 }
 
 #[cfg(test)]
@@ -129,13 +130,24 @@ mod tests {
     use crate::plan::scenario::tools_rules::{ToolChoice, ToolDef};
 
     fn set() -> Arc<ToolSet> {
-        let schema = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
-        let tool = ToolDef { name: "get_weather".into(), description: String::new(), parameters: JsonSchema::compile(schema).unwrap() };
+        let schema =
+            serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let tool = ToolDef {
+            name: "get_weather".into(),
+            description: String::new(),
+            parameters: JsonSchema::compile(schema).unwrap(),
+        };
         Arc::new(ToolSet { source: "synthetic".into(), choice: ToolChoice::Auto, count: 1, tools: vec![tool] })
     }
 
     fn piece(index: u64, name: Option<&'static str>, args: Option<&'static str>) -> ToolPiece<'static> {
-        ToolPiece { index, id: None, name: name.map(Cow::Borrowed), arguments: args.map(Cow::Borrowed), whole_arguments: None }
+        ToolPiece {
+            index,
+            id: None,
+            name: name.map(Cow::Borrowed),
+            arguments: args.map(Cow::Borrowed),
+            whole_arguments: None,
+        }
     }
 
     #[test]
@@ -160,7 +172,8 @@ mod tests {
     fn whole_arguments_stand_in_for_missing_fragments() {
         let mut t = ToolCalls::default();
         t.piece(&piece(3, Some("get_weather"), None), Duration::from_millis(5));
-        let whole = ToolPiece { index: 3, whole_arguments: Some(Cow::Borrowed("{\"city\":\"Rome\"}")), ..ToolPiece::default() };
+        let whole =
+            ToolPiece { index: 3, whole_arguments: Some(Cow::Borrowed("{\"city\":\"Rome\"}")), ..ToolPiece::default() };
         t.piece(&whole, Duration::from_millis(6));
         let r = t.finish(Some(&set()), false, Some(99));
         assert_eq!((r.calls, r.valid, r.argument_bytes), (1, 1, 15));

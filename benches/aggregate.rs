@@ -70,6 +70,7 @@ fn completed(index: u64) -> Completed {
         replay: None,
         chunks: Box::default(),
         corrections: None,
+        tool_calls: None,
     }
 }
 

@@ -155,6 +155,7 @@ scenario_tests! {
     shared_prefix_runs_clean: "shared-prefix.toml";
     smoke_runs_clean: "smoke.toml";
     sweep_runs_clean: "sweep.toml";
+    tools_runs_clean: "tools.toml";
     trace_azure_runs_clean: "trace-azure.toml";
     trace_bailian_runs_clean: "trace-bailian.toml";
     trace_burstgpt_runs_clean: "trace-burstgpt.toml";

@@ -180,4 +180,91 @@ mod tests {
         assert_eq!(r.argument_token_source, "estimate");
         assert_eq!(r.argument_tok_s, None);
     }
+    /// Hand-written from the documented wire formats (no engine capture with tool calls is
+    /// kept): chat chunks as OpenAI and vLLM stream them, then the Responses and Messages events.
+    const CHAT: &str = concat!(
+        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"city\\\": \"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"Oslo\\\"}\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":7,\"total_tokens\":17}}\n\n",
+        "data: [DONE]\n\n",
+    );
+
+    const RESPONSES: &str = concat!(
+        "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"usage\":null}}\n\n",
+        "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":{\"id\":\"fc_1\",\"type\":\"function_call\",\"status\":\"in_progress\",\"call_id\":\"call_1\",\"name\":\"get_weather\",\"arguments\":\"\"}}\n\n",
+        "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":2,\"item_id\":\"fc_1\",\"output_index\":0,\"delta\":\"{\\\"city\\\":\"}\n\n",
+        "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":3,\"item_id\":\"fc_1\",\"output_index\":0,\"delta\":\"\\\"Oslo\\\"}\"}\n\n",
+        "event: response.function_call_arguments.done\ndata: {\"type\":\"response.function_call_arguments.done\",\"sequence_number\":4,\"item_id\":\"fc_1\",\"output_index\":0,\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}\n\n",
+        "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":5,\"output_index\":0,\"item\":{\"id\":\"fc_1\",\"type\":\"function_call\",\"status\":\"completed\"}}\n\n",
+        "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":6,\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"usage\":{\"input_tokens\":10,\"output_tokens\":7}}}\n\n",
+    );
+
+    const MESSAGES: &str = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"get_weather\",\"input\":{}}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\": \\\"Os\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"lo\\\"}\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":7}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+
+    /// `bytes` read 7 bytes at a time, 1 ms apart, by `api`'s stream state.
+    fn read(api: crate::plan::scenario::Api, bytes: &str) -> super::super::stream::StreamState {
+        let mut s = super::super::stream::StreamState::new(false).for_api(api).with_tools(Some(set()));
+        for (i, piece) in bytes.as_bytes().chunks(7).enumerate() {
+            s.observe(piece, Duration::from_millis(i as u64 + 1)).unwrap();
+        }
+        s.finish(Duration::from_secs(1)).unwrap();
+        s
+    }
+
+    #[test]
+    fn every_api_streams_one_valid_call_that_is_the_answer() {
+        use crate::plan::scenario::Api;
+        for (api, bytes) in [(Api::Chat, CHAT), (Api::Responses, RESPONSES), (Api::Messages, MESSAGES)] {
+            let mut s = read(api, bytes);
+            assert!(s.done.is_some(), "{api:?}");
+            assert_eq!(s.finish_reason.as_deref(), Some("tool_calls"), "{api:?}");
+            assert_eq!(s.first_output, s.first_content, "{api:?}: a call is the answer");
+            let first = s.first_output.expect("output");
+            let r = s.tool_call_record(Some(7)).expect("a record");
+            assert_eq!((r.calls, r.valid, r.invalid_reasons.len()), (1, 1, 0), "{api:?}: {r:?}");
+            assert_eq!(r.time_to_first_tool_call_ms, Some(crate::request::record::timing::ms(first)), "{api:?}");
+            assert_eq!((r.argument_tokens, r.argument_token_source.as_str()), (7, "usage"), "{api:?}");
+            assert!(r.argument_bytes >= 15, "{api:?}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn text_chunks_around_a_call_keep_their_fast_path_and_are_not_misread() {
+        use crate::plan::scenario::Api;
+        let text = "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me check\"},\"finish_reason\":null}]}\n\n";
+        // Text first (learned as the stream's shape), then the call: the call must not be read
+        // as text, and the text before it makes the response more than tool calls.
+        let both = CHAT.replacen("data: {", &format!("{text}data: {{"), 1);
+        let mut s = read(Api::Chat, &both);
+        assert_eq!(s.visible_chars, "Let me check".len());
+        let r = s.tool_call_record(Some(7)).expect("a record");
+        assert_eq!((r.calls, r.valid, r.argument_token_source.as_str()), (1, 1, "estimate"));
+    }
+
+    #[test]
+    fn a_run_with_tools_records_a_response_without_a_call() {
+        use crate::plan::scenario::Api;
+        let mut s = super::super::stream::StreamState::new(false).for_api(Api::Chat).with_tools(Some(set()));
+        s.observe(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n",
+            Duration::from_millis(1),
+        )
+        .unwrap();
+        let r = s.tool_call_record(None).expect("a record");
+        assert_eq!((r.calls, r.time_to_first_tool_call_ms), (0, None));
+        let mut plain = super::super::stream::StreamState::new(false);
+        assert_eq!(plain.tool_call_record(None), None, "no tools offered, none came: no block");
+    }
 }

@@ -106,8 +106,14 @@ async fn bad_tool_keys_exit_2_with_nothing_sent() {
         ("chat", "count = 0", "workload.tools.count", "between"),
         ("chat", "file = \"bad-schema.json\"\ncount = 2", "workload.tools.count", "does not apply"),
         ("chat", "colour = 1", "colour", "unknown"),
+        ("chat", "count = 2\n[workload.sessions]\nturns = 2\nfirst_tokens = 200", "workload.tools", "not fed back"),
     ] {
         let file = write_scenario(dir.path(), api, 4, tools);
+        if tools.contains("[workload.sessions]") {
+            // Conversations set every prompt themselves.
+            let body = std::fs::read_to_string(&file).unwrap().replace("context_tokens = 512\n", "");
+            std::fs::write(&file, body).unwrap();
+        }
         let mut cmd = anvil();
         cmd.arg(&file).arg("--out").arg(dir.path().join("out")).arg("--base-url").arg(server.base_url());
         let result = run(cmd).await;

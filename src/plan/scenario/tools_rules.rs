@@ -98,13 +98,28 @@ impl CallProblem {
     }
 }
 
-/// `[workload.tools]` validated for `api`; `seed` draws the synthetic names and descriptions.
-pub(super) fn tools(c: &Checker, raw: &RawTools, api: Api, seed: u64) -> Result<ToolSet, ScenarioError> {
+/// `[workload.tools]` validated for `api`; `seed` draws the synthetic names and descriptions;
+/// `sessions`: the workload is conversations.
+pub(super) fn tools(
+    c: &Checker,
+    raw: &RawTools,
+    api: Api,
+    seed: u64,
+    sessions: bool,
+) -> Result<ToolSet, ScenarioError> {
     if !matches!(api, Api::Chat | Api::Responses | Api::Messages) {
         return Err(c.err(
             "workload.tools",
             format!("the {} API has no tools", api.name()),
             "use api = \"chat\", \"responses\" or \"messages\", or remove [workload.tools]",
+        ));
+    }
+    if sessions {
+        return Err(c.err(
+            "workload.tools",
+            "tool results are not fed back into conversations ([workload.sessions]) yet: every turn would \
+             offer tools and none would carry the previous call's result",
+            "remove [workload.tools] or [workload.sessions]",
         ));
     }
     let tools = match &raw.file {

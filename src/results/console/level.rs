@@ -179,6 +179,25 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
     if let Some(rows) = &a.replicas {
         replica_lines(s, rows);
     }
+    if let Some(t) = &a.tool_calls {
+        let _ = writeln!(s, "{}", tool_line(t));
+    }
+}
+
+/// Tool calls in one line: calls, the valid share with the reasons of the others, and the time
+/// to the first tool call.
+fn tool_line(t: &crate::results::aggregate::tool_calls::ToolCallSummary) -> String {
+    let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), numbers::duration_ms);
+    let mut line = format!("tool calls {} in {} of {} responses", t.calls, t.requests_with_calls, t.requests);
+    if let Some(rate) = t.valid_rate {
+        let _ = write!(line, " · {} valid", numbers::percent(rate));
+        if !t.invalid_by_reason.is_empty() {
+            let _ = write!(line, " (invalid: {})", counts(&t.invalid_by_reason));
+        }
+        let f = &t.time_to_first_tool_call_ms;
+        let _ = write!(line, " · time to first tool call p50 {} p99 {}", ms(f.p50), ms(f.p99));
+    }
+    line
 }
 
 /// Several replicas: one line each, its requests, failures, TTFT and TPOT p50/p99, throughput.

@@ -71,6 +71,7 @@ fn completed(index: u64) -> Completed {
         chunks: Box::default(),
         corrections: None,
         schema: None,
+        tool_calls: None,
     }
 }
 

@@ -157,6 +157,7 @@ scenario_tests! {
     smoke_runs_clean: "smoke.toml";
     structured_output_runs_clean: "structured-output.toml";
     sweep_runs_clean: "sweep.toml";
+    tools_runs_clean: "tools.toml";
     trace_azure_runs_clean: "trace-azure.toml";
     trace_bailian_runs_clean: "trace-bailian.toml";
     trace_burstgpt_runs_clean: "trace-burstgpt.toml";

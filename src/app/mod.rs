@@ -294,6 +294,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         .and_then(|c| c.for_api(scenario.target.api, scenario.target.anthropic_version.as_deref()))
         .and_then(|c| Ok(c.with_headers(worker::run_headers(&scenario.target)?)))
         .map(|c| c.with_limits(crate::request::worker::RequestLimits::from_scenario(&scenario)))
+        .map(|c| c.with_tools(scenario.workload.tools.clone()))
         .map(|c| c.with_secrets(&secrets).with_credentials(&credentials))
         .and_then(|c| match &scenario.target.replicas {
             Some(r) => c.with_replicas(&r.endpoints(scenario.target.api.path(), &scenario.target.query), r.balance),

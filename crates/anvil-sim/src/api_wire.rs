@@ -39,6 +39,8 @@ pub(crate) struct ApiEvents {
     /// Responses: an answer cut by the budget ends `response.completed`, status `completed`,
     /// as llama.cpp's conversion does (the budget, not the event, says it was cut).
     completed_at_budget: bool,
+    /// The tool call this response makes: name, call id, whole arguments (see `tool_call`).
+    tool: Option<Box<(String, String, String)>>,
 }
 
 impl ApiEvents {
@@ -55,7 +57,20 @@ impl ApiEvents {
             sequence: Cell::new(0),
             open: Cell::new(None),
             completed_at_budget: false,
+            tool: None,
         }
+    }
+
+    /// The response is this tool call (its `Channel::Tool` deltas are the arguments).
+    pub fn with_tool(mut self, call: &super::tool_call::ToolCall) -> ApiEvents {
+        self.tool = Some(Box::new((call.name.clone(), call.id.clone(), call.arguments.clone())));
+        self
+    }
+
+    /// The tool call's name and call id, as JSON strings.
+    fn tool_fields(&self) -> (String, String) {
+        let (name, id) = self.tool.as_deref().map_or(("", ""), |t| (t.0.as_str(), t.1.as_str()));
+        (serde_json::Value::from(name).to_string(), serde_json::Value::from(id).to_string())
     }
 
     /// End budget-cut Responses answers with `response.completed` (see `completed_at_budget`).
@@ -150,9 +165,12 @@ impl ApiEvents {
         match self.api {
             WireApi::Responses => {
                 self.head(buf, "response.output_item.added");
+                let (name, call_id) = self.tool_fields();
+                let tool = format!(r#","status":"in_progress","call_id":{call_id},"name":{name},"arguments":"""#);
                 let (kind, extra) = match channel {
                     Channel::Reasoning => ("reasoning", r#","summary":[],"content":[]"#),
                     Channel::Content => ("message", r#","status":"in_progress","role":"assistant","content":[]"#),
+                    Channel::Tool => ("function_call", tool.as_str()),
                 };
                 buf.extend_from_slice(
                     format!(
@@ -165,9 +183,12 @@ impl ApiEvents {
             }
             WireApi::Messages => {
                 self.head(buf, "content_block_start");
+                let (name, id) = self.tool_fields();
+                let tool = format!(r#"{{"type":"tool_use","id":{id},"name":{name},"input":{{}}}}"#);
                 let block = match channel {
                     Channel::Reasoning => r#"{"type":"thinking","thinking":""}"#,
                     Channel::Content => r#"{"type":"text","text":""}"#,
+                    Channel::Tool => tool.as_str(),
                 };
                 buf.extend_from_slice(format!(r#","index":{index},"content_block":{block}}}"#).as_bytes());
                 buf.extend_from_slice(b"\n\n");
@@ -179,9 +200,17 @@ impl ApiEvents {
 
     /// Closes the open block or item.
     fn close(&self, buf: &mut BytesMut) {
-        let Some((_, index)) = self.open.take() else { return };
+        let Some((channel, index)) = self.open.take() else { return };
         match self.api {
             WireApi::Responses => {
+                if let (Channel::Tool, Some(tool)) = (channel, self.tool.as_deref()) {
+                    self.head(buf, "response.function_call_arguments.done");
+                    buf.extend_from_slice(
+                        format!(r#","item_id":"{}_{index}","output_index":{index},"arguments":"#, self.id).as_bytes(),
+                    );
+                    push_json_str(buf, &tool.2);
+                    buf.extend_from_slice(b"}\n\n");
+                }
                 self.head(buf, "response.output_item.done");
                 buf.extend_from_slice(
                     format!(r#","output_index":{index},"item":{{"id":"{}_{index}"}}}}"#, self.id).as_bytes(),
@@ -204,10 +233,12 @@ impl ApiEvents {
                 let name = match channel {
                     Channel::Reasoning => "response.reasoning_text.delta",
                     Channel::Content => "response.output_text.delta",
+                    Channel::Tool => "response.function_call_arguments.delta",
                 };
                 self.head(buf, name);
+                let content_index = if channel == Channel::Tool { "" } else { r#","content_index":0"# };
                 buf.extend_from_slice(
-                    format!(r#","item_id":"{}_{index}","output_index":{index},"content_index":0,"delta":"#, self.id)
+                    format!(r#","item_id":"{}_{index}","output_index":{index}{content_index},"delta":"#, self.id)
                         .as_bytes(),
                 );
                 push_json_str(buf, text);
@@ -217,6 +248,7 @@ impl ApiEvents {
                 let (kind, key) = match channel {
                     Channel::Reasoning => ("thinking_delta", "thinking"),
                     Channel::Content => ("text_delta", "text"),
+                    Channel::Tool => ("input_json_delta", "partial_json"),
                 };
                 buf.extend_from_slice(format!(r#","index":{index},"delta":{{"type":"{kind}","{key}":"#).as_bytes());
                 push_json_str(buf, text);
@@ -234,7 +266,7 @@ impl ApiEvents {
         match self.api {
             WireApi::Responses => {
                 let (name, status, incomplete) = match finish {
-                    Finish::Stop => ("response.completed", "completed", false),
+                    Finish::Stop | Finish::ToolCalls => ("response.completed", "completed", false),
                     Finish::Length if self.completed_at_budget => ("response.completed", "completed", false),
                     Finish::Length => ("response.incomplete", "incomplete", true),
                 };
@@ -246,6 +278,7 @@ impl ApiEvents {
                 let stop = match finish {
                     Finish::Stop => "end_turn",
                     Finish::Length => "max_tokens",
+                    Finish::ToolCalls => "tool_use",
                 };
                 self.head(buf, "message_delta");
                 buf.extend_from_slice(

@@ -127,6 +127,10 @@ pub struct FaultProfile {
     /// (a required property left out, or the JSON cut short; see `structured`). Drawn apart
     /// from the faults above, from the prompt, so it adds to them.
     pub schema_invalid_rate: f64,
+    /// The fraction of tool calls whose arguments are broken on purpose (invalid JSON or a
+    /// required property left out; see `tool_call`). Not drawn with the other faults: it
+    /// applies to calls, every call whose `n · fraction` crosses a whole number.
+    pub invalid_tool_arguments: f64,
 }
 
 impl Default for FaultProfile {
@@ -152,6 +156,7 @@ impl Default for FaultProfile {
             restart_downtime_ms: 500,
             cross_session: false,
             schema_invalid_rate: 0.0,
+            invalid_tool_arguments: 0.0,
         }
     }
 }
@@ -176,6 +181,9 @@ impl FaultProfile {
         }
         if !(self.schema_invalid_rate.is_finite() && (0.0..=1.0).contains(&self.schema_invalid_rate)) {
             return Err("faults.schema_invalid_rate: a probability must be between 0 and 1".into());
+        }
+        if !(self.invalid_tool_arguments.is_finite() && (0.0..=1.0).contains(&self.invalid_tool_arguments)) {
+            return Err("faults.invalid_tool_arguments: a fraction must be between 0 and 1".into());
         }
         if self.huge_chunk_bytes == 0 || self.huge_chunk_bytes > MAX_HUGE_CHUNK_BYTES {
             return Err(format!("faults.huge_chunk_bytes must be between 1 and {MAX_HUGE_CHUNK_BYTES}"));

@@ -35,6 +35,7 @@ mod stats;
 mod stream;
 mod structured;
 pub mod tokenize;
+mod tool_call;
 mod wire;
 
 use std::future::Future;
@@ -53,6 +54,7 @@ pub use request::DEFAULT_MODEL;
 pub use seen::SeenRequests;
 pub use stats::{MockStats, MockStatsSnapshot};
 pub use tokenize::{count_prompt_tokens, count_text_tokens};
+pub use tool_call::ToolCallCounts;
 
 /// Serve until `shutdown` resolves. The listener is already bound.
 ///

@@ -29,6 +29,8 @@ pub(crate) enum Finish {
     Stop,
     /// Cut by `max_tokens` (or `ignore_eos` + `max_tokens`, or the context edge).
     Length,
+    /// The model called a tool (see `tool_call`).
+    ToolCalls,
 }
 
 impl Finish {
@@ -36,6 +38,7 @@ impl Finish {
         match self {
             Finish::Stop => "stop",
             Finish::Length => "length",
+            Finish::ToolCalls => "tool_calls",
         }
     }
 }

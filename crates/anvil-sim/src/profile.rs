@@ -148,6 +148,15 @@ pub struct Profile {
     /// their natural length. Off by default; the `llamacpp` preset turns it on.
     #[serde(default)]
     pub llamacpp_conversions: bool,
+    /// Tool calls: a request that offers tools gets a call unless its input ends with this many
+    /// tool results in a row (see `tool_call`); default 1, so an agent turn after a tool's
+    /// result is answered in text.
+    #[serde(default = "one")]
+    pub tool_turns: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Profile {
@@ -191,6 +200,7 @@ impl Profile {
             backends: 0,
             speculative: false,
             llamacpp_conversions: false,
+            tool_turns: 1,
         };
         match name {
             // Measures the client's own cost per chunk: nothing on the server side may sleep,

@@ -313,6 +313,14 @@ fn accept(
     req.content_tokens = json.as_ref().map(|t| u32::try_from(t.len()).unwrap_or(u32::MAX).max(1));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let plan = plan_output(profile, &req, prompt_tokens, &mut rng);
+    // Tool calls, streamed only (chat, Responses, Messages; see `tool_call`).
+    let tool = (req.stream && !(api == WireApi::OpenAi && kind == PromptKind::Completion))
+        .then(|| {
+            let f = profile.faults.invalid_tool_arguments;
+            super::tool_call::plan(api, value, profile.tool_turns, f, &state.stats.tools)
+        })
+        .flatten();
+    let plan = tool.as_ref().map_or(plan, |call| super::tool_call::output_plan(call, req.max_tokens));
     let ids = ResponseIds::new(kind, req.model);
     let mut text = TextSource::new(seed, req.canary);
     if let Some(tokens) = json {
@@ -367,6 +375,7 @@ fn accept(
         guard,
         fault: injection.filter(|injection| req.stream && injection.kind.stream_only()),
         contamination,
+        tool: tool.clone().map(Box::new),
     };
     let reasoning_key = profile.reasoning_field.key();
 
@@ -382,8 +391,14 @@ fn accept(
     }
 
     let mut writer = ChunkWriter::new(kind, reasoning_key, &ids);
+    if let Some(call) = &tool {
+        writer = writer.with_tool(call);
+    }
     if api != WireApi::OpenAi {
-        let events = ApiEvents::new(api, &ids, plan.reasoning, generation.usage);
+        let mut events = ApiEvents::new(api, &ids, plan.reasoning, generation.usage);
+        if let Some(call) = &tool {
+            events = events.with_tool(call);
+        }
         writer = writer.with_events(events.completed_at_budget(profile.llamacpp_conversions));
     }
     let recorder = profile.record_ground_truth.then(|| {

@@ -38,6 +38,8 @@ pub struct MockStats {
     pub(crate) schema: super::structured::SchemaCounters,
     /// Requests per model, resets per endpoint (see `lora`).
     pub(crate) models: super::lora::ModelCounts,
+    /// Tool calls made, broken on purpose, and tool results received (see `tool_call`).
+    pub(crate) tools: super::tool_call::ToolStats,
 }
 
 /// A point-in-time copy of [`MockStats`] (also the body of `GET /mock/stats`).
@@ -100,6 +102,10 @@ pub struct MockStatsSnapshot {
     /// `llamacpp` (one per slot erased). Absent when none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cache_resets: BTreeMap<String, u64>,
+    /// Tool calls answered, their arguments broken on purpose, tool results received (absent
+    /// while all are zero).
+    #[serde(default, skip_serializing_if = "super::tool_call::ToolCallCounts::is_zero")]
+    pub tool_calls: super::tool_call::ToolCallCounts,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -141,6 +147,7 @@ impl MockStats {
             schema_broken: self.schema.read().1,
             requests_by_model: self.models.by_model(),
             cache_resets: self.models.resets(),
+            tool_calls: self.tools.snapshot(),
         }
     }
 

@@ -115,6 +115,8 @@ pub(crate) struct Generation {
     pub fault: Option<Injection>,
     /// The contamination planned into `text`, counted when the foreign marker goes out.
     pub contamination: Option<FaultKind>,
+    /// The tool call the response makes instead of text (see `tool_call`).
+    pub tool: Option<Box<super::tool_call::ToolCall>>,
 }
 
 impl Generation {
@@ -322,6 +324,8 @@ impl StreamState {
         // A chunk never mixes reasoning and content.
         let (channel, channel_end) = if start < plan.reasoning {
             (Channel::Reasoning, plan.reasoning)
+        } else if self.generation.tool.is_some() {
+            (Channel::Tool, plan.total())
         } else {
             (Channel::Content, plan.total())
         };
@@ -342,6 +346,18 @@ impl StreamState {
             Channel::Reasoning => {
                 self.generation.text.push_reasoning(&mut self.text, count);
                 ChunkKind::Reasoning
+            }
+            Channel::Tool => {
+                // The arguments' pieces `start - reasoning .. end - reasoning`, one token each.
+                if let Some(call) = &self.generation.tool {
+                    let pieces = call.pieces();
+                    let from = (start - plan.reasoning) as usize;
+                    let to = ((end - plan.reasoning) as usize).min(pieces.len());
+                    if let (Some(first), Some(last)) = (pieces.get(from), pieces.get(to.saturating_sub(1))) {
+                        self.text.push_str(&call.arguments[first.0..last.1]);
+                    }
+                }
+                ChunkKind::Content
             }
             Channel::Content => {
                 if self.generation.text.push_content(&mut self.text, count) {

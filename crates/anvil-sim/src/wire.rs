@@ -57,6 +57,8 @@ impl Usage {
 pub(crate) enum Channel {
     Reasoning,
     Content,
+    /// A tool call's arguments (see `tool_call`).
+    Tool,
 }
 
 /// Renders the SSE events of one response.
@@ -67,6 +69,9 @@ pub(crate) struct ChunkWriter {
     head: Vec<u8>,
     /// The Responses or Messages API's events instead of chunks.
     events: Option<ApiEvents>,
+    /// Chat: the tool call's name and id as JSON strings, and whether its first piece (which
+    /// carries them) went out.
+    tool: Option<(String, String, std::cell::Cell<bool>)>,
 }
 
 impl ChunkWriter {
@@ -83,7 +88,14 @@ impl ChunkWriter {
         head.extend_from_slice(format!("\",\"created\":{},\"model\":", ids.created).as_bytes());
         push_json_str(&mut head, &ids.model);
         head.extend_from_slice(b",\"choices\":[");
-        ChunkWriter { kind, reasoning_key, head: head.to_vec(), events: None }
+        ChunkWriter { kind, reasoning_key, head: head.to_vec(), events: None, tool: None }
+    }
+
+    /// Chat: the response is this tool call (`Channel::Tool` deltas are its arguments).
+    pub fn with_tool(mut self, call: &super::tool_call::ToolCall) -> ChunkWriter {
+        let json = |s: &str| serde_json::Value::from(s).to_string();
+        self.tool = Some((json(&call.name), json(&call.id), std::cell::Cell::new(false)));
+        self
     }
 
     /// Write the Responses or Messages API's events instead of chat chunks.
@@ -109,11 +121,23 @@ impl ChunkWriter {
         }
         buf.extend_from_slice(&self.head);
         match self.kind {
+            PromptKind::Chat if channel == Channel::Tool => {
+                // The first piece names the call; the others carry arguments only.
+                buf.extend_from_slice(br#"{"index":0,"delta":{"tool_calls":[{"index":0,"#);
+                match &self.tool {
+                    Some((name, id, sent)) if !sent.replace(true) => buf.extend_from_slice(
+                        format!(r#""id":{id},"type":"function","function":{{"name":{name},"arguments":"#).as_bytes(),
+                    ),
+                    _ => buf.extend_from_slice(br#""function":{"arguments":"#),
+                }
+                push_json_str(buf, text);
+                buf.extend_from_slice(b"}}]},\"finish_reason\":null}]}\n\n");
+            }
             PromptKind::Chat => {
                 buf.extend_from_slice(b"{\"index\":0,\"delta\":{\"");
                 buf.extend_from_slice(match channel {
                     Channel::Reasoning => self.reasoning_key.as_bytes(),
-                    Channel::Content => b"content",
+                    Channel::Content | Channel::Tool => b"content",
                 });
                 buf.extend_from_slice(b"\":");
                 push_json_str(buf, text);

@@ -10,6 +10,7 @@
 //! section by section, calling the rules. `key_command` is the key a command prints
 //! (`target.api_key_command`); `json_schema` the JSON Schemas a scenario names, compiled once;
 //! `structured_rules` the structured output asked of each answer (`[workload.response_format]`).
+//! `tools_rules` the tool set of `[workload.tools]` and the check of each call's arguments.
 
 mod api_rules;
 mod azure;
@@ -32,6 +33,7 @@ mod socket_rules;
 pub mod structured_rules;
 mod target;
 mod tls_rules;
+pub mod tools_rules;
 mod trace_rules;
 pub mod url_rules;
 mod validate;
@@ -177,6 +179,9 @@ pub struct Workload {
     /// `[workload.response_format]`: structured output asked for and checked (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response_format: Option<Arc<ResponseFormat>>,
+    /// `[workload.tools]`: the tools every request offers (absent without them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<tools_rules::SharedTools>,
 }
 
 /// How a completions prompt is sent: as text, or as the token ids of a local tokenizer.

@@ -319,6 +319,24 @@ pub struct RawWorkload {
     pub prompt_encoding: Option<PromptEncoding>,
     /// `[workload.response_format]`: structured output asked of every answer and checked.
     pub response_format: Option<super::structured_rules::RawResponseFormat>,
+    /// `[workload.tools]`: the tool set every request offers, and `tool_choice`.
+    pub tools: Option<RawTools>,
+}
+
+/// `[workload.tools]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTools {
+    /// Synthetic tools in the set (default 8).
+    pub count: Option<i64>,
+    /// Parameters of each synthetic tool (default 6).
+    pub properties: Option<i64>,
+    /// Words of each synthetic tool's description (default 40).
+    pub description_words: Option<i64>,
+    /// A JSON array of tool definitions instead of synthetic tools.
+    pub file: Option<String>,
+    /// `auto` (default), `required`, `none` or a tool's name.
+    pub tool_choice: Option<String>,
 }
 
 /// `[workload.trace]`

@@ -99,6 +99,15 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
     let run = run(&c, &raw.run, raw.workload.trace.is_some() || conversations)?;
     target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run)?;
     let mut workload = super::workload_rules::workload(&c, &raw.workload, run.seed)?;
+    if let Some(tools) = &raw.workload.tools {
+        workload.tools = Some(Arc::new(super::tools_rules::tools(
+            &c,
+            tools,
+            target.api,
+            run.seed,
+            raw.workload.sessions.is_some(),
+        )?));
+    }
     let output = super::workload_rules::output(&c, &raw.output, &workload, target.dialect)?;
     let (mut load, output) = pacing(&c, &raw.load, &mut workload, output, target.dialect)?;
     load.reset_cache = super::model_rules::reset_cache(&c, raw.load.reset_cache.as_deref(), &target)?;

@@ -46,11 +46,13 @@ pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, seed: u64) -> Result<W
         max_tokens,
         sizing: sizing(c, w.tokenizer.as_deref())?,
         prompt_cache,
-        // Structured output turns canaries off: no JSON answer can begin with a marker.
-        canaries: w.canaries.unwrap_or(w.response_format.is_none()),
+        // Neither a JSON answer (structured output) nor a tool call can begin with a marker:
+        // canaries are off by default with either.
+        canaries: w.canaries.unwrap_or(w.response_format.is_none() && w.tools.is_none()),
         batch_size: None,
         prompt_encoding: PromptEncoding::Text,
         response_format: None,
+        tools: None,
     })
 }
 

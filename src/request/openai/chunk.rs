@@ -37,6 +37,24 @@ pub enum StreamEvent<'a> {
 pub struct Delta<'a> {
     pub content: Option<Cow<'a, str>>,
     pub reasoning: Option<Cow<'a, str>>,
+    /// Pieces of tool calls (chat `delta.tool_calls[]`, Responses `function_call` items and
+    /// argument deltas, Messages `tool_use` blocks and `input_json_delta`); empty, and never
+    /// allocated, for text chunks.
+    pub tools: Vec<ToolPiece<'a>>,
+}
+
+/// One piece of a streamed tool call: the call's index in the response, and whichever of its
+/// id, name and argument text this piece carries.
+#[derive(Debug, Default, PartialEq)]
+pub struct ToolPiece<'a> {
+    pub index: u64,
+    pub id: Option<Cow<'a, str>>,
+    pub name: Option<Cow<'a, str>>,
+    /// A fragment of the arguments' JSON text, to append.
+    pub arguments: Option<Cow<'a, str>>,
+    /// The whole arguments text (Responses `response.function_call_arguments.done`): taken
+    /// when no fragment arrived.
+    pub whole_arguments: Option<Cow<'a, str>>,
 }
 
 /// Server-reported token counts.
@@ -190,6 +208,27 @@ struct WireDelta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "opt_str")]
     reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<WireToolCall<'a>>>,
+}
+
+/// One element of chat's `delta.tool_calls`.
+#[derive(Deserialize)]
+struct WireToolCall<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<WireFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction<'a> {
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    arguments: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -325,11 +364,26 @@ pub(super) fn parse_event_general(text: &str) -> Result<StreamEvent<'_>, ChunkEr
     let (delta, finish_reason) = match chunk.choices.0 {
         None => (Delta::default(), None),
         Some(choice) => {
-            let (content, reasoning) = match choice.delta {
-                Some(d) => (d.content.or(choice.text), d.reasoning_content.or(d.reasoning)),
-                None => (choice.text, None),
+            let (content, reasoning, calls) = match choice.delta {
+                Some(d) => (d.content.or(choice.text), d.reasoning_content.or(d.reasoning), d.tool_calls),
+                None => (choice.text, None, None),
             };
-            (Delta { content, reasoning }, choice.finish_reason)
+            let tools = calls
+                .unwrap_or_default()
+                .into_iter()
+                .enumerate()
+                .map(|(i, call)| {
+                    let (name, arguments) = call.function.map_or((None, None), |f| (f.name, f.arguments));
+                    ToolPiece {
+                        index: call.index.unwrap_or(i as u64),
+                        id: call.id,
+                        name,
+                        arguments,
+                        whole_arguments: None,
+                    }
+                })
+                .collect();
+            (Delta { content, reasoning, tools }, choice.finish_reason)
         }
     };
     let usage = chunk.usage.map(|u| {

@@ -6,14 +6,16 @@
 //! cache reads are its cached tokens); `content_block_delta` carries `text_delta` (visible text)
 //! or `thinking_delta` (reasoning); `message_delta` the stop reason and the cumulative output
 //! tokens; `message_stop` ends the stream. Stop reasons are recorded in chat's words where they
-//! mean the same (`end_turn` → `stop`, `max_tokens` → `length`), others as sent.
+//! mean the same (`end_turn` → `stop`, `max_tokens` → `length`, `tool_use` → `tool_calls`),
+//! others as sent. A tool call is a `tool_use` block (`content_block_start` with its `id` and
+//! `name`) whose input streams as `input_json_delta` (`partial_json`).
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::chunk::{ChunkError, Count, Delta, StreamEvent, Usage, json_error, opt_count, opt_str};
+use super::chunk::{ChunkError, Count, Delta, StreamEvent, ToolPiece, Usage, json_error, opt_count, opt_str};
 use super::request::{PromptBody, RequestParams, merge_extra, shared_fields};
 
 /// The body of a streamed Messages request. System messages go to the top-level `system`
@@ -57,6 +59,22 @@ struct WireEvent<'a> {
     usage: Option<WireUsage>,
     #[serde(borrow, default)]
     error: Option<WireError<'a>>,
+    /// `content_block_start` / `content_block_delta`: the block's index, and the block opened.
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    content_block: Option<WireBlock<'a>>,
+}
+
+/// A content block as `content_block_start` opens it (a `tool_use` block: `id`, `name`).
+#[derive(Deserialize)]
+struct WireBlock<'a> {
+    #[serde(borrow, rename = "type", default, deserialize_with = "opt_str")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    name: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -69,6 +87,8 @@ struct WireDelta<'a> {
     thinking: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "opt_str")]
     stop_reason: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    partial_json: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -113,6 +133,7 @@ struct WireError<'a> {
 fn finish_reason(stop: Cow<'_, str>) -> Cow<'_, str> {
     match stop.as_ref() {
         "end_turn" => Cow::Borrowed("stop"),
+        "tool_use" => Cow::Borrowed("tool_calls"),
         "max_tokens" => Cow::Borrowed("length"),
         _ => stop,
     }
@@ -134,12 +155,29 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
             });
             chunk(Delta::default(), None, usage)
         }
+        "content_block_start" => match event.content_block {
+            Some(block) if block.kind.as_deref() == Some("tool_use") => {
+                let piece = ToolPiece {
+                    index: event.index.unwrap_or(0),
+                    id: block.id,
+                    name: block.name,
+                    ..ToolPiece::default()
+                };
+                chunk(Delta { content: None, reasoning: None, tools: vec![piece] }, None, None)
+            }
+            _ => chunk(Delta::default(), None, None),
+        },
         "content_block_delta" => {
+            let index = event.index.unwrap_or(0);
             let delta = match event.delta {
                 Some(d) => match d.kind.as_deref() {
-                    Some("text_delta") => Delta { content: d.text, reasoning: None },
-                    Some("thinking_delta") => Delta { content: None, reasoning: d.thinking },
-                    // signature_delta, input_json_delta: no text.
+                    Some("input_json_delta") => {
+                        let piece = ToolPiece { index, arguments: d.partial_json, ..ToolPiece::default() };
+                        Delta { content: None, reasoning: None, tools: vec![piece] }
+                    }
+                    Some("text_delta") => Delta { content: d.text, reasoning: None, tools: Vec::new() },
+                    Some("thinking_delta") => Delta { content: None, reasoning: d.thinking, tools: Vec::new() },
+                    // signature_delta: no text.
                     _ => Delta::default(),
                 },
                 None => Delta::default(),

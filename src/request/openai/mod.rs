@@ -3,7 +3,8 @@
 //! Parsing borrows from the read buffer and reads only the fields the timing needs, so a chunk
 //! costs no allocation unless its text contains JSON escapes. Chat and completions chunks of the
 //! common shape are read by a validating scanner (`scan`), or, when they repeat the stream's last
-//! text chunk with other text, by comparing (`shape`); everything else by serde.
+//! text chunk with other text, by comparing (`shape`); everything else by serde. `tools` spells the
+//! tool set in each API's words; a streamed tool call arrives as `ToolPiece`s.
 
 mod chunk;
 mod messages;
@@ -13,12 +14,14 @@ mod responses;
 mod scan;
 mod shape;
 mod sse;
+mod tools;
 
-pub use chunk::{ChunkError, Delta, StreamEvent, Usage, parse_error_body};
+pub use chunk::{ChunkError, Delta, StreamEvent, ToolPiece, Usage, parse_error_body};
 pub use pooling::{PoolingAnswer, parse_answer};
 pub use request::{PromptBody, RequestParams, probe_body, request_body};
 pub use shape::ChunkShape;
 pub use sse::{SseDecoder, SseError};
+pub use tools::tool_fields;
 
 use crate::plan::scenario::Api;
 

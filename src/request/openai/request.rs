@@ -43,10 +43,22 @@ impl RequestParams {
             ignore_eos: s.output.ignore_eos,
             min_tokens: s.output.min_tokens,
             dialect: s.target.dialect,
-            extra: s.target.extra_body.clone(),
+            extra: with_tools(s),
             continuous_usage: s.target.continuous_usage_stats,
         }
     }
+}
+
+/// `target.extra_body`, with the tool set's `tools` and `tool_choice` where it does not set
+/// them itself (`extra_body` is the user's last word).
+fn with_tools(s: &Scenario) -> Map<String, Value> {
+    let mut extra = s.target.extra_body.clone();
+    if let Some(set) = &s.workload.tools {
+        for (k, v) in super::tools::tool_fields(s.target.api, set) {
+            extra.entry(k).or_insert(v);
+        }
+    }
+    extra
 }
 
 /// What the prompt is: one text (a user message for chat, the prompt for completions) or a

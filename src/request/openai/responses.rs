@@ -7,7 +7,9 @@
 //! end of the stream (no `[DONE]` follows). `response.incomplete` for the output budget is a
 //! complete answer cut at `max_output_tokens` (finish reason `length`, as chat's); for any other
 //! reason, and `response.failed`, the response failed. The stream-level `error` event is a
-//! server error like chat's in-stream error object.
+//! server error like chat's in-stream error object. A function call opens with
+//! `response.output_item.added` (an item of type `function_call`: `call_id`, `name`), streams
+//! `response.function_call_arguments.delta` and closes with `.done` (the whole arguments).
 
 use std::borrow::Cow;
 
@@ -15,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::chunk::{
-    ChunkError, Count, Delta, StreamEvent, Usage, WireDetails, error_kind, json_error, opt_count, opt_str,
+    ChunkError, Count, Delta, StreamEvent, ToolPiece, Usage, WireDetails, error_kind, json_error, opt_count, opt_str,
 };
 use super::request::{PromptBody, RequestParams, merge_extra, shared_fields};
 
@@ -67,6 +69,27 @@ struct WireEvent<'a> {
     message: Option<Cow<'a, str>>,
     #[serde(default)]
     code: Option<Value>,
+    /// Function calls: the output item's index, the item itself (`response.output_item.added`)
+    /// and the whole arguments (`response.function_call_arguments.done`).
+    #[serde(default)]
+    output_index: Option<u64>,
+    #[serde(borrow, default)]
+    item: Option<WireItem<'a>>,
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    arguments: Option<Cow<'a, str>>,
+}
+
+/// An output item, as far as a function call needs it.
+#[derive(Deserialize)]
+struct WireItem<'a> {
+    #[serde(borrow, rename = "type", default, deserialize_with = "opt_str")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    call_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "opt_str")]
+    arguments: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +139,15 @@ impl WireUsage {
     }
 }
 
+/// A chunk carrying one piece of a function call.
+fn tool_chunk(piece: ToolPiece<'_>) -> StreamEvent<'_> {
+    StreamEvent::Chunk {
+        delta: Delta { content: None, reasoning: None, tools: vec![piece] },
+        finish_reason: None,
+        usage: None,
+    }
+}
+
 /// Interpret one Responses event's data.
 pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
     let text = std::str::from_utf8(data).map_err(|_| ChunkError::InvalidUtf8)?;
@@ -124,15 +156,35 @@ pub fn parse_event(data: &[u8]) -> Result<StreamEvent<'_>, ChunkError> {
     let Some(kind) = event.kind else { return Ok(nothing()) };
     Ok(match kind.as_ref() {
         "response.output_text.delta" => StreamEvent::Chunk {
-            delta: Delta { content: event.delta, reasoning: None },
+            delta: Delta { content: event.delta, reasoning: None, tools: Vec::new() },
             finish_reason: None,
             usage: None,
         },
         "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => StreamEvent::Chunk {
-            delta: Delta { content: None, reasoning: event.delta },
+            delta: Delta { content: None, reasoning: event.delta, tools: Vec::new() },
             finish_reason: None,
             usage: None,
         },
+        "response.output_item.added" => match event.item {
+            Some(item) if item.kind.as_deref() == Some("function_call") => tool_chunk(ToolPiece {
+                index: event.output_index.unwrap_or(0),
+                id: item.call_id,
+                name: item.name,
+                arguments: item.arguments.filter(|a| !a.is_empty()),
+                whole_arguments: None,
+            }),
+            _ => nothing(),
+        },
+        "response.function_call_arguments.delta" => tool_chunk(ToolPiece {
+            index: event.output_index.unwrap_or(0),
+            arguments: event.delta,
+            ..ToolPiece::default()
+        }),
+        "response.function_call_arguments.done" => tool_chunk(ToolPiece {
+            index: event.output_index.unwrap_or(0),
+            whole_arguments: event.arguments,
+            ..ToolPiece::default()
+        }),
         "response.completed" => StreamEvent::End {
             finish_reason: Some(Cow::Borrowed("stop")),
             usage: event.response.and_then(|r| r.usage).map(WireUsage::usage),

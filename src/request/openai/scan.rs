@@ -97,10 +97,14 @@ impl<'a> Scanner<'a> {
         let (delta, finish_reason) = match choice {
             None => (Delta::default(), None),
             Some(c) if c.has_delta => (
-                Delta { content: c.content.or(c.text), reasoning: c.reasoning_content.or(c.reasoning) },
+                Delta {
+                    content: c.content.or(c.text),
+                    reasoning: c.reasoning_content.or(c.reasoning),
+                    tools: Vec::new(),
+                },
                 c.finish_reason,
             ),
-            Some(c) => (Delta { content: c.text, reasoning: None }, c.finish_reason),
+            Some(c) => (Delta { content: c.text, reasoning: None, tools: Vec::new() }, c.finish_reason),
         };
         Some(StreamEvent::Chunk { delta, finish_reason, usage })
     }
@@ -253,7 +257,8 @@ impl<'a> Scanner<'a> {
                     seen_r = true;
                     c.reasoning = s.opt_str()?;
                 }
-                b"content" | b"reasoning_content" | b"reasoning" => return None,
+                // A tool call's pieces (and a duplicate text field) are the general parser's.
+                b"content" | b"reasoning_content" | b"reasoning" | b"tool_calls" => return None,
                 _ => s.skip(2)?,
             }
             Some(())

@@ -47,9 +47,9 @@ impl ChunkShape {
             return None; // the string ended inside the text
         }
         let delta = if self.reasoning {
-            Delta { content: None, reasoning: Some(text) }
+            Delta { content: None, reasoning: Some(text), tools: Vec::new() }
         } else {
-            Delta { content: Some(text), reasoning: None }
+            Delta { content: Some(text), reasoning: None, tools: Vec::new() }
         };
         Some(StreamEvent::Chunk { delta, finish_reason: None, usage: None })
     }
@@ -58,6 +58,9 @@ impl ChunkShape {
     /// from the payload as it stands (no escapes), no finish reason, no usage.
     pub(super) fn learn(&mut self, data: &[u8], event: &StreamEvent<'_>) {
         let StreamEvent::Chunk { delta, finish_reason: None, usage: None } = event else { return };
+        if !delta.tools.is_empty() {
+            return; // a tool call's chunk is never the stream's text shape
+        }
         let (text, reasoning) = match (&delta.content, &delta.reasoning) {
             (Some(Cow::Borrowed(t)), None) => (*t, false),
             (None, Some(Cow::Borrowed(t))) => (*t, true),

@@ -9,7 +9,7 @@
 //! run it was; `checks` holds the canary and controlled-output results; `schema_check` the
 //! structured-output check's; `integrity`
 //! tallies what each level wrote and checks that a file
-//! still holds it. Nothing here computes a summary.
+//! still holds it; `tool_calls` is what a response's tool calls were. Nothing here computes a summary.
 
 pub mod checks;
 pub mod client;
@@ -23,6 +23,7 @@ pub mod run_info;
 pub mod schema_check;
 pub mod shard;
 pub mod timing;
+pub mod tool_calls;
 pub mod writer;
 
 pub use crate::contract::Stamp;
@@ -36,3 +37,4 @@ pub use run_info::{ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFla
 pub use schema_check::SchemaCheck;
 pub use shard::{ShardInfo, ShardPart, ShardsBlock};
 pub use timing::{DroppedRecord, Exclusion, Exclusions, FailureRecord, Phase, RequestTiming};
+pub use tool_calls::ToolCallRecord;

@@ -75,6 +75,8 @@ pub struct Completed {
     pub corrections: Option<Box<Corrections>>,
     /// Structured output: the answer checked against its schema.
     pub schema: Option<Box<super::SchemaCheck>>,
+    /// Runs that offer tools: the response's tool calls.
+    pub tool_calls: Option<Box<super::ToolCallRecord>>,
 }
 
 /// What the client could not take as the server sent it, and what it recorded instead.

@@ -166,6 +166,9 @@ pub struct RequestTiming {
     /// Structured output: the schema asked for and what the check found (absent otherwise).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<SchemaCheck>,
+    /// Runs that offer tools: the response's tool calls (see `tool_calls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<super::ToolCallRecord>,
 }
 
 /// Where a request falls in its level.
@@ -388,6 +391,7 @@ impl RequestTiming {
             chunk_gaps_us: Some(c.chunks.chunk_gaps.clone()).filter(|g| !g.is_empty()),
             token_gaps_us: per_chunk.map(|p| p.token_gaps.clone()).filter(|g| !g.is_empty()),
             schema: c.schema.as_deref().cloned(),
+            tool_calls: c.tool_calls.as_deref().cloned(),
         };
         rules.apply(&mut r);
         r

@@ -43,5 +43,6 @@ pub fn outcome(index: u64) -> Outcome {
         chunks: Box::default(),
         corrections: None,
         schema: None,
+        tool_calls: None,
     })
 }

@@ -168,6 +168,7 @@ impl<'a> Attempt<'a> {
             Some(_) => (state.chunk_tokens(), crate::request::openai::Usage::default()),
             None => (state.output_tokens(), state.usage),
         };
+        let tool_calls = state.tool_call_record(usage.completion_tokens).map(Box::new);
         let mut chunk_facts = std::mem::take(&mut state.chunk_clock).facts();
         if usage_implausible.is_some() {
             chunk_facts.per_chunk = None;
@@ -220,6 +221,7 @@ impl<'a> Attempt<'a> {
             chunks: Box::new(chunk_facts),
             corrections,
             schema,
+            tool_calls,
         })
     }
 }

@@ -33,6 +33,7 @@ mod probe;
 pub mod replicas;
 mod stream;
 mod tls;
+mod tool_calls;
 mod transport;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -104,6 +105,8 @@ pub struct Client {
     limits: RequestLimits,
     /// `[target.tls]`'s configuration, built once (see `tls`); `None`: the WebPKI roots.
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// `[workload.tools]`: the tool set each call is judged against.
+    tools: Option<Arc<crate::plan::scenario::tools_rules::ToolSet>>,
 }
 
 /// reqwest with the settings of the measured requests' client (see `transport`), for the requests
@@ -215,6 +218,7 @@ impl Client {
             in_flight: Arc::default(),
             limits: RequestLimits::default(),
             tls,
+            tools: None,
         })
     }
 
@@ -222,6 +226,12 @@ impl Client {
     /// run's request count (see `RequestLimits`).
     pub fn with_limits(mut self, limits: RequestLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Judge each response's tool calls against `tools` (runs with `[workload.tools]`).
+    pub fn with_tools(mut self, tools: Option<Arc<crate::plan::scenario::tools_rules::ToolSet>>) -> Self {
+        self.tools = tools;
         self
     }
 
@@ -454,8 +464,10 @@ impl Client {
             let kind = if self.api.streams_text() { ErrorKind::MalformedSse } else { ErrorKind::InvalidJson };
             return a.fail(kind, Some(status.as_u16()), None, &what);
         }
-        let mut state =
-            StreamState::new(req.response_words.is_some()).for_api(self.api).with_bounds(self.limits.bounds(req));
+        let mut state = StreamState::new(req.response_words.is_some())
+            .for_api(self.api)
+            .with_bounds(self.limits.bounds(req))
+            .with_tools(self.tools.clone());
         if let Some(marker) = &req.canary {
             state = state.with_canary(marker).with_canary_index_limit(self.limits.canary_index_limit);
         }

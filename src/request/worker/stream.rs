@@ -11,16 +11,20 @@
 //! (bounded) and read once it has ended, which is then their first output and their end. A response that has sent its finish reason and its usage is complete
 //! as well when a line that is no SSE field follows (a footer where `[DONE]` should be).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::chunks::ChunkClock;
+use super::tool_calls::ToolCalls;
 use crate::contract::ErrorKind;
 use crate::plan::scenario::Api;
+use crate::plan::scenario::tools_rules::ToolSet;
 use crate::request::openai::{
-    ChunkError, ChunkShape, PoolingAnswer, SseDecoder, SseError, StreamEvent, Usage, parse_answer, parse_event_of,
+    ChunkError, ChunkShape, PoolingAnswer, SseDecoder, SseError, StreamEvent, ToolPiece, Usage, parse_answer,
+    parse_event_of,
 };
-use crate::request::record::TokenSource;
 use crate::request::record::checks::{UsageBounds, UsageImplausible};
+use crate::request::record::{TokenSource, ToolCallRecord};
 use crate::request::workload::CanaryScan;
 
 /// Visible content kept per response for the word-count check (the reference contract's cap).
@@ -121,6 +125,10 @@ pub struct StreamState {
     last_completion: Option<u64>,
     /// Characters the capture keeps when not `CAPTURE_CHARS` (0: `CAPTURE_CHARS`).
     capture_cap: usize,
+    /// The run's tool set, when it offers one: each call is judged against it.
+    offered_tools: Option<Arc<ToolSet>>,
+    /// The response's tool calls, from their first piece.
+    tool_calls: Option<Box<ToolCalls>>,
 }
 
 impl StreamState {
@@ -161,6 +169,42 @@ impl StreamState {
     pub fn with_bounds(mut self, bounds: UsageBounds) -> Self {
         self.bounds = bounds;
         self
+    }
+
+    /// Judge tool calls against `set` (runs that offer tools).
+    pub fn with_tools(mut self, set: Option<Arc<ToolSet>>) -> Self {
+        self.offered_tools = set;
+        self
+    }
+
+    /// The response's tool calls, judged (once): `None` when the run offered no tools and none
+    /// came. `usage_tokens` is the server's output count, which covers the arguments when the
+    /// response streamed nothing else.
+    pub fn tool_call_record(&mut self, usage_tokens: Option<u64>) -> Option<ToolCallRecord> {
+        let calls = self.tool_calls.take();
+        if calls.is_none() && self.offered_tools.is_none() {
+            return None;
+        }
+        let only_tools = self.visible_chars == 0 && self.reasoning_chunks == 0;
+        Some(calls.unwrap_or_default().finish(self.offered_tools.as_ref(), only_tools, usage_tokens))
+    }
+
+    /// Pieces of tool calls: output like text (the first one starts the output and the visible
+    /// clock, see tools.md); `true` when one carried a name or an argument fragment.
+    fn tool_pieces(&mut self, pieces: &[ToolPiece<'_>], at: Duration) -> bool {
+        let calls = self.tool_calls.get_or_insert_with(Box::default);
+        let mut output = false;
+        for p in pieces {
+            calls.piece(p, at);
+            output |= p.name.as_deref().is_some_and(|n| !n.is_empty())
+                || p.arguments.as_deref().is_some_and(|a| !a.is_empty());
+        }
+        if output {
+            self.first_output.get_or_insert(at);
+            self.first_content.get_or_insert(at);
+            self.content_chunks = self.content_chunks.saturating_add(1);
+        }
+        output
     }
 
     /// Read `api`'s events (chat's by default).
@@ -281,6 +325,12 @@ impl StreamState {
 
     /// The last event of a stream without `[DONE]`: its finish reason and usage, then the end.
     fn end(&mut self, finish_reason: Option<&str>, usage: Option<Usage>, at: Duration) -> Stop {
+        // The Responses API ends a turn of function calls `completed`: in chat's words, a
+        // `tool_calls` end.
+        let finish_reason = match finish_reason {
+            Some("stop") if self.tool_calls.is_some() => Some("tool_calls"),
+            other => other,
+        };
         if let Some(reason) = finish_reason {
             self.finish_reason = Some(prefix_at_char(reason, FINISH_REASON_BYTES).to_owned());
         }
@@ -335,6 +385,10 @@ impl StreamState {
                     if let Some((content, _)) = &mut self.answer {
                         content.push_str(text);
                     }
+                    progress = true;
+                    output_chunk = true;
+                }
+                if !delta.tools.is_empty() && self.tool_pieces(&delta.tools, at) {
                     progress = true;
                     output_chunk = true;
                 }

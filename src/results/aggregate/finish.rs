@@ -17,6 +17,7 @@ use super::gaps::{GapHistograms, of_histogram};
 use super::load;
 use super::summarise::{LevelInput, summarise};
 use super::summary::LevelSummary;
+use super::tool_calls;
 use super::warnings::Warning;
 use super::{models, replicas, structured};
 use crate::contract::Metric;
@@ -93,10 +94,15 @@ pub fn finish_level(mut input: LevelInput<'_>, origin: Origin, records: &Path) -
     if let Some(t) = schemas.as_mut() {
         tallies.push(t);
     }
+    let mut tools = info.scenario.pointer("/workload/tools").is_some().then(tool_calls::Tally::default);
+    if let Some(t) = tools.as_mut() {
+        tallies.push(t);
+    }
     let back = read_back(records, &summary, sessions, live.is_none(), &mut tallies)?;
     let (rows, not_reset) = per_model.finish(summary.wall_clock_ms);
     summary.models = rows;
     summary.warnings.extend(not_reset);
+    summary.tool_calls = tools.and_then(tool_calls::Tally::finish);
     if let Some(tally) = tally {
         let rows = tally.finish(&info.replicas, summary.wall_clock_ms);
         summary.warnings.extend(replicas::differ(&rows));
@@ -215,6 +221,12 @@ impl RecordTally for models::Tally {
 impl RecordTally for structured::Tally {
     fn request(&mut self, r: &RequestTiming) {
         structured::Tally::request(self, r);
+    }
+}
+
+impl RecordTally for tool_calls::Tally {
+    fn request(&mut self, r: &RequestTiming) {
+        tool_calls::Tally::request(self, r);
     }
 }
 

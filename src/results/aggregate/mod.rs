@@ -25,6 +25,7 @@ pub mod steady;
 pub mod structured;
 mod summarise;
 pub mod summary;
+pub mod tool_calls;
 pub mod warning_groups;
 pub mod warnings;
 

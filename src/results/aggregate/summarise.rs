@@ -233,6 +233,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         structured_output: None,
         models: None,
         cache_reset: None,
+        tool_calls: None,
         unstreamed: None,
         shards: None,
         records_as_written: None,

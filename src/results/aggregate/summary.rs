@@ -203,6 +203,8 @@ pub struct LevelSummary {
     pub models: Option<Vec<super::models::ModelSummary>>,
     /// `load.reset_cache`: the reset called before the level, with each replica's answer.
     pub cache_reset: Option<crate::request::cache_reset::CacheResetRecord>,
+    /// Runs that offer tools: the level's tool calls (see `tool_calls`).
+    pub tool_calls: Option<super::tool_calls::ToolCallSummary>,
     /// Embeddings and rerank: why the streaming metrics are null, and the input throughput.
     pub unstreamed: Option<Unstreamed>,
     /// A merged level: the shards it was merged from, each with its own validity verdict.

@@ -94,6 +94,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         structured_output: s.structured_output.clone(),
         models: s.models.clone(),
         cache_reset: s.cache_reset.clone(),
+        tool_calls: s.tool_calls.clone(),
         shard: info.shard.clone(),
         shards: s.shards.clone(),
         metric_notes: s.unstreamed.as_ref().map(|u| u.notes.clone()),

@@ -141,6 +141,9 @@ pub struct Artifact {
     /// `load.reset_cache`: the reset called before the level and each replica's answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_reset: Option<crate::request::cache_reset::CacheResetRecord>,
+    /// Runs that offer tools (`[workload.tools]`): the level's tool calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<crate::results::aggregate::tool_calls::ToolCallSummary>,
     /// Which shard of a split run this is (absent from unsharded runs and merged artifacts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,

@@ -183,6 +183,9 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
         replica_lines(s, rows);
     }
     super::models::lines(s, a);
+    if let Some(t) = &a.tool_calls {
+        let _ = writeln!(s, "{}", tool_line(t));
+    }
 }
 
 /// Structured output: `schema valid 97.0% (97/100; 2 invalid, 1 cut by max_tokens)`.
@@ -203,6 +206,22 @@ fn schema_words(so: &crate::results::aggregate::structured::StructuredSummary) -
         s.push_str(" — above max_invalid_rate");
     }
     s
+}
+
+/// Tool calls in one line: calls, the valid share with the reasons of the others, and the time
+/// to the first tool call.
+fn tool_line(t: &crate::results::aggregate::tool_calls::ToolCallSummary) -> String {
+    let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), numbers::duration_ms);
+    let mut line = format!("tool calls {} in {} of {} responses", t.calls, t.requests_with_calls, t.requests);
+    if let Some(rate) = t.valid_rate {
+        let _ = write!(line, " · {} valid", numbers::percent(rate));
+        if !t.invalid_by_reason.is_empty() {
+            let _ = write!(line, " (invalid: {})", counts(&t.invalid_by_reason));
+        }
+        let f = &t.time_to_first_tool_call_ms;
+        let _ = write!(line, " · time to first tool call p50 {} p99 {}", ms(f.p50), ms(f.p99));
+    }
+    line
 }
 
 /// Several replicas: one line each, its requests, failures, TTFT and TPOT p50/p99, throughput.

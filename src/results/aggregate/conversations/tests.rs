@@ -62,6 +62,7 @@ fn record(r: R) -> RequestTiming {
         chunks: Box::default(),
         corrections: None,
         schema: None,
+        tool_calls: None,
         replay: Some(Box::new(ReplayFacts {
             session: Some(r.session.into()),
             turn: Some(r.turn),

@@ -18,6 +18,7 @@ mod dataset;
 mod headers;
 pub mod key_command;
 mod load_rules;
+mod media_rules;
 mod metrics_rules;
 mod overrides;
 mod pacing;
@@ -44,6 +45,7 @@ use bounds::{humantime_serde, humantime_serde_opt};
 
 pub use azure::API_VERSION as AZURE_API_VERSION;
 pub use checker::ScenarioError;
+pub use media_rules::{AudioSpec, ImageFormat, ImageSpec, MediaDelivery, MediaSpec};
 pub use overrides::Overrides;
 pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy};
 pub use query::with_query;
@@ -168,6 +170,9 @@ pub struct Workload {
     pub batch_size: Option<u32>,
     #[serde(skip_serializing_if = "PromptEncoding::is_text")]
     pub prompt_encoding: PromptEncoding,
+    /// `[workload.media]`: images and audio with each prompt (absent without them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<Arc<MediaSpec>>,
 }
 
 /// How a completions prompt is sent: as text, or as the token ids of a local tokenizer.

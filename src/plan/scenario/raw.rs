@@ -297,6 +297,8 @@ pub struct RawWorkload {
     /// `api = "completions"`: `"text"` (default) or `"token_ids"`, which sends `prompt` as the
     /// token ids of the local tokenizer (`workload.tokenizer`), exactly the planned length.
     pub prompt_encoding: Option<PromptEncoding>,
+    /// `[workload.media]`: images and audio sent with each prompt (see media.md).
+    pub media: Option<super::media_rules::RawMedia>,
 }
 
 /// `[workload.trace]`

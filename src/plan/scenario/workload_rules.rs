@@ -49,6 +49,7 @@ pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, seed: u64) -> Result<W
         canaries: w.canaries.unwrap_or(true),
         batch_size: None,
         prompt_encoding: PromptEncoding::Text,
+        media: None,
     })
 }
 

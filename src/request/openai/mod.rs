@@ -6,6 +6,7 @@
 //! text chunk with other text, by comparing (`shape`); everything else by serde.
 
 mod chunk;
+pub mod media;
 mod messages;
 mod pooling;
 mod request;

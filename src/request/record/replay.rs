@@ -35,4 +35,31 @@ pub struct ReplayFacts {
     /// in the run description's `replicas` order. Absent with one server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica: Option<u32>,
+    /// `[workload.media]`: what the request carried (absent without media).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaFacts>,
+}
+
+/// The media one request carried, and the size of its body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaFacts {
+    /// Images in the request.
+    pub images: u32,
+    /// Audio clips in the request.
+    pub audio: u32,
+    /// Pixels of its images, summed.
+    pub pixels: u64,
+    /// Seconds of its audio, summed.
+    pub audio_seconds: u32,
+    /// Bytes of the encoded files (JPEG, PNG, WAV) before base64.
+    pub media_bytes: u64,
+    /// Bytes of the whole request body.
+    pub body_bytes: u64,
+}
+
+impl MediaFacts {
+    /// Media items of every modality.
+    pub fn items(&self) -> u32 {
+        self.images + self.audio
+    }
 }

@@ -14,6 +14,7 @@ mod blocks;
 pub mod canary;
 mod conversation;
 pub mod exchange;
+pub mod media;
 mod probes;
 pub mod sizing;
 mod trace_prompt;
@@ -104,6 +105,8 @@ pub struct Workload {
     batch_size: Option<u32>,
     /// Completions prompts as text or as token ids.
     encoding: crate::plan::scenario::PromptEncoding,
+    /// `[workload.media]`: the spec and the level's encoded pool.
+    media: Option<(std::sync::Arc<crate::plan::scenario::MediaSpec>, std::sync::Arc<media::MediaPool>)>,
 }
 
 impl Workload {
@@ -144,7 +147,12 @@ impl Workload {
             sessions: None,
             batch_size: w.batch_size,
             encoding: w.prompt_encoding,
+            media: None,
         };
+        workload.media = w.media.as_ref().map(|spec| {
+            let pool = media::MediaPool::build(spec, workload.params.api, seed, salt);
+            (spec.clone(), std::sync::Arc::new(pool))
+        });
         if let PromptSource::Sessions(spec) = &w.prompts {
             let mut order: Vec<usize> = (0..spec.dataset.as_ref().map_or(0, |d| d.count)).collect();
             order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
@@ -188,6 +196,11 @@ impl Workload {
         }
         let mut w = self.clone();
         w.salt = level_prompt_salt(self.salt, false, level);
+        // Each level's own media, encoded now, before its first request.
+        if let Some((spec, _)) = &self.media {
+            let pool = media::MediaPool::build(spec, self.params.api, self.seed, w.salt);
+            w.media = Some((spec.clone(), std::sync::Arc::new(pool)));
+        }
         if self.shared_prefix_tokens > 0 {
             w.shared_prefix = build_shared_prefix(&self.sizer, self.seed, w.salt, self.shared_prefix_tokens);
             w.shared_prefix_estimate = text::estimate_tokens(&w.shared_prefix);
@@ -307,6 +320,7 @@ impl Workload {
             // Handled above: a trace replay has its plan, conversations their turns.
             PromptSource::Trace(_) | PromptSource::Sessions(_) => (Vec::new(), 0, 0),
         };
+        let (body, replay) = self.with_media(index, body);
         PreparedRequest {
             index,
             planned_context_tokens: planned,
@@ -314,9 +328,19 @@ impl Workload {
             canary,
             response_words: self.response_words,
             body: Bytes::from(body),
-            replay: None,
+            replay,
             exchange: None,
         }
+    }
+
+    /// `body` with request `index`'s media spliced in, and its facts (without media: as it is).
+    fn with_media(&self, index: u64, body: Vec<u8>) -> (Vec<u8>, Option<Box<ReplayFacts>>) {
+        let Some((_, pool)) = &self.media else { return (body, None) };
+        let picked = pool.pick(index);
+        let parts: Vec<&Bytes> = picked.parts.iter().collect();
+        let body = openai::media::splice(self.params.api, &body, &parts).unwrap_or(body);
+        let facts = crate::request::record::MediaFacts { body_bytes: body.len() as u64, ..picked.facts };
+        (body, Some(Box::new(ReplayFacts { media: Some(facts), ..ReplayFacts::default() })))
     }
 
     /// Shared prefix, unique header, filler sized so the whole prompt predicts `planned`, task.

@@ -20,6 +20,7 @@ pub mod cli;
 mod contamination;
 mod faults;
 mod ground_truth;
+pub mod media;
 pub mod metrics;
 mod plan;
 mod pooling;

@@ -293,8 +293,16 @@ fn accept(
     }
     req.prompt.tokenizer = state.tokenizer.as_deref();
     req.prompt.default_system_tokens = profile.default_system_prompt_tokens;
+    // Images and audio: read, counted by the media rule, prefilled like the text.
+    let media = match super::media::scan(value) {
+        Ok(media) => media,
+        Err(message) => {
+            let body = wire::invalid_request_body(&message);
+            return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
+        }
+    };
     // Token ids are counted as they are; text by the simulator's own rule.
-    let prompt_tokens = exact_tokens.unwrap_or_else(|| req.prompt.token_count());
+    let prompt_tokens = exact_tokens.unwrap_or_else(|| req.prompt.token_count()).saturating_add(media.tokens as u32);
     if prompt_tokens > profile.context_limit {
         let body = wire::context_error_body(prompt_tokens, profile.context_limit);
         return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
@@ -334,6 +342,7 @@ fn accept(
         0
     };
     MockStats::add(&state.stats.prompt_tokens, u64::from(prompt_tokens));
+    state.stats.count_media(&media);
     MockStats::add(&state.stats.cached_tokens, u64::from(cached_tokens));
     let mut guard = ActiveGuard::new(Arc::clone(&state.stats));
     guard.restart = restart;

@@ -25,6 +25,9 @@ pub struct MockStats {
     pub(crate) completion_tokens: AtomicU64,
     pub(crate) tokens_streamed: AtomicU64,
     pub(crate) chunks_streamed: AtomicU64,
+    /// Media read from accepted requests (see `media`): images, audio clips, their tokens, their
+    /// decoded bytes.
+    pub(crate) media: [AtomicU64; 4],
     /// Injected faults, indexed like `faults::COUNTER_NAMES`.
     pub(crate) faults: [AtomicU64; FAULT_COUNTERS],
     /// The counters when the simulated restart happened: `GET /metrics` counts from there, as a
@@ -81,6 +84,18 @@ pub struct MockStatsSnapshot {
     /// `requests_received` and `requests_rejected`. Absent when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub auth_refused: u64,
+    /// Images read from accepted requests (see `media`).
+    #[serde(default)]
+    pub media_images: u64,
+    /// Audio clips read from accepted requests.
+    #[serde(default)]
+    pub media_audio: u64,
+    /// Prompt tokens the media counted for (included in `prompt_tokens`).
+    #[serde(default)]
+    pub media_tokens: u64,
+    /// Decoded bytes of the media files.
+    #[serde(default)]
+    pub media_bytes: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -118,6 +133,10 @@ impl MockStats {
                 + get(&self.faults[FaultKind::ContaminationMerged.counter()]),
             bearer_tokens: self.tokens.seen(),
             auth_refused: get(&self.tokens.refused),
+            media_images: get(&self.media[0]),
+            media_audio: get(&self.media[1]),
+            media_tokens: get(&self.media[2]),
+            media_bytes: get(&self.media[3]),
         }
     }
 
@@ -130,6 +149,13 @@ impl MockStats {
     pub(crate) fn count_fault(&self, counter: usize) {
         if let Some(counter) = self.faults.get(counter) {
             counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts the media of one accepted request.
+    pub(crate) fn count_media(&self, m: &super::media::MediaCount) {
+        for (counter, value) in self.media.iter().zip([m.images, m.audio, m.tokens, m.bytes]) {
+            MockStats::add(counter, value);
         }
     }
 

@@ -57,6 +57,20 @@ pub struct MediaFacts {
     pub body_bytes: u64,
 }
 
+/// What the calibration learned of one media bucket: the server's prompt tokens for a probe with
+/// one item of it, less the same probe's without (`prompt_sizing.media_tokens`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaProbe {
+    /// `image` or `audio`.
+    pub modality: String,
+    /// `WxH` for an image, `Ns` for audio.
+    pub bucket: String,
+    /// Prompt tokens one item adds, as the server counted; null when the probe failed or the
+    /// server reported no usage.
+    pub tokens: Option<u64>,
+    pub error: Option<String>,
+}
+
 impl MediaFacts {
     /// Media items of every modality.
     pub fn items(&self) -> u32 {

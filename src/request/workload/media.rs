@@ -51,6 +51,32 @@ pub struct MediaPool {
 pub struct Picked {
     pub parts: Vec<Bytes>,
     pub facts: MediaFacts,
+    /// Each item's bucket, numbered as `buckets` lists them.
+    pub buckets: Vec<usize>,
+}
+
+/// The buckets of `spec`, images' sizes then audio lengths, as the calibration names them:
+/// `("image", "1024x1024")`, `("audio", "5s")`.
+pub fn buckets(spec: &MediaSpec) -> Vec<(&'static str, String)> {
+    let images = spec.images.iter().flat_map(|im| im.size.iter()).map(|((w, h), _)| ("image", format!("{w}x{h}")));
+    let audio = spec.audio.iter().flat_map(|au| au.seconds.iter()).map(|(s, _)| ("audio", format!("{s}s")));
+    images.chain(audio).collect()
+}
+
+/// One item of bucket `bucket` (numbered as `buckets` lists them) for a calibration probe: not
+/// one of any level's (its own key), encoded on its own.
+pub fn probe_part(spec: &MediaSpec, api: Api, seed: u64, bucket: usize) -> Option<Bytes> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let key = mix(seed ^ 0x7072_6f62_65 ^ bucket as u64);
+    let images = spec.images.as_ref().map_or(0, |im| im.size.len());
+    if bucket < images {
+        let im = spec.images.as_ref()?;
+        let ((w, h), _) = im.size[bucket];
+        return Some(image_part(api, im.format.mime(), &b64.encode(encode_image(w, h, im.format, key))));
+    }
+    let au = spec.audio.as_ref()?;
+    let (secs, _) = *au.seconds.get(bucket - images)?;
+    Some(audio_part(&b64.encode(encode_wav(secs, au.sample_rate, key))))
 }
 
 impl MediaPool {
@@ -61,34 +87,32 @@ impl MediaPool {
             let mut r = text::rng(seed ^ MEDIA_STREAM, salt, (modality << 48) ^ ((bucket as u64) << 24) ^ u64::from(slot), Stream::Block);
             r.random::<u64>()
         };
-        let images = spec.images.as_ref().map_or_else(Vec::new, |im| {
-            im.size
-                .iter()
-                .enumerate()
-                .map(|(b, &((w, h), _))| {
-                    (0..spec.pool)
-                        .map(|slot| {
-                            let file = encode_image(w, h, im.format, key(1, b, slot));
-                            Item { part: image_part(api, im.format.mime(), &b64.encode(&file)), file_bytes: file.len() as u64 }
-                        })
-                        .collect()
-                })
-                .collect()
-        });
-        let audio = spec.audio.as_ref().map_or_else(Vec::new, |au| {
-            au.seconds
-                .iter()
-                .enumerate()
-                .map(|(b, &(secs, _))| {
-                    (0..spec.pool)
-                        .map(|slot| {
-                            let file = encode_wav(secs, au.sample_rate, key(2, b, slot));
-                            Item { part: audio_part(&b64.encode(&file)), file_bytes: file.len() as u64 }
-                        })
-                        .collect()
-                })
-                .collect()
-        });
+        // One job per item, spread over the machine's cores.
+        let mut jobs: Vec<(bool, usize, u32)> = Vec::new();
+        for (b, _) in spec.images.iter().flat_map(|im| im.size.iter()).enumerate() {
+            jobs.extend((0..spec.pool).map(|slot| (true, b, slot)));
+        }
+        for (b, _) in spec.audio.iter().flat_map(|au| au.seconds.iter()).enumerate() {
+            jobs.extend((0..spec.pool).map(|slot| (false, b, slot)));
+        }
+        let encode = |&(is_image, b, slot): &(bool, usize, u32)| match (is_image, &spec.images, &spec.audio) {
+            (true, Some(im), _) => {
+                let ((w, h), _) = im.size[b];
+                let file = encode_image(w, h, im.format, key(1, b, slot));
+                Item { part: image_part(api, im.format.mime(), &b64.encode(&file)), file_bytes: file.len() as u64 }
+            }
+            (_, _, Some(au)) => {
+                let file = encode_wav(au.seconds[b].0, au.sample_rate, key(2, b, slot));
+                Item { part: audio_part(&b64.encode(&file)), file_bytes: file.len() as u64 }
+            }
+            _ => Item { part: Bytes::new(), file_bytes: 0 },
+        };
+        let mut items = par_map(&jobs, encode).into_iter();
+        let mut take = |buckets: usize| -> Vec<Vec<Item>> {
+            (0..buckets).map(|_| items.by_ref().take(spec.pool as usize).collect()).collect()
+        };
+        let images = take(spec.images.as_ref().map_or(0, |im| im.size.len()));
+        let audio = take(spec.audio.as_ref().map_or(0, |au| au.seconds.len()));
         MediaPool { spec: Arc::clone(spec), seed, images, audio }
     }
 
@@ -97,6 +121,7 @@ impl MediaPool {
         let mut rng = text::rng(self.seed ^ MEDIA_STREAM, 0, index, Stream::Context);
         let mut parts = Vec::new();
         let mut facts = MediaFacts::default();
+        let mut buckets = Vec::new();
         if let Some(im) = &self.spec.images {
             let n = weighted(&im.count, &mut rng);
             let most = u64::from(im.count.iter().map(|&(c, _)| c).max().unwrap_or(1).max(1));
@@ -105,6 +130,7 @@ impl MediaPool {
                 let ((w, h), _) = im.size[b];
                 let item = &self.images[b][slot(index, most, j, self.spec.pool)];
                 parts.push(item.part.clone());
+                buckets.push(b);
                 facts.images += 1;
                 facts.pixels += u64::from(w) * u64::from(h);
                 facts.media_bytes += item.file_bytes;
@@ -117,13 +143,29 @@ impl MediaPool {
                 let b = weighted_index(au.seconds.iter().map(|&(_, w)| w), &mut rng);
                 let item = &self.audio[b][slot(index, most, j, self.spec.pool)];
                 parts.push(item.part.clone());
+                buckets.push(self.images.len() + b);
                 facts.audio += 1;
                 facts.audio_seconds += au.seconds[b].0;
                 facts.media_bytes += item.file_bytes;
             }
         }
-        Picked { parts, facts }
+        Picked { parts, facts, buckets }
     }
+}
+
+/// `f` over `jobs` on up to one thread per core, results in the jobs' order.
+fn par_map<J: Sync, T: Send>(jobs: &[J], f: impl Fn(&J) -> T + Sync) -> Vec<T> {
+    if jobs.is_empty() {
+        return Vec::new();
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, jobs.len());
+    let per = jobs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            jobs.chunks(per).map(|chunk| scope.spawn(|| chunk.iter().map(&f).collect::<Vec<T>>())).collect();
+        // A job that panicked is a bug here, not outside data: re-raised as it is.
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    })
 }
 
 fn slot(index: u64, most: u64, j: u32, pool: u32) -> usize {

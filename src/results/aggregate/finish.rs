@@ -80,7 +80,9 @@ pub fn finish_level(mut input: LevelInput<'_>, origin: Origin, records: &Path) -
     let sessions = info.prompt_cache_mode == "sessions";
     let live = as_written.as_ref().filter(|w| w.rules == summary.rules).map(|w| &w.gaps);
     let mut tally = (info.replicas.len() > 1).then(|| replicas::Tally::new(info.replicas.len()));
-    let back = read_back(records, &summary, sessions, live.is_none(), tally.as_mut())?;
+    let mut media = info.scenario.pointer("/workload/media").is_some().then(super::media::Tally::default);
+    let back = read_back(records, &summary, sessions, live.is_none(), (tally.as_mut(), media.as_mut()))?;
+    summary.media = media.map(super::media::Tally::finish);
     if let Some(tally) = tally {
         let rows = tally.finish(&info.replicas, summary.wall_clock_ms);
         summary.warnings.extend(replicas::differ(&rows));
@@ -159,10 +161,10 @@ fn read_back(
     summary: &LevelSummary,
     sessions: bool,
     gaps: bool,
-    mut replicas: Option<&mut replicas::Tally>,
+    (mut replicas, mut media): (Option<&mut replicas::Tally>, Option<&mut super::media::Tally>),
 ) -> Result<ReadBack, String> {
     let mut back = ReadBack::default();
-    if !sessions && !gaps && replicas.is_none() {
+    if !sessions && !gaps && replicas.is_none() && media.is_none() {
         return Ok(back);
     }
     let failures = sessions || replicas.is_some();
@@ -175,6 +177,9 @@ fn read_back(
                     back.gaps.add(&record);
                 }
                 if let Some(t) = replicas.as_deref_mut() {
+                    t.request(&record);
+                }
+                if let Some(t) = media.as_deref_mut() {
                     t.request(&record);
                 }
                 if sessions {

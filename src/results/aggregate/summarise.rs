@@ -229,6 +229,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         server_metrics,
         conversations: None,
         replicas: None,
+        media: None,
         unstreamed: None,
         shards: None,
         records_as_written: None,

@@ -197,6 +197,8 @@ pub struct LevelSummary {
     pub conversations: Option<SessionSummary>,
     /// Several replicas: one row per replica (see `replicas`).
     pub replicas: Option<Vec<super::replicas::ReplicaSummary>>,
+    /// `[workload.media]`: what the requests carried, and TTFT by media count (see `media`).
+    pub media: Option<super::media::MediaSummary>,
     /// Embeddings and rerank: why the streaming metrics are null, and the input throughput.
     pub unstreamed: Option<Unstreamed>,
     /// A merged level: the shards it was merged from, each with its own validity verdict.

@@ -91,6 +91,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         server_metrics: s.server_metrics.clone(),
         conversations: s.conversations.clone(),
         replicas: s.replicas.clone(),
+        media: s.media.clone(),
         shard: info.shard.clone(),
         shards: s.shards.clone(),
         metric_notes: s.unstreamed.as_ref().map(|u| u.notes.clone()),

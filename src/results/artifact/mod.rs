@@ -132,6 +132,9 @@ pub struct Artifact {
     /// Several replicas (`target.base_urls`): one row per replica, in the scenario's order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Vec<crate::results::aggregate::replicas::ReplicaSummary>>,
+    /// `[workload.media]`: media per request, sizes, and TTFT by media count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<crate::results::aggregate::media::MediaSummary>,
     /// Which shard of a split run this is (absent from unsharded runs and merged artifacts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,

@@ -179,6 +179,9 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
     if let Some(rows) = &a.replicas {
         replica_lines(s, rows);
     }
+    if let Some(m) = &a.media {
+        let _ = writeln!(s, "{}", crate::results::aggregate::media::line(m));
+    }
 }
 
 /// Several replicas: one line each, its requests, failures, TTFT and TPOT p50/p99, throughput.

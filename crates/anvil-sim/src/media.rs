@@ -57,7 +57,9 @@ fn read_part(part: &Value, count: &mut MediaCount) -> Result<(), String> {
             let url = s(part.get("image_url").and_then(|u| u.get("url"))).or(s(part.get("image_url")));
             image(data_url(url.ok_or("an image_url part needs image_url.url")?)?, count)
         }
-        Some("input_image") => image(data_url(s(part.get("image_url")).ok_or("an input_image part needs image_url")?)?, count),
+        Some("input_image") => {
+            image(data_url(s(part.get("image_url")).ok_or("an input_image part needs image_url")?)?, count)
+        }
         Some("image") => {
             let source = part.get("source").ok_or("an image block needs a source")?;
             match s(source.get("type")) {

@@ -269,7 +269,9 @@ fn audio(c: &Checker, raw: &RawAudio) -> Result<AudioSpec, ScenarioError> {
 /// `"1024x768"` → `(1024, 768)`.
 fn side_pair(c: &Checker, key: &str, text: &str) -> Result<(u32, u32), ScenarioError> {
     let fix = format!("write the size as WIDTHxHEIGHT, each side from {MIN_SIDE} to {MAX_SIDE}, e.g. \"1024x1024\"");
-    let parsed = text.split_once(['x', 'X']).and_then(|(w, h)| Some((w.trim().parse::<u32>().ok()?, h.trim().parse::<u32>().ok()?)));
+    let parsed = text
+        .split_once(['x', 'X'])
+        .and_then(|(w, h)| Some((w.trim().parse::<u32>().ok()?, h.trim().parse::<u32>().ok()?)));
     match parsed {
         Some((w, h)) if (MIN_SIDE..=MAX_SIDE).contains(&w) && (MIN_SIDE..=MAX_SIDE).contains(&h) => Ok((w, h)),
         _ => Err(c.err(key, format!("\"{text}\" is not an image size"), fix)),

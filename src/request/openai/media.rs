@@ -105,7 +105,8 @@ mod tests {
     #[test]
     fn chat_messages_and_responses_bodies_get_their_parts() {
         let part = image_part(Api::Chat, "image/png", "QUJD");
-        let body = br#"{"model":"m \"content\":\"x","messages":[{"role":"user","content":"say \"hi\" \\"}],"stream":true}"#;
+        let body =
+            br#"{"model":"m \"content\":\"x","messages":[{"role":"user","content":"say \"hi\" \\"}],"stream":true}"#;
         let out: Value = serde_json::from_slice(&splice(Api::Chat, body, &[&part, &part]).unwrap()).unwrap();
         let content = &out["messages"][0]["content"];
         assert_eq!(content[0]["text"], "say \"hi\" \\");

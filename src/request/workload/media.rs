@@ -25,7 +25,7 @@ use crate::request::record::MediaFacts;
 use crate::text::{self, Stream};
 
 /// Mixed into the draws so that they are independent of the context draw of the same request.
-const MEDIA_STREAM: u64 = 0x6d65_6469_61;
+const MEDIA_STREAM: u64 = 0x006d_6564_6961;
 
 /// One encoded item, ready to splice.
 #[derive(Debug)]
@@ -67,7 +67,7 @@ pub fn buckets(spec: &MediaSpec) -> Vec<(&'static str, String)> {
 /// one of any level's (its own key), encoded on its own.
 pub fn probe_part(spec: &MediaSpec, api: Api, seed: u64, bucket: usize) -> Option<Bytes> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let key = mix(seed ^ 0x7072_6f62_65 ^ bucket as u64);
+    let key = mix(seed ^ 0x0070_726f_6265 ^ bucket as u64);
     let images = spec.images.as_ref().map_or(0, |im| im.size.len());
     if bucket < images {
         let im = spec.images.as_ref()?;
@@ -84,7 +84,12 @@ impl MediaPool {
     pub fn build(spec: &Arc<MediaSpec>, api: Api, seed: u64, salt: u64) -> Self {
         let b64 = base64::engine::general_purpose::STANDARD;
         let key = |modality: u64, bucket: usize, slot: u32| {
-            let mut r = text::rng(seed ^ MEDIA_STREAM, salt, (modality << 48) ^ ((bucket as u64) << 24) ^ u64::from(slot), Stream::Block);
+            let mut r = text::rng(
+                seed ^ MEDIA_STREAM,
+                salt,
+                (modality << 48) ^ ((bucket as u64) << 24) ^ u64::from(slot),
+                Stream::Block,
+            );
             r.random::<u64>()
         };
         // One job per item, spread over the machine's cores.
@@ -225,12 +230,8 @@ fn encode_image(w: u32, h: u32, format: ImageFormat, key: u64) -> Vec<u8> {
             let mut out = Vec::new();
             // Sides are validated to at most 8192 (u16), and the buffer holds w·h·3 bytes, so
             // the encoder has nothing to refuse.
-            let encoded = jpeg_encoder::Encoder::new(&mut out, 85).encode(
-                &rgb,
-                w as u16,
-                h as u16,
-                jpeg_encoder::ColorType::Rgb,
-            );
+            let encoded =
+                jpeg_encoder::Encoder::new(&mut out, 85).encode(&rgb, w as u16, h as u16, jpeg_encoder::ColorType::Rgb);
             debug_assert!(encoded.is_ok(), "{encoded:?}");
             out
         }

@@ -106,7 +106,10 @@ pub struct Workload {
     /// Completions prompts as text or as token ids.
     encoding: crate::plan::scenario::PromptEncoding,
     /// `[workload.media]`: the spec and the level's encoded pool.
-    media: Option<(std::sync::Arc<crate::plan::scenario::MediaSpec>, std::sync::Arc<std::sync::OnceLock<media::MediaPool>>)>,
+    media: Option<(
+        std::sync::Arc<crate::plan::scenario::MediaSpec>,
+        std::sync::Arc<std::sync::OnceLock<media::MediaPool>>,
+    )>,
     /// Prompt tokens one media item of each bucket adds (`media::buckets` order), as calibrated.
     media_tokens: std::sync::Arc<Vec<Option<u64>>>,
 }

@@ -55,7 +55,10 @@ fn agrees_with_simulator(a: &Value) {
         a["media"]["ttft_by_media_count"].as_array().unwrap().iter().map(|r| r["requests"].as_u64().unwrap()).sum();
     assert_eq!(by_count, 12);
     for r in requests {
-        assert!(r["media"]["body_bytes"].as_u64().unwrap() > r["media"]["media_bytes"].as_u64().unwrap());
+        if sim["media_fetched_bytes"] == 0 {
+            // Inline: the body holds every file, in base64.
+            assert!(r["media"]["body_bytes"].as_u64().unwrap() > r["media"]["media_bytes"].as_u64().unwrap());
+        }
         // The calibration learned each item's tokens: targets hold them.
         let err = r["prompt_sizing_error_pct"].as_f64().unwrap();
         assert!(err.abs() < 3.0, "prompt sized with its media: {err}% off in {r}");
@@ -76,6 +79,28 @@ async fn chat_images_as_data_urls_are_counted_like_the_simulator() {
     let learned = &a["prompt_sizing"]["media_tokens"];
     assert_eq!(learned[0]["bucket"], "280x140");
     assert_eq!(learned[0]["tokens"], 50, "{learned}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_by_http_url_are_fetched_by_the_simulator() {
+    // Images and audio served by the run's file server on loopback; the simulator fetches each.
+    let media = "[workload.media]\ndelivery = \"http\"\npool = 3\n[workload.media.images]\ncount = { 1 = 1, 2 = 1 }\n\
+                 size = \"56x56\"\n[workload.media.audio]\nseconds = 1\nsample_rate = 8000\n";
+    let a = run_ok(&scenario("chat", media)).await;
+    agrees_with_simulator(&a);
+    let sim = &a["simulator"];
+    assert_eq!(sim["media_fetched_bytes"], sim["media_bytes"], "every item came by URL");
+    let images = sim["media_images"].as_u64().unwrap();
+    assert_eq!(sim["media_tokens"].as_u64().unwrap(), images * 4 + 12 * 25);
+    for r in a["request_timings"].as_array().unwrap() {
+        assert!(r["media"]["body_bytes"].as_u64().unwrap() < 4096, "URLs, not data: {r}");
+    }
+    // Messages: an image block with a url source.
+    let media = "[workload.media]\ndelivery = \"http\"\n[workload.media.images]\nsize = \"56x56\"\n";
+    let toml = scenario("messages", media).replace("max_tokens = 32\n", "max_tokens = 32\ntokenizer = \"estimate\"\n");
+    let a = run_ok(&toml).await;
+    assert_eq!(a["simulator"]["media_images"], 12);
+    assert_eq!(a["simulator"]["media_fetched_bytes"], a["simulator"]["media_bytes"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,6 +178,16 @@ async fn bad_media_keys_exit_2_and_send_nothing() {
     )
     .await;
     expect_refused(&scenario("chat", "[workload.media]\n"), "workload.media").await;
+    let http =
+        |extra: &str| images.replace("[workload.media]\n", &format!("[workload.media]\ndelivery = \"http\"\n{extra}"));
+    expect_refused(&scenario("chat", &http("http_bind = \"nowhere\"\n")), "workload.media.http_bind").await;
+    expect_refused(&scenario("chat", &http("http_bind = \"0.0.0.0:0\"\n")), "workload.media.http_url").await;
+    expect_refused(&scenario("chat", &http("http_url = \"ftp://x\"\n")), "workload.media.http_url").await;
+    expect_refused(
+        &scenario("chat", &images.replace("[workload.media]\n", "[workload.media]\nhttp_bind = \"127.0.0.1:0\"\n")),
+        "workload.media.http_bind",
+    )
+    .await;
     expect_refused(&scenario("completions", images), "workload.media").await;
     expect_refused(&scenario("embeddings", images), "workload.media").await;
     expect_refused(&scenario("messages", audio), "workload.media.audio").await;

@@ -6,14 +6,27 @@
 //! Responses `input_image` (`image_url`); Messages `image` with a `base64` source. An image is
 //! a `data:` URL (or Messages' base64 source) decoded and sniffed: a JPEG's SOF marker or a
 //! PNG's IHDR gives its size. Audio is base64 WAV: its `fmt ` and `data` chunks give its length.
-//! A URL the simulator does not fetch (`http://…`, `audio_url`, `video_url`), or bytes that are
-//! not a JPEG, PNG or WAV, is refused with 400, as an engine refuses media it cannot load.
+//! An `http://` URL (chat `image_url` and vLLM's `audio_url`, Responses `input_image`, Messages'
+//! `url` source) is fetched first, as an engine fetches from an object store (`fetch_urls`:
+//! plain HTTP/1.1, at most `MAX_ITEM_BYTES` each, within `FETCH_TIMEOUT`). A URL it cannot
+//! fetch, a `video_url`, or bytes that are not a JPEG, PNG or WAV, is refused with 400, as an
+//! engine refuses media it cannot load.
 //!
 //! Tokens, Qwen2-VL's rule for images: one token per 28×28 patch, each side rounded up,
 //! `ceil(w/28) · ceil(h/28)`; audio: `AUDIO_TOKENS_PER_SECOND` per second, rounded up.
 
+use std::collections::HashMap;
+use std::time::Duration;
+
 use base64::Engine;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Files fetched for one request, by URL.
+pub(crate) type Fetched = HashMap<String, Vec<u8>>;
+
+/// The longest one fetch may take.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An image token covers a square of this many pixels a side.
 pub const PATCH: u64 = 28;
@@ -30,17 +43,19 @@ pub(crate) struct MediaCount {
     pub tokens: u64,
     /// Decoded bytes of the media files.
     pub bytes: u64,
+    /// Bytes fetched over HTTP (files served by URL).
+    pub fetched: u64,
 }
 
 /// Reads every media part of `body`; an error is the message of a 400 answer.
-pub(crate) fn scan(body: &Value) -> Result<MediaCount, String> {
-    let mut count = MediaCount::default();
+pub(crate) fn scan(body: &Value, fetched: &Fetched) -> Result<MediaCount, String> {
+    let mut count = MediaCount { fetched: fetched.values().map(|f| f.len() as u64).sum(), ..MediaCount::default() };
     for key in ["messages", "input"] {
         let Some(Value::Array(items)) = body.get(key) else { continue };
         for item in items {
             let Some(Value::Array(parts)) = item.get("content") else { continue };
             for part in parts {
-                read_part(part, &mut count)?;
+                read_part(part, fetched, &mut count)?;
             }
         }
     }
@@ -51,20 +66,93 @@ fn s(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str)
 }
 
-fn read_part(part: &Value, count: &mut MediaCount) -> Result<(), String> {
+/// Every `http://` URL a media part of `body` names.
+fn urls(body: &Value) -> Vec<&str> {
+    let mut out = Vec::new();
+    for key in ["messages", "input"] {
+        let Some(Value::Array(items)) = body.get(key) else { continue };
+        for part in items.iter().filter_map(|i| i.get("content")).filter_map(Value::as_array).flatten() {
+            let url = match s(part.get("type")) {
+                Some("image_url") => s(part.get("image_url").and_then(|u| u.get("url"))),
+                Some("audio_url") => s(part.get("audio_url").and_then(|u| u.get("url"))),
+                Some("input_image") => s(part.get("image_url")),
+                Some("image") => s(part.get("source").and_then(|u| u.get("url"))),
+                _ => None,
+            };
+            out.extend(url.filter(|u| u.starts_with("http://")));
+        }
+    }
+    out
+}
+
+/// Fetches every `http://` media URL of `body`; an error is the message of a 400 answer.
+pub(crate) async fn fetch_urls(body: &Value) -> Result<Fetched, String> {
+    let mut out = Fetched::new();
+    for url in urls(body) {
+        if out.contains_key(url) {
+            continue;
+        }
+        let bytes = tokio::time::timeout(FETCH_TIMEOUT, get(url))
+            .await
+            .map_err(|_| format!("fetching {url} took longer than {FETCH_TIMEOUT:?}"))??;
+        out.insert(url.to_string(), bytes);
+    }
+    Ok(out)
+}
+
+/// One plain HTTP/1.1 GET, the body by `Content-Length` or to the connection's close.
+async fn get(url: &str) -> Result<Vec<u8>, String> {
+    let fail = |e: std::io::Error| format!("could not fetch {url}: {e}");
+    let rest = url.strip_prefix("http://").ok_or("only http:// URLs are fetched")?;
+    let (authority, path) = rest.split_once('/').map_or((rest, String::from("/")), |(a, p)| (a, format!("/{p}")));
+    let mut stream = tokio::net::TcpStream::connect(authority).await.map_err(fail)?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.map_err(fail)?;
+    let mut raw = Vec::new();
+    stream.take(MAX_ITEM_BYTES as u64 + 65_536).read_to_end(&mut raw).await.map_err(fail)?;
+    let end = memchr::memmem::find(&raw, b"\r\n\r\n").ok_or_else(|| format!("{url}: no HTTP answer"))?;
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    if !head.starts_with("http/1.1 200") && !head.starts_with("http/1.0 200") {
+        return Err(format!("{url}: {}", head.lines().next().unwrap_or("no status")));
+    }
+    if head.contains("transfer-encoding: chunked") {
+        return Err(format!("{url}: a chunked answer (the simulator reads Content-Length bodies)"));
+    }
+    let body = raw.split_off(end + 4);
+    if body.len() > MAX_ITEM_BYTES {
+        return Err(format!("{url}: larger than {MAX_ITEM_BYTES} bytes"));
+    }
+    Ok(body)
+}
+
+/// A `data:` URL decoded, or a fetched `http://` URL's bytes.
+fn load(url: &str, fetched: &Fetched) -> Result<Vec<u8>, String> {
+    if url.starts_with("http://") {
+        return fetched.get(url).cloned().ok_or_else(|| format!("{url} was not fetched"));
+    }
+    data_url(url)
+}
+
+fn read_part(part: &Value, fetched: &Fetched, count: &mut MediaCount) -> Result<(), String> {
     match s(part.get("type")) {
         Some("image_url") => {
             let url = s(part.get("image_url").and_then(|u| u.get("url"))).or(s(part.get("image_url")));
-            image(data_url(url.ok_or("an image_url part needs image_url.url")?)?, count)
+            image(load(url.ok_or("an image_url part needs image_url.url")?, fetched)?, count)
         }
         Some("input_image") => {
-            image(data_url(s(part.get("image_url")).ok_or("an input_image part needs image_url")?)?, count)
+            image(load(s(part.get("image_url")).ok_or("an input_image part needs image_url")?, fetched)?, count)
+        }
+        Some("audio_url") => {
+            let url =
+                s(part.get("audio_url").and_then(|u| u.get("url"))).ok_or("an audio_url part needs audio_url.url")?;
+            wav(load(url, fetched)?, count)
         }
         Some("image") => {
             let source = part.get("source").ok_or("an image block needs a source")?;
             match s(source.get("type")) {
                 Some("base64") => image(decode(s(source.get("data")).ok_or("a base64 source needs data")?)?, count),
-                _ => Err("the simulator reads base64 image sources only (it fetches no URL)".into()),
+                Some("url") => image(load(s(source.get("url")).ok_or("a url source needs url")?, fetched)?, count),
+                _ => Err("an image source must be base64 or url".into()),
             }
         }
         Some("input_audio") => {
@@ -74,8 +162,8 @@ fn read_part(part: &Value, count: &mut MediaCount) -> Result<(), String> {
             }
             wav(decode(s(audio.get("data")).ok_or("input_audio needs data")?)?, count)
         }
-        Some(kind @ ("audio_url" | "video_url" | "input_video")) => {
-            Err(format!("the simulator does not read {kind} parts (it fetches no URL and decodes no video)"))
+        Some(kind @ ("video_url" | "input_video")) => {
+            Err(format!("the simulator does not read {kind} parts (it decodes no video)"))
         }
         _ => Ok(()),
     }
@@ -83,7 +171,7 @@ fn read_part(part: &Value, count: &mut MediaCount) -> Result<(), String> {
 
 fn data_url(url: &str) -> Result<Vec<u8>, String> {
     let Some(rest) = url.strip_prefix("data:") else {
-        return Err("the simulator reads data: URLs only (it fetches no URL)".into());
+        return Err("media URLs must be data: or http:// URLs".into());
     };
     let (_, data) = rest.split_once(";base64,").ok_or("a data: URL must be base64 (\";base64,\")")?;
     decode(data)
@@ -195,10 +283,10 @@ mod tests {
             {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(&png))}},
             {"type": "input_audio", "input_audio": {"data": b64(&wav), "format": "wav"}},
         ]}]});
-        let c = scan(&body).unwrap();
+        let c = scan(&body, &Fetched::new()).unwrap();
         assert_eq!((c.images, c.audio), (1, 1));
         assert_eq!(c.tokens, 4 * 3 + 25, "ceil(100/28)·ceil(57/28) + one second");
         let url = json!({"messages": [{"content": [{"type": "image_url", "image_url": {"url": "http://x/a.png"}}]}]});
-        assert!(scan(&url).is_err());
+        assert!(scan(&url, &Fetched::new()).is_err(), "not fetched");
     }
 }

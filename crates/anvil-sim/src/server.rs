@@ -238,7 +238,12 @@ async fn generate(state: &AppState, kind: PromptKind, api: WireApi, body: Body) 
         PromptKind::Completion => super::api_prompts::token_id_prompt(&mut value, state.tokenizer.as_deref()),
         PromptKind::Chat => None,
     };
-    match accept(state, (kind, api, exact_tokens), &value, arrival, injection, restart) {
+    // Media named by URL are fetched first, as an engine fetches them.
+    let fetched = match super::media::fetch_urls(&value).await {
+        Ok(fetched) => fetched,
+        Err(message) => return reject(state, StatusCode::BAD_REQUEST, wire::invalid_request_body(&message)),
+    };
+    match accept(state, (kind, api, exact_tokens, &fetched), &value, arrival, injection, restart) {
         Accepted::Respond(response) => response,
         Accepted::Full(generation, body) => full_response(state, *generation, body).await,
     }
@@ -255,7 +260,7 @@ enum Accepted {
 /// parsed body ends before the first `.await`.
 fn accept(
     state: &AppState,
-    (kind, api, exact_tokens): (PromptKind, WireApi, Option<u32>),
+    (kind, api, exact_tokens, fetched): (PromptKind, WireApi, Option<u32>, &super::media::Fetched),
     value: &Value,
     arrival: Instant,
     injection: Option<Injection>,
@@ -294,7 +299,7 @@ fn accept(
     req.prompt.tokenizer = state.tokenizer.as_deref();
     req.prompt.default_system_tokens = profile.default_system_prompt_tokens;
     // Images and audio: read, counted by the media rule, prefilled like the text.
-    let media = match super::media::scan(value) {
+    let media = match super::media::scan(value, fetched) {
         Ok(media) => media,
         Err(message) => {
             let body = wire::invalid_request_body(&message);

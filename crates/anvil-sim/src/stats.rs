@@ -26,8 +26,8 @@ pub struct MockStats {
     pub(crate) tokens_streamed: AtomicU64,
     pub(crate) chunks_streamed: AtomicU64,
     /// Media read from accepted requests (see `media`): images, audio clips, their tokens, their
-    /// decoded bytes.
-    pub(crate) media: [AtomicU64; 4],
+    /// decoded bytes, bytes fetched by URL.
+    pub(crate) media: [AtomicU64; 5],
     /// Injected faults, indexed like `faults::COUNTER_NAMES`.
     pub(crate) faults: [AtomicU64; FAULT_COUNTERS],
     /// The counters when the simulated restart happened: `GET /metrics` counts from there, as a
@@ -96,6 +96,9 @@ pub struct MockStatsSnapshot {
     /// Decoded bytes of the media files.
     #[serde(default)]
     pub media_bytes: u64,
+    /// Bytes of media fetched by URL (`http://`), as an engine fetches them.
+    #[serde(default)]
+    pub media_fetched_bytes: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -137,6 +140,7 @@ impl MockStats {
             media_audio: get(&self.media[1]),
             media_tokens: get(&self.media[2]),
             media_bytes: get(&self.media[3]),
+            media_fetched_bytes: get(&self.media[4]),
         }
     }
 
@@ -154,7 +158,7 @@ impl MockStats {
 
     /// Counts the media of one accepted request.
     pub(crate) fn count_media(&self, m: &super::media::MediaCount) {
-        for (counter, value) in self.media.iter().zip([m.images, m.audio, m.tokens, m.bytes]) {
+        for (counter, value) in self.media.iter().zip([m.images, m.audio, m.tokens, m.bytes, m.fetched]) {
             MockStats::add(counter, value);
         }
     }

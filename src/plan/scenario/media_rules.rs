@@ -29,8 +29,15 @@ pub const DEFAULT_POOL: u32 = 16;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMedia {
-    /// `"data_url"` (default): base64 `data:` URLs inline in the body.
+    /// `"data_url"` (default): base64 `data:` URLs inline in the body; `"http"`: URLs of a
+    /// file server the run starts, which the engine fetches.
     pub delivery: Option<String>,
+    /// `delivery = "http"`: the file server's address (default `"127.0.0.1:0"`, loopback, a
+    /// free port).
+    pub http_bind: Option<String>,
+    /// `delivery = "http"`: the base URL the engine fetches from (default `http://` and the
+    /// bound address); required when `http_bind` is not a loopback address.
+    pub http_url: Option<String>,
     /// Distinct items of each modality synthesised and encoded before each level (default 16),
     /// used round-robin by the level's requests.
     pub pool: Option<i64>,
@@ -69,10 +76,16 @@ pub struct RawAudio {
 }
 
 /// How media reaches the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MediaDelivery {
     DataUrl,
+    /// A file server the run starts on `bind`; the engine fetches from `url` (`None`: the bound
+    /// address).
+    Http {
+        bind: std::net::SocketAddr,
+        url: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -138,19 +151,26 @@ pub(super) fn media(
         ));
     }
     let delivery = match m.delivery.as_deref() {
-        None | Some("data_url") => MediaDelivery::DataUrl,
-        Some("http") => {
-            return Err(c.err(
-                "workload.media.delivery",
-                "\"http\" (media served by a built-in file server) is not available in this version",
-                "use delivery = \"data_url\" (base64 inline), or remove the key",
-            ));
+        None | Some("data_url") => {
+            for (key, set) in
+                [("workload.media.http_bind", m.http_bind.is_some()), ("workload.media.http_url", m.http_url.is_some())]
+            {
+                if set {
+                    return Err(c.err(
+                        key,
+                        "goes with delivery = \"http\" only",
+                        "set delivery = \"http\", or remove it",
+                    ));
+                }
+            }
+            MediaDelivery::DataUrl
         }
+        Some("http") => http(c, m)?,
         Some(other) => {
             return Err(c.err(
                 "workload.media.delivery",
                 format!("\"{other}\" is not a delivery"),
-                "use delivery = \"data_url\"",
+                "use delivery = \"data_url\" (base64 inline) or \"http\" (a file server the engine fetches from)",
             ));
         }
     };
@@ -202,6 +222,39 @@ pub(super) fn media(
         ));
     }
     Ok(Some(MediaSpec { delivery, pool, images, audio }))
+}
+
+/// `delivery = "http"`: where the file server listens and the URL the engine fetches from.
+fn http(c: &Checker, m: &RawMedia) -> Result<MediaDelivery, ScenarioError> {
+    let text = m.http_bind.as_deref().unwrap_or("127.0.0.1:0");
+    let bind: std::net::SocketAddr = text.parse().map_err(|_| {
+        c.err(
+            "workload.media.http_bind",
+            format!("\"{text}\" is not an address and port"),
+            "write e.g. http_bind = \"127.0.0.1:0\" (loopback, a free port) or \"0.0.0.0:8900\" with http_url",
+        )
+    })?;
+    let url = match m.http_url.as_deref() {
+        None if !bind.ip().is_loopback() => {
+            return Err(c.err(
+                "workload.media.http_url",
+                format!("is needed: the file server listens on {bind}, which is no address an engine can be told"),
+                "give the URL the engine reaches this machine at, e.g. http_url = \"http://loadgen-1:8900\"",
+            ));
+        }
+        None => None,
+        Some(u) if (u.starts_with("http://") || u.starts_with("https://")) && !u.contains('@') && !u.contains('?') => {
+            Some(u.trim_end_matches('/').to_string())
+        }
+        Some(u) => {
+            return Err(c.err(
+                "workload.media.http_url",
+                format!("\"{u}\" is not an http:// URL without credentials or query"),
+                "write e.g. http_url = \"http://loadgen-1:8900\"",
+            ));
+        }
+    };
+    Ok(MediaDelivery::Http { bind, url })
 }
 
 fn images(c: &Checker, raw: &RawImages) -> Result<ImageSpec, ScenarioError> {

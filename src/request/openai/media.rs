@@ -34,6 +34,22 @@ pub fn audio_part(data: &str) -> Bytes {
     Bytes::from(format!(r#"{{"type":"input_audio","input_audio":{{"data":"{data}","format":"wav"}}}}"#))
 }
 
+/// An image's content part for `api` that names its `url` (an engine fetches it).
+pub fn image_url_part(api: Api, url: &str) -> Bytes {
+    let url = serde_json::Value::from(url).to_string();
+    let s = match api {
+        Api::Responses => format!(r#"{{"type":"input_image","image_url":{url}}}"#),
+        Api::Messages => format!(r#"{{"type":"image","source":{{"type":"url","url":{url}}}}}"#),
+        _ => format!(r#"{{"type":"image_url","image_url":{{"url":{url}}}}}"#),
+    };
+    Bytes::from(s)
+}
+
+/// An audio clip's part that names its `url` (vLLM's `audio_url`; chat only).
+pub fn audio_url_part(url: &str) -> Bytes {
+    Bytes::from(format!(r#"{{"type":"audio_url","audio_url":{{"url":{}}}}}"#, serde_json::Value::from(url)))
+}
+
 /// `body` with its prompt string turned into a text part followed by `parts`. `None` when the
 /// body has no prompt string where `api` puts it (then it is sent as it is).
 pub fn splice(api: Api, body: &[u8], parts: &[&Bytes]) -> Option<Vec<u8>> {

@@ -19,8 +19,9 @@ use base64::Engine;
 use bytes::Bytes;
 use rand::RngExt;
 
+use super::media_files::MediaFiles;
 use crate::plan::scenario::{Api, ImageFormat, MediaSpec};
-use crate::request::openai::media::{audio_part, image_part};
+use crate::request::openai::media::{audio_part, audio_url_part, image_part, image_url_part};
 use crate::request::record::MediaFacts;
 use crate::text::{self, Stream};
 
@@ -65,24 +66,58 @@ pub fn buckets(spec: &MediaSpec) -> Vec<(&'static str, String)> {
 
 /// One item of bucket `bucket` (numbered as `buckets` lists them) for a calibration probe: not
 /// one of any level's (its own key), encoded on its own.
-pub fn probe_part(spec: &MediaSpec, api: Api, seed: u64, bucket: usize) -> Option<Bytes> {
-    let b64 = base64::engine::general_purpose::STANDARD;
+pub fn probe_part(spec: &MediaSpec, api: Api, seed: u64, bucket: usize, files: Option<&MediaFiles>) -> Option<Bytes> {
     let key = mix(seed ^ 0x0070_726f_6265 ^ bucket as u64);
+    let name = format!("probe-{seed:016x}-{bucket}");
     let images = spec.images.as_ref().map_or(0, |im| im.size.len());
     if bucket < images {
         let im = spec.images.as_ref()?;
         let ((w, h), _) = im.size[bucket];
-        return Some(image_part(api, im.format.mime(), &b64.encode(encode_image(w, h, im.format, key))));
+        return Some(part(api, Kind::Image(im.format), encode_image(w, h, im.format, key), &name, files));
     }
     let au = spec.audio.as_ref()?;
     let (secs, _) = *au.seconds.get(bucket - images)?;
-    Some(audio_part(&b64.encode(encode_wav(secs, au.sample_rate, key))))
+    Some(part(api, Kind::Audio, encode_wav(secs, au.sample_rate, key), &name, files))
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Image(ImageFormat),
+    Audio,
+}
+
+/// The content part of one encoded file: inline base64, or the URL `files` serves it at.
+fn part(api: Api, kind: Kind, file: Vec<u8>, name: &str, files: Option<&MediaFiles>) -> Bytes {
+    let (mime, ext) = match kind {
+        Kind::Image(ImageFormat::Jpeg) => ("image/jpeg", "jpg"),
+        Kind::Image(ImageFormat::Png) => ("image/png", "png"),
+        Kind::Audio => ("audio/wav", "wav"),
+    };
+    match files {
+        Some(files) => {
+            let name = format!("{name}.{ext}");
+            let url = files.url(&name);
+            files.insert(name, Bytes::from(file), mime);
+            match kind {
+                Kind::Image(_) => image_url_part(api, &url),
+                Kind::Audio => audio_url_part(&url),
+            }
+        }
+        None => {
+            let data = base64::engine::general_purpose::STANDARD.encode(&file);
+            match kind {
+                Kind::Image(_) => image_part(api, mime, &data),
+                Kind::Audio => audio_part(&data),
+            }
+        }
+    }
 }
 
 impl MediaPool {
     /// Synthesises and encodes every item of the pool (the work happens here, before a level).
-    pub fn build(spec: &Arc<MediaSpec>, api: Api, seed: u64, salt: u64) -> Self {
-        let b64 = base64::engine::general_purpose::STANDARD;
+    /// With `files` (`delivery = "http"`), the parts name URLs of the file server, which
+    /// serves the encoded files from now on (the previous level's are forgotten).
+    pub fn build(spec: &Arc<MediaSpec>, api: Api, seed: u64, salt: u64, files: Option<&MediaFiles>) -> Self {
         let key = |modality: u64, bucket: usize, slot: u32| {
             let mut r = text::rng(
                 seed ^ MEDIA_STREAM,
@@ -100,18 +135,21 @@ impl MediaPool {
         for (b, _) in spec.audio.iter().flat_map(|au| au.seconds.iter()).enumerate() {
             jobs.extend((0..spec.pool).map(|slot| (false, b, slot)));
         }
-        let encode = |&(is_image, b, slot): &(bool, usize, u32)| match (is_image, &spec.images, &spec.audio) {
-            (true, Some(im), _) => {
-                let ((w, h), _) = im.size[b];
-                let file = encode_image(w, h, im.format, key(1, b, slot));
-                Item { part: image_part(api, im.format.mime(), &b64.encode(&file)), file_bytes: file.len() as u64 }
-            }
-            (_, _, Some(au)) => {
-                let file = encode_wav(au.seconds[b].0, au.sample_rate, key(2, b, slot));
-                Item { part: audio_part(&b64.encode(&file)), file_bytes: file.len() as u64 }
-            }
-            _ => Item { part: Bytes::new(), file_bytes: 0 },
+        let encode = |&(is_image, b, slot): &(bool, usize, u32)| {
+            let name = format!("{salt:016x}-{}{b}-{slot}", if is_image { "i" } else { "a" });
+            let (file, kind) = match (is_image, &spec.images, &spec.audio) {
+                (true, Some(im), _) => {
+                    let ((w, h), _) = im.size[b];
+                    (encode_image(w, h, im.format, key(1, b, slot)), Kind::Image(im.format))
+                }
+                (_, _, Some(au)) => (encode_wav(au.seconds[b].0, au.sample_rate, key(2, b, slot)), Kind::Audio),
+                _ => (Vec::new(), Kind::Audio),
+            };
+            Item { file_bytes: file.len() as u64, part: part(api, kind, file, &name, files) }
         };
+        if let Some(files) = files {
+            files.clear();
+        }
         let mut items = par_map(&jobs, encode).into_iter();
         let mut take = |buckets: usize| -> Vec<Vec<Item>> {
             (0..buckets).map(|_| items.by_ref().take(spec.pool as usize).collect()).collect()
@@ -318,15 +356,15 @@ mod tests {
 
     #[test]
     fn pool_is_deterministic_and_files_are_well_formed() {
-        let a = MediaPool::build(&spec(), Api::Chat, 7, 9);
-        let b = MediaPool::build(&spec(), Api::Chat, 7, 9);
+        let a = MediaPool::build(&spec(), Api::Chat, 7, 9, None);
+        let b = MediaPool::build(&spec(), Api::Chat, 7, 9, None);
         for i in 0..20 {
             let (x, y) = (a.pick(i), b.pick(i));
             assert_eq!(x.facts, y.facts);
             assert_eq!(x.parts, y.parts);
             assert!(x.facts.images >= 1 && x.facts.audio == 1);
         }
-        let other = MediaPool::build(&spec(), Api::Chat, 7, 10);
+        let other = MediaPool::build(&spec(), Api::Chat, 7, 10, None);
         assert_ne!(a.images[0][0].part, other.images[0][0].part, "another level salt, other images");
         let jpeg = encode_image(64, 48, ImageFormat::Jpeg, 1);
         assert_eq!(&jpeg[..2], b"\xff\xd8");

@@ -15,6 +15,7 @@ pub mod canary;
 mod conversation;
 pub mod exchange;
 pub mod media;
+pub mod media_files;
 mod probes;
 pub mod sizing;
 mod trace_prompt;
@@ -110,6 +111,8 @@ pub struct Workload {
         std::sync::Arc<crate::plan::scenario::MediaSpec>,
         std::sync::Arc<std::sync::OnceLock<media::MediaPool>>,
     )>,
+    /// `delivery = "http"`: the file server the parts name.
+    media_files: Option<std::sync::Arc<media_files::MediaFiles>>,
     /// Prompt tokens one media item of each bucket adds (`media::buckets` order), as calibrated.
     media_tokens: std::sync::Arc<Vec<Option<u64>>>,
 }
@@ -154,7 +157,16 @@ impl Workload {
             encoding: w.prompt_encoding,
             media: None,
             media_tokens: Default::default(),
+            media_files: None,
         };
+        if let Some(crate::plan::scenario::MediaDelivery::Http { bind, url }) = w.media.as_ref().map(|m| &m.delivery) {
+            match media_files::MediaFiles::for_bind(*bind, url.as_deref()) {
+                Ok(files) => workload.media_files = Some(files),
+                // Validation checked the address; a port already taken is said here, and the
+                // requests then carry their media inline.
+                Err(e) => tracing::error!("the media file server could not listen on {bind}: {e}"),
+            }
+        }
         // Encoded when first needed: `for_level` encodes each level's before it starts.
         workload.media = w.media.as_ref().map(|spec| (spec.clone(), Default::default()));
         if let PromptSource::Sessions(spec) = &w.prompts {
@@ -195,7 +207,7 @@ impl Workload {
     /// `bucket`; its count less probe `k`'s is what the item adds.
     pub fn media_probe(&self, k: u64, words: usize, bucket: usize) -> Option<Bytes> {
         let (spec, _) = self.media.as_ref()?;
-        let part = media::probe_part(spec, self.params.api, self.seed, bucket)?;
+        let part = media::probe_part(spec, self.params.api, self.seed, bucket, self.media_files.as_deref())?;
         let body = openai::probe_body(&self.params, &self.probe_text(k, words));
         openai::media::splice(self.params.api, &body, &[&part]).map(Bytes::from)
     }
@@ -218,7 +230,9 @@ impl Workload {
         if self.reproducible {
             // Every level shares the media too: encoded once, before the first level.
             if let Some((spec, pool)) = &self.media {
-                pool.get_or_init(|| media::MediaPool::build(spec, self.params.api, self.seed, self.salt));
+                pool.get_or_init(|| {
+                    media::MediaPool::build(spec, self.params.api, self.seed, self.salt, self.media_files.as_deref())
+                });
             }
             return self.clone();
         }
@@ -226,7 +240,7 @@ impl Workload {
         w.salt = level_prompt_salt(self.salt, false, level);
         // Each level's own media, encoded now, before its first request.
         if let Some((spec, _)) = &self.media {
-            let pool = media::MediaPool::build(spec, self.params.api, self.seed, w.salt);
+            let pool = media::MediaPool::build(spec, self.params.api, self.seed, w.salt, self.media_files.as_deref());
             w.media = Some((spec.clone(), std::sync::Arc::new(std::sync::OnceLock::from(pool))));
         }
         if self.shared_prefix_tokens > 0 {
@@ -365,7 +379,9 @@ impl Workload {
     /// says its media add (without media: as it is).
     fn with_media(&self, index: u64, body: Vec<u8>) -> (Vec<u8>, Option<Box<ReplayFacts>>, u32) {
         let Some((spec, pool)) = &self.media else { return (body, None, 0) };
-        let pool = pool.get_or_init(|| media::MediaPool::build(spec, self.params.api, self.seed, self.salt));
+        let pool = pool.get_or_init(|| {
+            media::MediaPool::build(spec, self.params.api, self.seed, self.salt, self.media_files.as_deref())
+        });
         let picked = pool.pick(index);
         let parts: Vec<&Bytes> = picked.parts.iter().collect();
         let body = openai::media::splice(self.params.api, &body, &parts).unwrap_or(body);

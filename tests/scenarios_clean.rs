@@ -140,6 +140,7 @@ macro_rules! scenario_tests {
 }
 
 scenario_tests! {
+    audio_runs_clean: "audio.toml";
     capacity_search_runs_clean: "capacity-search.toml", "--simulator", "fast", "--requests", "256";
     capacity_v4_runs_clean: "capacity-v4.toml", "--simulator", "fast";
     default_runs_clean: "default.toml";
@@ -163,6 +164,7 @@ scenario_tests! {
     trace_burstgpt_runs_clean: "trace-burstgpt.toml";
     trace_jsonl_runs_clean: "trace-jsonl.toml";
     trace_mooncake_runs_clean: "trace-mooncake.toml";
+    vision_runs_clean: "vision.toml";
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,6 +32,7 @@ use serde_json::{Value, json};
 
 mod accuracy;
 mod floor;
+mod media;
 mod oha;
 mod report;
 mod scale;
@@ -65,7 +66,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let quick = args.iter().any(|a| a == "--quick");
-    match run(quick) {
+    // `-- --media`: the media row alone (see `media`).
+    let only_media = args.iter().any(|a| a == "--media");
+    match run(quick, only_media) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("e2e bench: {e}");
@@ -74,7 +77,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(quick: bool) -> io::Result<()> {
+fn run(quick: bool, only_media: bool) -> io::Result<()> {
     // Read before pinning: afterwards this process sees only its own CPU.
     let machine = Machine::read();
     let pinning = Pinning::apply();
@@ -102,6 +105,11 @@ fn run(quick: bool) -> io::Result<()> {
     );
     println!();
 
+    let media_row = media::media_row(&bench, quick)?;
+    media::print_media(&media_row);
+    if only_media {
+        return Ok(());
+    }
     let overhead = overhead(&bench, scale)?;
     let memory = memory(&bench, &overhead)?;
     let accuracy = accuracy(&bench, quick)?;
@@ -130,6 +138,7 @@ fn run(quick: bool) -> io::Result<()> {
         "scale": scale_run,
         "startup": startup,
         "targets": targets,
+        "media": media_row,
     });
     let out_dir =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from).join("bench");

@@ -3,6 +3,7 @@
 mod cache_reset;
 mod ending;
 mod level;
+mod media_probes;
 mod meet;
 mod models;
 mod replicas;
@@ -379,7 +380,8 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let workload = Arc::new(
         Workload::new(&scenario, run_salt, sizer)
             .with_system_overhead(sizing.system_message_overhead)
-            .with_turn_overhead(sizing.turn_overhead),
+            .with_turn_overhead(sizing.turn_overhead)
+            .with_media_tokens(sizing.media_tokens.as_deref()),
     );
     let mut info = RunInfo::new(&scenario, &run_id, &target.base_url, sizing, workload.salt());
     info.model_source = model_source;

@@ -407,6 +407,7 @@ pub(super) async fn size_prompts(
             error: result.err(),
         });
     }
+    record.media_tokens = super::media_probes::probe(&probe_workload, &record, first_words, client, stop).await?;
     Some((sizer, record))
 }
 
@@ -418,7 +419,7 @@ fn plausible_overhead(overhead: f64, text: f64) -> bool {
 }
 
 /// One probe, unless the run is being stopped: `None` when `stop` fired before or during it.
-async fn probe_unless_stopped(
+pub(super) async fn probe_unless_stopped(
     client: &Client,
     body: bytes::Bytes,
     stop: &CancellationToken,

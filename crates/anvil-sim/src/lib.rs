@@ -22,6 +22,7 @@ mod faults;
 mod ground_truth;
 pub mod json_instance;
 mod lora;
+pub mod media;
 pub mod metrics;
 mod plan;
 mod pooling;

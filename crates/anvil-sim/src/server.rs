@@ -241,7 +241,12 @@ async fn generate(state: &AppState, kind: PromptKind, api: WireApi, body: Body) 
         PromptKind::Completion => super::api_prompts::token_id_prompt(&mut value, state.tokenizer.as_deref()),
         PromptKind::Chat => None,
     };
-    match accept(state, (kind, api, exact_tokens), &value, arrival, injection, restart) {
+    // Media named by URL are fetched first, as an engine fetches them.
+    let fetched = match super::media::fetch_urls(&value).await {
+        Ok(fetched) => fetched,
+        Err(message) => return reject(state, StatusCode::BAD_REQUEST, wire::invalid_request_body(&message)),
+    };
+    match accept(state, (kind, api, exact_tokens, &fetched), &value, arrival, injection, restart) {
         Accepted::Respond(response) => response,
         Accepted::Full(generation, body) => full_response(state, *generation, body).await,
     }
@@ -258,7 +263,7 @@ enum Accepted {
 /// parsed body ends before the first `.await`.
 fn accept(
     state: &AppState,
-    (kind, api, exact_tokens): (PromptKind, WireApi, Option<u32>),
+    (kind, api, exact_tokens, fetched): (PromptKind, WireApi, Option<u32>, &super::media::Fetched),
     value: &Value,
     arrival: Instant,
     injection: Option<Injection>,
@@ -299,8 +304,16 @@ fn accept(
     }
     req.prompt.tokenizer = state.tokenizer.as_deref();
     req.prompt.default_system_tokens = profile.default_system_prompt_tokens;
+    // Images and audio: read, counted by the media rule, prefilled like the text.
+    let media = match super::media::scan(value, fetched) {
+        Ok(media) => media,
+        Err(message) => {
+            let body = wire::invalid_request_body(&message);
+            return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
+        }
+    };
     // Token ids are counted as they are; text by the simulator's own rule.
-    let prompt_tokens = exact_tokens.unwrap_or_else(|| req.prompt.token_count());
+    let prompt_tokens = exact_tokens.unwrap_or_else(|| req.prompt.token_count()).saturating_add(media.tokens as u32);
     if prompt_tokens > profile.context_limit {
         let body = wire::context_error_body(prompt_tokens, profile.context_limit);
         return Accepted::Respond(reject(state, StatusCode::BAD_REQUEST, body));
@@ -356,6 +369,7 @@ fn accept(
         0
     };
     MockStats::add(&state.stats.prompt_tokens, u64::from(prompt_tokens));
+    state.stats.count_media(&media);
     MockStats::add(&state.stats.cached_tokens, u64::from(cached_tokens));
     let mut guard = ActiveGuard::new(Arc::clone(&state.stats));
     guard.restart = restart;

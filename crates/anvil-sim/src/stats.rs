@@ -25,6 +25,9 @@ pub struct MockStats {
     pub(crate) completion_tokens: AtomicU64,
     pub(crate) tokens_streamed: AtomicU64,
     pub(crate) chunks_streamed: AtomicU64,
+    /// Media read from accepted requests (see `media`): images, audio clips, their tokens, their
+    /// decoded bytes, bytes fetched by URL.
+    pub(crate) media: [AtomicU64; 5],
     /// Injected faults, indexed like `faults::COUNTER_NAMES`.
     pub(crate) faults: [AtomicU64; FAULT_COUNTERS],
     /// The counters when the simulated restart happened: `GET /metrics` counts from there, as a
@@ -106,6 +109,21 @@ pub struct MockStatsSnapshot {
     /// while all are zero).
     #[serde(default, skip_serializing_if = "super::tool_call::ToolCallCounts::is_zero")]
     pub tool_calls: super::tool_call::ToolCallCounts,
+    /// Images read from accepted requests (see `media`).
+    #[serde(default)]
+    pub media_images: u64,
+    /// Audio clips read from accepted requests.
+    #[serde(default)]
+    pub media_audio: u64,
+    /// Prompt tokens the media counted for (included in `prompt_tokens`).
+    #[serde(default)]
+    pub media_tokens: u64,
+    /// Decoded bytes of the media files.
+    #[serde(default)]
+    pub media_bytes: u64,
+    /// Bytes of media fetched by URL (`http://`), as an engine fetches them.
+    #[serde(default)]
+    pub media_fetched_bytes: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -148,6 +166,11 @@ impl MockStats {
             requests_by_model: self.models.by_model(),
             cache_resets: self.models.resets(),
             tool_calls: self.tools.snapshot(),
+            media_images: get(&self.media[0]),
+            media_audio: get(&self.media[1]),
+            media_tokens: get(&self.media[2]),
+            media_bytes: get(&self.media[3]),
+            media_fetched_bytes: get(&self.media[4]),
         }
     }
 
@@ -160,6 +183,13 @@ impl MockStats {
     pub(crate) fn count_fault(&self, counter: usize) {
         if let Some(counter) = self.faults.get(counter) {
             counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts the media of one accepted request.
+    pub(crate) fn count_media(&self, m: &super::media::MediaCount) {
+        for (counter, value) in self.media.iter().zip([m.images, m.audio, m.tokens, m.bytes, m.fetched]) {
+            MockStats::add(counter, value);
         }
     }
 

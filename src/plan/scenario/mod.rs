@@ -21,6 +21,7 @@ mod headers;
 pub mod json_schema;
 pub mod key_command;
 mod load_rules;
+mod media_rules;
 mod metrics_rules;
 mod model_rules;
 mod overrides;
@@ -50,6 +51,7 @@ use bounds::{humantime_serde, humantime_serde_opt};
 
 pub use azure::API_VERSION as AZURE_API_VERSION;
 pub use checker::ScenarioError;
+pub use media_rules::{AudioSpec, ImageFormat, ImageSpec, MediaDelivery, MediaSpec};
 pub use model_rules::{Assignment, CacheReset, ModelMix};
 pub use overrides::Overrides;
 pub use pacing::{Arrival, LevelPacing, Load, Overload, Pacing, Search, SearchBy};
@@ -182,6 +184,9 @@ pub struct Workload {
     /// `[workload.tools]`: the tools every request offers (absent without them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<tools_rules::SharedTools>,
+    /// `[workload.media]`: images and audio with each prompt (absent without them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<Arc<MediaSpec>>,
 }
 
 /// How a completions prompt is sent: as text, or as the token ids of a local tokenizer.

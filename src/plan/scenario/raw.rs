@@ -321,6 +321,8 @@ pub struct RawWorkload {
     pub response_format: Option<super::structured_rules::RawResponseFormat>,
     /// `[workload.tools]`: the tool set every request offers, and `tool_choice`.
     pub tools: Option<RawTools>,
+    /// `[workload.media]`: images and audio sent with each prompt (see media.md).
+    pub media: Option<super::media_rules::RawMedia>,
 }
 
 /// `[workload.tools]`

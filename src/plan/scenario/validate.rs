@@ -123,6 +123,7 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
         output.response_words,
     )?
     .map(Arc::new);
+    workload.media = super::media_rules::media(&c, &raw, &target, &workload)?.map(Arc::new);
     let first_byte =
         c.duration("client.first_byte_timeout", raw.client.first_byte_timeout.as_deref(), Duration::from_secs(600))?;
     let request_given = match raw.client.request_timeout.as_deref() {

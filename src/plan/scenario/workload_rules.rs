@@ -53,6 +53,7 @@ pub(super) fn workload(c: &Checker, w: &raw::RawWorkload, seed: u64) -> Result<W
         prompt_encoding: PromptEncoding::Text,
         response_format: None,
         tools: None,
+        media: None,
     })
 }
 

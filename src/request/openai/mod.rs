@@ -7,6 +7,7 @@
 //! tool set in each API's words; a streamed tool call arrives as `ToolPiece`s.
 
 mod chunk;
+pub mod media;
 mod messages;
 mod pooling;
 mod request;

@@ -32,7 +32,7 @@ pub use client::ClientLoad;
 pub use gaps::GapSketch;
 pub use level::{Dispatch, Issued, LevelPacing};
 pub use outcome::{Completed, Dropped, Failed, Outcome, TokenSource};
-pub use replay::ReplayFacts;
+pub use replay::{MediaFacts, MediaProbe, ReplayFacts};
 pub use run_info::{ProbeResult, RunInfo, SamplingParam, SamplingRecord, ServeFlagsRecord, SizingRecord, fingerprint};
 pub use schema_check::SchemaCheck;
 pub use shard::{ShardInfo, ShardPart, ShardsBlock};

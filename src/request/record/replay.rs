@@ -38,4 +38,45 @@ pub struct ReplayFacts {
     /// Several models (`target.models`): the model the request named. Absent with one model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `[workload.media]`: what the request carried (absent without media).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaFacts>,
+}
+
+/// The media one request carried, and the size of its body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaFacts {
+    /// Images in the request.
+    pub images: u32,
+    /// Audio clips in the request.
+    pub audio: u32,
+    /// Pixels of its images, summed.
+    pub pixels: u64,
+    /// Seconds of its audio, summed.
+    pub audio_seconds: u32,
+    /// Bytes of the encoded files (JPEG, PNG, WAV) before base64.
+    pub media_bytes: u64,
+    /// Bytes of the whole request body.
+    pub body_bytes: u64,
+}
+
+/// What the calibration learned of one media bucket: the server's prompt tokens for a probe with
+/// one item of it, less the same probe's without (`prompt_sizing.media_tokens`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaProbe {
+    /// `image` or `audio`.
+    pub modality: String,
+    /// `WxH` for an image, `Ns` for audio.
+    pub bucket: String,
+    /// Prompt tokens one item adds, as the server counted; null when the probe failed or the
+    /// server reported no usage.
+    pub tokens: Option<u64>,
+    pub error: Option<String>,
+}
+
+impl MediaFacts {
+    /// Media items of every modality.
+    pub fn items(&self) -> u32 {
+        self.images + self.audio
+    }
 }

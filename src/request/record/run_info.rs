@@ -327,6 +327,9 @@ pub struct SizingRecord {
     /// against the fit), from `turn_probe`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_overhead: Option<f64>,
+    /// `[workload.media]`: prompt tokens one item of each size (or length) adds, one probe each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_tokens: Option<Vec<super::MediaProbe>>,
 }
 
 impl SizingRecord {
@@ -345,6 +348,7 @@ impl SizingRecord {
             system_message_overhead: None,
             turn_probe: None,
             turn_overhead: None,
+            media_tokens: None,
         }
     }
 }

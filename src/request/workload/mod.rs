@@ -14,6 +14,8 @@ mod blocks;
 pub mod canary;
 mod conversation;
 pub mod exchange;
+pub mod media;
+pub mod media_files;
 mod models;
 mod probes;
 pub mod sizing;
@@ -112,6 +114,15 @@ pub struct Workload {
     formats: Option<std::sync::Arc<structured::Formats>>,
     /// Several models (`target.models`): each one's body parameters (see `models`).
     models: Option<std::sync::Arc<models::Models>>,
+    /// `[workload.media]`: the spec and the level's encoded pool.
+    media: Option<(
+        std::sync::Arc<crate::plan::scenario::MediaSpec>,
+        std::sync::Arc<std::sync::OnceLock<media::MediaPool>>,
+    )>,
+    /// `delivery = "http"`: the file server the parts name.
+    media_files: Option<std::sync::Arc<media_files::MediaFiles>>,
+    /// Prompt tokens one media item of each bucket adds (`media::buckets` order), as calibrated.
+    media_tokens: std::sync::Arc<Vec<Option<u64>>>,
 }
 
 impl Workload {
@@ -154,7 +165,20 @@ impl Workload {
             batch_size: w.batch_size,
             encoding: w.prompt_encoding,
             formats: w.response_format.as_ref().map(|rf| std::sync::Arc::new(structured::Formats::new(rf, seed))),
+            media: None,
+            media_tokens: Default::default(),
+            media_files: None,
         };
+        if let Some(crate::plan::scenario::MediaDelivery::Http { bind, url }) = w.media.as_ref().map(|m| &m.delivery) {
+            match media_files::MediaFiles::for_bind(*bind, url.as_deref()) {
+                Ok(files) => workload.media_files = Some(files),
+                // Validation checked the address; a port already taken is said here, and the
+                // requests then carry their media inline.
+                Err(e) => tracing::error!("the media file server could not listen on {bind}: {e}"),
+            }
+        }
+        // Encoded when first needed: `for_level` encodes each level's before it starts.
+        workload.media = w.media.as_ref().map(|spec| (spec.clone(), Default::default()));
         if let PromptSource::Sessions(spec) = &w.prompts {
             let mut order: Vec<usize> = (0..spec.dataset.as_ref().map_or(0, |d| d.count)).collect();
             order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
@@ -178,6 +202,26 @@ impl Workload {
         self
     }
 
+    /// Count the calibrated tokens of each request's media into its prompt target.
+    pub fn with_media_tokens(mut self, learned: Option<&[crate::request::record::MediaProbe]>) -> Self {
+        self.media_tokens = std::sync::Arc::new(learned.unwrap_or_default().iter().map(|p| p.tokens).collect());
+        self
+    }
+
+    /// `[workload.media]`: the buckets a calibration probes, `(modality, bucket)`.
+    pub fn media_buckets(&self) -> Vec<(&'static str, String)> {
+        self.media.as_ref().map_or_else(Vec::new, |(spec, _)| media::buckets(spec))
+    }
+
+    /// A calibration probe: plain probe `k` (`words` filler words) with one item of media bucket
+    /// `bucket`; its count less probe `k`'s is what the item adds.
+    pub fn media_probe(&self, k: u64, words: usize, bucket: usize) -> Option<Bytes> {
+        let (spec, _) = self.media.as_ref()?;
+        let part = media::probe_part(spec, self.params.api, self.seed, bucket, self.media_files.as_deref())?;
+        let body = openai::probe_body(&self.params, &self.probe_text(k, words));
+        openai::media::splice(self.params.api, &body, &[&part]).map(Bytes::from)
+    }
+
     /// Size later turns of conversations with the measured turn overhead.
     pub fn with_turn_overhead(mut self, overhead: Option<f64>) -> Self {
         self.turn_overhead = overhead;
@@ -194,10 +238,21 @@ impl Workload {
     /// every level sends the same prompts, as the run description says.
     pub fn for_level(&self, level: f64) -> Workload {
         if self.reproducible {
+            // Every level shares the media too: encoded once, before the first level.
+            if let Some((spec, pool)) = &self.media {
+                pool.get_or_init(|| {
+                    media::MediaPool::build(spec, self.params.api, self.seed, self.salt, self.media_files.as_deref())
+                });
+            }
             return self.clone();
         }
         let mut w = self.clone();
         w.salt = level_prompt_salt(self.salt, false, level);
+        // Each level's own media, encoded now, before its first request.
+        if let Some((spec, _)) = &self.media {
+            let pool = media::MediaPool::build(spec, self.params.api, self.seed, w.salt, self.media_files.as_deref());
+            w.media = Some((spec.clone(), std::sync::Arc::new(std::sync::OnceLock::from(pool))));
+        }
         if self.shared_prefix_tokens > 0 {
             w.shared_prefix = build_shared_prefix(&self.sizer, self.seed, w.salt, self.shared_prefix_tokens);
             w.shared_prefix_estimate = text::estimate_tokens(&w.shared_prefix);
@@ -330,12 +385,12 @@ impl Workload {
             // Handled above: a trace replay has its plan, conversations their turns.
             PromptSource::Trace(_) | PromptSource::Sessions(_) => (Vec::new(), 0, 0),
         };
-        let mut replay = None;
+        let (body, mut replay, media_tokens) = self.with_media(index, body);
         self.name_model(&mut replay, index);
         PreparedRequest {
             index,
             planned_context_tokens: planned,
-            prompt_target_tokens: target,
+            prompt_target_tokens: target.saturating_add(media_tokens),
             canary,
             response_words: self.response_words,
             body: Bytes::from(body),
@@ -343,6 +398,22 @@ impl Workload {
             exchange: None,
             structured: None,
         }
+    }
+
+    /// `body` with request `index`'s media spliced in, its facts, and the tokens the calibration
+    /// says its media add (without media: as it is).
+    fn with_media(&self, index: u64, body: Vec<u8>) -> (Vec<u8>, Option<Box<ReplayFacts>>, u32) {
+        let Some((spec, pool)) = &self.media else { return (body, None, 0) };
+        let pool = pool.get_or_init(|| {
+            media::MediaPool::build(spec, self.params.api, self.seed, self.salt, self.media_files.as_deref())
+        });
+        let picked = pool.pick(index);
+        let parts: Vec<&Bytes> = picked.parts.iter().collect();
+        let body = openai::media::splice(self.params.api, &body, &parts).unwrap_or(body);
+        let facts = crate::request::record::MediaFacts { body_bytes: body.len() as u64, ..picked.facts };
+        let tokens: u64 = picked.buckets.iter().filter_map(|&b| self.media_tokens.get(b).copied().flatten()).sum();
+        let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
+        (body, Some(Box::new(ReplayFacts { media: Some(facts), ..ReplayFacts::default() })), tokens)
     }
 
     /// Shared prefix, unique header, filler sized so the whole prompt predicts `planned`, task.

@@ -35,7 +35,7 @@ impl Workload {
     /// miscounts in them (an id of hex digits and dashes), and a first turn is sized as the
     /// server counts it (a 200-token first turn was counted 204 by llama.cpp when the probes
     /// carried a request's header).
-    fn probe_text(&self, k: u64, words: usize) -> String {
+    pub(super) fn probe_text(&self, k: u64, words: usize) -> String {
         let conversation = self.synthetic_sessions().then(|| 99_999 - k.min(99_999));
         let (mut prompt, task) = match conversation {
             Some(c) => (

@@ -98,11 +98,16 @@ pub fn finish_level(mut input: LevelInput<'_>, origin: Origin, records: &Path) -
     if let Some(t) = tools.as_mut() {
         tallies.push(t);
     }
+    let mut media = info.scenario.pointer("/workload/media").is_some().then(super::media::Tally::default);
+    if let Some(t) = media.as_mut() {
+        tallies.push(t);
+    }
     let back = read_back(records, &summary, sessions, live.is_none(), &mut tallies)?;
     let (rows, not_reset) = per_model.finish(summary.wall_clock_ms);
     summary.models = rows;
     summary.warnings.extend(not_reset);
     summary.tool_calls = tools.and_then(tool_calls::Tally::finish);
+    summary.media = media.map(super::media::Tally::finish);
     if let Some(tally) = tally {
         let rows = tally.finish(&info.replicas, summary.wall_clock_ms);
         summary.warnings.extend(replicas::differ(&rows));
@@ -227,6 +232,12 @@ impl RecordTally for structured::Tally {
 impl RecordTally for tool_calls::Tally {
     fn request(&mut self, r: &RequestTiming) {
         tool_calls::Tally::request(self, r);
+    }
+}
+
+impl RecordTally for super::media::Tally {
+    fn request(&mut self, r: &RequestTiming) {
+        super::media::Tally::request(self, r);
     }
 }
 

@@ -14,6 +14,7 @@ pub mod drift;
 mod finish;
 pub mod gaps;
 pub mod load;
+pub mod media;
 pub mod models;
 mod output_warnings;
 pub mod replicas;

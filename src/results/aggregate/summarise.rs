@@ -234,6 +234,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         models: None,
         cache_reset: None,
         tool_calls: None,
+        media: None,
         unstreamed: None,
         shards: None,
         records_as_written: None,

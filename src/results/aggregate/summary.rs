@@ -205,6 +205,8 @@ pub struct LevelSummary {
     pub cache_reset: Option<crate::request::cache_reset::CacheResetRecord>,
     /// Runs that offer tools: the level's tool calls (see `tool_calls`).
     pub tool_calls: Option<super::tool_calls::ToolCallSummary>,
+    /// `[workload.media]`: what the requests carried, and TTFT by media count (see `media`).
+    pub media: Option<super::media::MediaSummary>,
     /// Embeddings and rerank: why the streaming metrics are null, and the input throughput.
     pub unstreamed: Option<Unstreamed>,
     /// A merged level: the shards it was merged from, each with its own validity verdict.

@@ -95,6 +95,7 @@ pub fn build(info: &RunInfo, summary: &LevelSummary, records: &Path) -> Artifact
         models: s.models.clone(),
         cache_reset: s.cache_reset.clone(),
         tool_calls: s.tool_calls.clone(),
+        media: s.media.clone(),
         shard: info.shard.clone(),
         shards: s.shards.clone(),
         metric_notes: s.unstreamed.as_ref().map(|u| u.notes.clone()),

@@ -144,6 +144,9 @@ pub struct Artifact {
     /// Runs that offer tools (`[workload.tools]`): the level's tool calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<crate::results::aggregate::tool_calls::ToolCallSummary>,
+    /// `[workload.media]`: media per request, sizes, and TTFT by media count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<crate::results::aggregate::media::MediaSummary>,
     /// Which shard of a split run this is (absent from unsharded runs and merged artifacts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,

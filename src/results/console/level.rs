@@ -186,6 +186,9 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
     if let Some(t) = &a.tool_calls {
         let _ = writeln!(s, "{}", tool_line(t));
     }
+    if let Some(m) = &a.media {
+        let _ = writeln!(s, "{}", crate::results::aggregate::media::line(m));
+    }
 }
 
 /// Structured output: `schema valid 97.0% (97/100; 2 invalid, 1 cut by max_tokens)`.

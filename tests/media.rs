@@ -1,0 +1,200 @@
+//! `[workload.media]`: images and audio sent to the simulator, which reads them as an engine
+//! would and counts them; the artifact's per-request and per-level media counts, prompt tokens
+//! and calibrated media tokens equal the simulator's own; bad keys exit 2 with nothing sent.
+
+mod common;
+
+use anvil_load::mock::{MockServer, Profile};
+use common::{anvil, artifacts, check_artifact, run, text};
+use serde_json::Value;
+
+const BASE: &str = "[target]\nmodel = \"anvil-sim\"\nsimulator = \"fast\"\nAPI\n[run]\nrequests = 12\nseed = 3\n\
+[load]\nconcurrency = 3\n[workload]\ncontext_tokens = 512\nmax_context_tokens = 32768\nmax_tokens = 32\n";
+
+fn scenario(api: &str, media: &str) -> String {
+    format!("{}{media}", BASE.replace("API", &format!("api = \"{api}\"")))
+}
+
+/// Runs `toml` against the embedded simulator; the one artifact, checked against the contract.
+async fn run_ok(toml: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("media.toml");
+    std::fs::write(&file, toml).unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--no-progress").arg("--out").arg(&out);
+    let result = run(cmd).await;
+    let stderr = text(&result.stderr);
+    assert_eq!(result.status.code(), Some(0), "{stderr}");
+    let console = format!("{}{stderr}", text(&result.stdout));
+    assert!(console.lines().any(|l| l.starts_with("media: ")), "the console's media line: {console}");
+    let files = artifacts(&out);
+    assert_eq!(files.len(), 1, "{files:?}");
+    check_artifact(&files[0])
+}
+
+fn sum(a: &Value, f: impl Fn(&Value) -> u64) -> u64 {
+    a["request_timings"].as_array().unwrap().iter().map(f).sum()
+}
+
+/// What every media run must show: the artifact's counts are the simulator's, request by
+/// request summed and in the level's block, and prompts sized with the media's tokens.
+fn agrees_with_simulator(a: &Value) {
+    let sim = &a["simulator"];
+    let requests = a["request_timings"].as_array().unwrap();
+    assert_eq!(requests.len(), 12);
+    let m = |k: &'static str| move |r: &Value| r["media"][k].as_u64().unwrap();
+    assert_eq!(sum(a, m("images")), sim["media_images"].as_u64().unwrap());
+    assert_eq!(sum(a, m("audio")), sim["media_audio"].as_u64().unwrap());
+    assert_eq!(sum(a, m("media_bytes")), sim["media_bytes"].as_u64().unwrap(), "bytes the simulator decoded");
+    assert_eq!(sum(a, |r| r["prompt_tokens"].as_u64().unwrap()), sim["prompt_tokens"].as_u64().unwrap());
+    assert_eq!(a["media"]["images"], sim["media_images"]);
+    assert_eq!(a["media"]["audio"], sim["media_audio"]);
+    assert_eq!(a["media"]["requests"], 12);
+    let by_count: u64 =
+        a["media"]["ttft_by_media_count"].as_array().unwrap().iter().map(|r| r["requests"].as_u64().unwrap()).sum();
+    assert_eq!(by_count, 12);
+    for r in requests {
+        if sim["media_fetched_bytes"] == 0 {
+            // Inline: the body holds every file, in base64.
+            assert!(r["media"]["body_bytes"].as_u64().unwrap() > r["media"]["media_bytes"].as_u64().unwrap());
+        }
+        // The calibration learned each item's tokens: targets hold them.
+        let err = r["prompt_sizing_error_pct"].as_f64().unwrap();
+        assert!(err.abs() < 3.0, "prompt sized with its media: {err}% off in {r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_images_as_data_urls_are_counted_like_the_simulator() {
+    // One size: every image is ceil(280/28) · ceil(140/28) = 50 tokens by the simulator's rule.
+    let media = "[workload.media]\npool = 4\n[workload.media.images]\ncount = { 1 = 1, 2 = 1, 3 = 1 }\n\
+                 size = \"280x140\"\nformat = \"png\"\n";
+    let a = run_ok(&scenario("chat", media)).await;
+    agrees_with_simulator(&a);
+    let images = a["simulator"]["media_images"].as_u64().unwrap();
+    assert!(images >= 12, "one image at least per request: {images}");
+    assert_eq!(a["simulator"]["media_tokens"].as_u64().unwrap(), images * 50);
+    assert_eq!(sum(&a, |r| r["media"]["pixels"].as_u64().unwrap()), images * 280 * 140);
+    let learned = &a["prompt_sizing"]["media_tokens"];
+    assert_eq!(learned[0]["bucket"], "280x140");
+    assert_eq!(learned[0]["tokens"], 50, "{learned}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_by_http_url_are_fetched_by_the_simulator() {
+    // Images and audio served by the run's file server on loopback; the simulator fetches each.
+    let media = "[workload.media]\ndelivery = \"http\"\npool = 3\n[workload.media.images]\ncount = { 1 = 1, 2 = 1 }\n\
+                 size = \"56x56\"\n[workload.media.audio]\nseconds = 1\nsample_rate = 8000\n";
+    let a = run_ok(&scenario("chat", media)).await;
+    agrees_with_simulator(&a);
+    let sim = &a["simulator"];
+    assert_eq!(sim["media_fetched_bytes"], sim["media_bytes"], "every item came by URL");
+    let images = sim["media_images"].as_u64().unwrap();
+    assert_eq!(sim["media_tokens"].as_u64().unwrap(), images * 4 + 12 * 25);
+    for r in a["request_timings"].as_array().unwrap() {
+        assert!(r["media"]["body_bytes"].as_u64().unwrap() < 4096, "URLs, not data: {r}");
+    }
+    // Messages: an image block with a url source.
+    let media = "[workload.media]\ndelivery = \"http\"\n[workload.media.images]\nsize = \"56x56\"\n";
+    let toml = scenario("messages", media).replace("max_tokens = 32\n", "max_tokens = 32\ntokenizer = \"estimate\"\n");
+    let a = run_ok(&toml).await;
+    assert_eq!(a["simulator"]["media_images"], 12);
+    assert_eq!(a["simulator"]["media_fetched_bytes"], a["simulator"]["media_bytes"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_audio_is_counted_by_its_length() {
+    let media = "[workload.media]\npool = 2\n[workload.media.audio]\nseconds = { 1 = 1, 2 = 1 }\nsample_rate = 8000\n";
+    let a = run_ok(&scenario("chat", media)).await;
+    agrees_with_simulator(&a);
+    let seconds = sum(&a, |r| u64::from(r["media"]["audio_seconds"].as_u64().unwrap() as u32));
+    assert_eq!(a["simulator"]["media_tokens"].as_u64().unwrap(), seconds * 25, "25 tokens a second");
+    assert_eq!(a["simulator"]["media_audio"], 12);
+    let learned: Vec<(String, u64)> = a["prompt_sizing"]["media_tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["bucket"].as_str().unwrap().to_string(), p["tokens"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(learned, [("1s".to_string(), 25), ("2s".to_string(), 50)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_and_messages_carry_jpeg_images() {
+    let media =
+        "[workload.media]\npool = 3\n[workload.media.images]\ncount = 2\nsize = { \"56x56\" = 1, \"112x84\" = 1 }\n";
+    for api in ["responses", "messages"] {
+        let mut toml = scenario(api, media);
+        // Neither API has calibration probes: prompts are sized by the built-in estimate.
+        toml = toml.replace("max_tokens = 32\n", "max_tokens = 32\ntokenizer = \"estimate\"\n");
+        let a = run_ok(&toml).await;
+        let sim = &a["simulator"];
+        assert_eq!(sim["media_images"], 24, "{api}: two images a request");
+        assert_eq!(sum(&a, |r| r["media"]["images"].as_u64().unwrap()), 24);
+        assert_eq!(sum(&a, |r| r["media"]["media_bytes"].as_u64().unwrap()), sim["media_bytes"].as_u64().unwrap());
+        // 56x56 is 4 tokens, 112x84 is 12: the pixels tell how many of each.
+        let pixels = sum(&a, |r| r["media"]["pixels"].as_u64().unwrap());
+        let big = (pixels - 24 * 56 * 56) / (112 * 84 - 56 * 56);
+        assert_eq!(sim["media_tokens"].as_u64().unwrap(), big * 12 + (24 - big) * 4, "{api}");
+    }
+}
+
+async fn expect_refused(toml: &str, key: &str) {
+    let server = MockServer::start(Profile::named("instant").unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, toml).unwrap();
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--base-url").arg(server.base_url()).arg("--out").arg(dir.path().join("out"));
+    let result = run(cmd).await;
+    let stderr = text(&result.stderr);
+    assert_eq!(result.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(key) && stderr.contains("bad.toml") && stderr.contains("fix:"), "{key}: {stderr}");
+    assert_eq!(server.stats().requests_received, 0, "nothing sent: {stderr}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_media_keys_exit_2_and_send_nothing() {
+    let images = "[workload.media]\n[workload.media.images]\ncount = 1\n";
+    let audio = "[workload.media]\n[workload.media.audio]\nseconds = 5\n";
+    expect_refused(&scenario("chat", "[workload.media]\n[workload.media.video]\nframes = 8\n"), "workload.media.video")
+        .await;
+    expect_refused(&scenario("chat", &images.replace("count = 1", "size = \"10x\"")), "workload.media.images.size")
+        .await;
+    expect_refused(&scenario("chat", &images.replace("count = 1", "format = \"gif\"")), "workload.media.images.format")
+        .await;
+    expect_refused(&scenario("chat", &images.replace("count = 1", "count = 65")), "workload.media.images.count").await;
+    expect_refused(&scenario("chat", &format!("{images}[workload.media.x]\n")), "x").await;
+    expect_refused(
+        &scenario("chat", &images.replace("[workload.media]\n", "[workload.media]\ndelivery = \"ftp\"\n")),
+        "workload.media.delivery",
+    )
+    .await;
+    expect_refused(
+        &scenario("chat", &images.replace("[workload.media]\n", "[workload.media]\npool = 0\n")),
+        "workload.media.pool",
+    )
+    .await;
+    expect_refused(&scenario("chat", "[workload.media]\n"), "workload.media").await;
+    let http =
+        |extra: &str| images.replace("[workload.media]\n", &format!("[workload.media]\ndelivery = \"http\"\n{extra}"));
+    expect_refused(&scenario("chat", &http("http_bind = \"nowhere\"\n")), "workload.media.http_bind").await;
+    expect_refused(&scenario("chat", &http("http_bind = \"0.0.0.0:0\"\n")), "workload.media.http_url").await;
+    expect_refused(&scenario("chat", &http("http_url = \"ftp://x\"\n")), "workload.media.http_url").await;
+    expect_refused(
+        &scenario("chat", &images.replace("[workload.media]\n", "[workload.media]\nhttp_bind = \"127.0.0.1:0\"\n")),
+        "workload.media.http_bind",
+    )
+    .await;
+    expect_refused(&scenario("completions", images), "workload.media").await;
+    expect_refused(&scenario("embeddings", images), "workload.media").await;
+    expect_refused(&scenario("messages", audio), "workload.media.audio").await;
+    expect_refused(&scenario("responses", audio), "workload.media.audio").await;
+    expect_refused(
+        &scenario("chat", &audio.replace("seconds = 5", "sample_rate = 100")),
+        "workload.media.audio.sample_rate",
+    )
+    .await;
+}

@@ -419,3 +419,55 @@ async fn the_simulator_lists_its_adapters_and_refuses_an_unknown_model() {
     assert_eq!(server.stats().cache_resets, BTreeMap::from([("llamacpp".to_string(), 1), ("vllm".to_string(), 1)]));
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_of_two_shards_keeps_the_per_model_table_and_the_reset() {
+    let server = MockServer::start(sim(&[("sql-lora", None), ("chat-lora", None)])).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!(
+        "[target]\nbase_url = \"{}\"\n{THREE}\n[run]\nrequests = 40\nseed = 11\n[load]\nconcurrency = 4\nreset_cache = \"vllm\"\n[workload]\ncontext_tokens = 200\nmax_context_tokens = 4096\nmax_tokens = 8\ntokenizer = \"estimate\"\n",
+        server.base_url()
+    );
+    let file = write(dir.path(), "shards.toml", &body);
+    let coordinator = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let outs: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("shard{i}"))).collect();
+    let children = (0..2)
+        .map(|i| {
+            let mut cmd = anvil();
+            cmd.arg(&file).arg("--out").arg(&outs[i]).arg("--quiet");
+            cmd.arg("--shard").arg(format!("{i}/2")).arg("--coordinator").arg(&coordinator);
+            cmd.arg("--join-timeout").arg("60s");
+            cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    for o in common::wait_all(children, Duration::from_secs(120)).await {
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    let records: Vec<PathBuf> = outs
+        .iter()
+        .map(|o| {
+            std::fs::read_dir(o)
+                .unwrap()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| {
+                    let name = p.to_string_lossy();
+                    name.ends_with(".records.ndjson") && !name.contains(".merged.")
+                })
+                .expect("each shard keeps its records")
+        })
+        .collect();
+    let merged = dir.path().join("merged");
+    let o = anvil().arg("merge").args(&records).arg("--out").arg(&merged).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let found: Vec<PathBuf> =
+        artifacts(&merged).into_iter().filter(|p| !p.to_string_lossy().contains(".shard")).collect();
+    let art = check_artifact(&found[0]);
+    assert_eq!(art["shards"]["count"], 2);
+    assert_eq!(table(&art), server.stats().requests_by_model, "the merged table counts what the server saw");
+    assert_eq!(art["cache_reset"]["engine"], "vllm");
+    assert_eq!(server.stats().cache_resets["vllm"], 2, "each shard reset the server before the level");
+    server.shutdown().await;
+}

@@ -101,7 +101,16 @@ fn target(out: &mut String, s: &Scenario) {
         }
     }
     let dialect = format!("{:?}", t.dialect).to_lowercase();
-    if t.model_named {
+    if let Some(mix) = &t.models {
+        let shares: Vec<String> =
+            mix.names.iter().zip(&mix.shares).map(|(n, s)| format!("{n} {:.1}%", s * 100.0)).collect();
+        let _ = writeln!(
+            out,
+            "models: {} ({}, sticky per conversation); dialect {dialect}",
+            shares.join(", "),
+            mix.assignment.name()
+        );
+    } else if t.model_named {
         let _ = writeln!(out, "model: {}; dialect {dialect}", t.model);
     } else if matches!(t.endpoint, Endpoint::Simulator { .. }) {
         let _ = writeln!(out, "model: not named; the simulator's own ({}); dialect {dialect}", t.model);
@@ -207,6 +216,13 @@ fn load(out: &mut String, s: &Scenario) {
         fmt_duration(s.load.max_dispatch_lag),
         fmt_duration(s.load.max_client_lateness)
     );
+    if !s.load.reset_cache.is_none() {
+        let _ = writeln!(
+            out,
+            "cache reset ({}) on every replica before each level; a failed reset stops the run",
+            s.load.reset_cache.name()
+        );
+    }
     if let Some(search) = s.load.search {
         let _ = writeln!(
             out,

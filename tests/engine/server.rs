@@ -62,6 +62,8 @@ pub struct LlamaServer {
     child: Child,
     pub addr: SocketAddr,
     log: tempfile::NamedTempFile,
+    /// `Kind::Erasable`: the slot directory, removed with the server.
+    _slots: Option<tempfile::TempDir>,
 }
 
 impl LlamaServer {
@@ -74,6 +76,7 @@ impl LlamaServer {
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
             let log = tempfile::NamedTempFile::new().expect("a log file");
             let mut cmd = Command::new(&binary);
+            let mut slot_dir = None;
             let slots = match kind {
                 Kind::Generate { slots } | Kind::Erasable { slots, .. } => slots,
                 Kind::Embeddings | Kind::Rerank => 1,
@@ -86,9 +89,9 @@ impl LlamaServer {
             match kind {
                 Kind::Generate { .. } => {}
                 Kind::Erasable { host_cache, .. } => {
-                    let dir = std::env::temp_dir().join(format!("anvil-load-slots-{port}"));
-                    std::fs::create_dir_all(&dir).expect("a slot directory");
-                    cmd.arg("--slot-save-path").arg(dir);
+                    let dir = tempfile::tempdir().expect("a slot directory");
+                    cmd.arg("--slot-save-path").arg(dir.path());
+                    slot_dir = Some(dir);
                     if !host_cache {
                         cmd.args(["--cache-ram", "0"]);
                     }
@@ -113,7 +116,7 @@ impl LlamaServer {
                 });
             }
             let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-            let mut server = LlamaServer { child, addr, log };
+            let mut server = LlamaServer { child, addr, log, _slots: slot_dir };
             match server.wait_healthy() {
                 Ok(()) => return server,
                 Err(e) => last = e,

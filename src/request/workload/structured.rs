@@ -207,7 +207,10 @@ mod tests {
         let v = attached(&format(Spelling::JsonSchema, FormatKind::JsonSchema, &[1]), body);
         assert_eq!(v["json_schema"]["type"], "object");
         let v = attached(&format(Spelling::ResponseFormatJson, FormatKind::JsonSchema, &[1]), body);
-        assert_eq!((v["response_format"]["type"].as_str(), v["response_format"]["schema"]["type"].as_str()), (Some("json"), Some("object")));
+        assert_eq!(
+            (v["response_format"]["type"].as_str(), v["response_format"]["schema"]["type"].as_str()),
+            (Some("json"), Some("object"))
+        );
         let v = attached(&format(Spelling::ResponseFormat, FormatKind::JsonObject, &[1]), body);
         assert_eq!(v["response_format"], json!({"type": "json_object"}));
         let v = attached(&format(Spelling::ResponseFormat, FormatKind::JsonObject, &[1]), "{}");

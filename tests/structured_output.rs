@@ -241,3 +241,25 @@ async fn bad_keys_exit_2_naming_the_key_with_nothing_sent() {
     assert!(console.contains("workload.canaries"), "{console}");
     assert_eq!(server.stats().requests_received, 0, "nothing is sent for a refused scenario");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summarize_rebuilds_the_same_verdicts_from_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start(profile(0.3)).await.unwrap();
+    let file =
+        scenario(dir.path(), "again", "chat", "", 20, 256, "schema_file = \"weather.json\"\nmax_invalid_rate = 0.05");
+    let (live, rebuilt, records) = (dir.path().join("live"), dir.path().join("rebuilt"), dir.path().join("r.jsonl"));
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--out").arg(&live).arg("--base-url").arg(server.base_url()).arg("--records").arg(&records);
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let mut cmd = anvil();
+    cmd.arg("summarize").arg(&records).arg("--out").arg(&rebuilt);
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let (a, b) = (check_artifact(&artifacts(&live)[0]), check_artifact(&artifacts(&rebuilt)[0]));
+    assert!(a["structured_output"]["invalid"].as_u64().unwrap() > 0);
+    for key in ["structured_output", "performance_eligible", "validity", "warnings", "metric_population"] {
+        assert_eq!(a[key], b[key], "{key} differs between the live run and summarize");
+    }
+}

@@ -250,7 +250,7 @@ pub(super) fn response_format(
         }
         FormatKind::JsonSchema => schemas(c, raw)?,
     };
-    let spelling = spelling(c, raw.spelling.as_deref(), target.api, target.dialect, kind)?;
+    let spelling = spelling(c, raw.spelling.as_deref(), target.api, target.dialect)?;
     Ok(Some(ResponseFormat { kind, schemas, strict: raw.strict.unwrap_or(true), spelling, max_invalid_rate }))
 }
 
@@ -422,13 +422,7 @@ fn choice_name(
     Ok(name)
 }
 
-fn spelling(
-    c: &Checker,
-    given: Option<&str>,
-    api: Api,
-    dialect: Dialect,
-    kind: FormatKind,
-) -> Result<Spelling, ScenarioError> {
+fn spelling(c: &Checker, given: Option<&str>, api: Api, dialect: Dialect) -> Result<Spelling, ScenarioError> {
     let key = "workload.response_format.spelling";
     let names: Vec<&str> = Spelling::ALL.iter().map(|s| s.name()).collect();
     let chosen = match given {
@@ -484,7 +478,6 @@ fn spelling(
             "use \"auto\" (response_format)",
         ));
     }
-    let _ = kind;
     Ok(spelling)
 }
 

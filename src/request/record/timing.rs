@@ -273,10 +273,10 @@ impl Exclusions {
     pub fn exclusion(&self, s: ExclusionFacts) -> Option<Exclusion> {
         if s.canary_failed {
             Some(Exclusion::CanaryFailed)
-        } else if s.schema_invalid {
-            Some(Exclusion::SchemaInvalid)
         } else if s.usage_implausible {
             Some(Exclusion::UsageImplausible)
+        } else if s.schema_invalid {
+            Some(Exclusion::SchemaInvalid)
         } else if self.strict_output && s.controlled_miss {
             Some(Exclusion::ControlledOutput)
         } else if self.prefix_warmup_index == Some(s.index) {

@@ -30,3 +30,5 @@ mod cache;
 mod generate;
 #[path = "engine/lifecycle.rs"]
 mod lifecycle;
+#[path = "engine/traffic.rs"]
+mod traffic;

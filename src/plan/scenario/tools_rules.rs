@@ -61,6 +61,9 @@ pub struct ToolSet {
     pub tools: Vec<ToolDef>,
     /// How many tools (written in the configuration instead of every definition).
     pub count: usize,
+    /// SHA-256 of the definitions as sent (names, descriptions, schemas): two runs offered the
+    /// same tools exactly when it is the same.
+    pub definitions_sha256: String,
 }
 
 impl ToolSet {
@@ -143,7 +146,8 @@ pub(super) fn tools(
     };
     let choice = choice(c, raw.tool_choice.as_deref(), &tools)?;
     let source = raw.file.clone().unwrap_or_else(|| "synthetic".to_string());
-    Ok(ToolSet { source, choice, count: tools.len(), tools })
+    let definitions_sha256 = digest(&tools);
+    Ok(ToolSet { source, choice, count: tools.len(), tools, definitions_sha256 })
 }
 
 fn bounded(
@@ -263,6 +267,13 @@ fn from_file(c: &Checker, path: &Path) -> Result<Vec<ToolDef>, ScenarioError> {
         out.push(ToolDef { name, description, parameters });
     }
     Ok(out)
+}
+
+/// SHA-256, in hex, of the definitions serialized in order.
+fn digest(tools: &[ToolDef]) -> String {
+    let text = serde_json::to_vec(tools).unwrap_or_default();
+    let d = ring::digest::digest(&ring::digest::SHA256, &text);
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Names every API accepts: `^[a-zA-Z0-9_-]{1,64}$`.

@@ -137,7 +137,13 @@ mod tests {
             description: String::new(),
             parameters: JsonSchema::compile(schema).unwrap(),
         };
-        Arc::new(ToolSet { source: "synthetic".into(), choice: ToolChoice::Auto, count: 1, tools: vec![tool] })
+        Arc::new(ToolSet {
+            source: "synthetic".into(),
+            choice: ToolChoice::Auto,
+            count: 1,
+            tools: vec![tool],
+            definitions_sha256: String::new(),
+        })
     }
 
     fn piece(index: u64, name: Option<&'static str>, args: Option<&'static str>) -> ToolPiece<'static> {

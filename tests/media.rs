@@ -198,3 +198,23 @@ async fn bad_media_keys_exit_2_and_send_nothing() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_flags_set_the_media_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = anvil();
+    cmd.args(["--input-tokens", "256", "--output-tokens", "16", "-c", "2", "-n", "6", "--images", "2"])
+        .args(["--image-size", "56x84", "--no-progress", "-o"])
+        .arg(&out);
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    let a = check_artifact(&artifacts(&out)[0]);
+    assert_eq!(a["simulator"]["media_images"], 12);
+    assert_eq!(a["simulator"]["media_tokens"], 12 * 2 * 3, "ceil(56/28)·ceil(84/28) each");
+    let mut cmd = anvil();
+    cmd.args(["validate", "--image-size", "56"]);
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(2));
+    assert!(text(&result.stderr).contains("workload.media.images.size"), "{}", text(&result.stderr));
+}

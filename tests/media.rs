@@ -218,3 +218,29 @@ async fn image_flags_set_the_media_keys() {
     assert_eq!(result.status.code(), Some(2));
     assert!(text(&result.stderr).contains("workload.media.images.size"), "{}", text(&result.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summarize_rebuilds_the_same_media_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("media.toml");
+    let media =
+        "[workload.media]\npool = 2\n[workload.media.images]\ncount = { 0 = 1, 1 = 1, 3 = 1 }\nsize = \"56x56\"\n";
+    std::fs::write(&file, scenario("chat", media)).unwrap();
+    let (out, records) = (dir.path().join("out"), dir.path().join("records.ndjson"));
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--no-progress").arg("--out").arg(&out).arg("--records").arg(&records);
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    common::check_records(&records);
+    let live = check_artifact(&artifacts(&out)[0]);
+    let mut cmd = anvil();
+    cmd.arg("summarize").arg(&records).arg("--out").arg(dir.path().join("rebuilt"));
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    let rebuilt = check_artifact(&artifacts(&dir.path().join("rebuilt"))[0]);
+    assert_eq!(live["media"], rebuilt["media"]);
+    assert_eq!(live["prompt_sizing"]["media_tokens"], rebuilt["prompt_sizing"]["media_tokens"]);
+    let counts: Vec<u64> =
+        live["media"]["ttft_by_media_count"].as_array().unwrap().iter().map(|r| r["items"].as_u64().unwrap()).collect();
+    assert!(counts.iter().all(|c| [0, 1, 3].contains(c)), "{counts:?}");
+}

@@ -224,6 +224,15 @@ pub struct RunArgs {
     /// --set target.model=Qwen/Qwen3-8B (repeatable; the value is read as TOML, else as text).
     #[arg(long, value_name = "SECTION.KEY=VALUE")]
     pub set: Vec<String>,
+    /// Images per request, synthetic JPEGs (sets workload.media.images.count; see media.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub images: Option<u32>,
+    /// Image size, e.g. 1024x1024 (sets workload.media.images.size).
+    #[arg(long, value_name = "WxH")]
+    pub image_size: Option<String>,
+    /// One WAV clip of this many seconds per request (sets workload.media.audio.seconds).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub audio_seconds: Option<u32>,
     /// Seed for context draws and prompt text (overrides run.seed).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -286,12 +295,23 @@ impl RunArgs {
             duration: self.duration.clone(),
             api_key_env: self.api_key_env.clone(),
             slo: self.slo.clone(),
-            set: self.set.clone(),
+            set: self.set_with_media(),
             seed: self.seed,
             simulator: self.simulator.clone(),
             tokenizer: self.tokenizer.clone(),
             headers: self.header.clone(),
         }
+    }
+}
+
+impl RunArgs {
+    /// `--set`, then the media flags as the keys they set (checked by the same rules).
+    fn set_with_media(&self) -> Vec<String> {
+        let mut set = self.set.clone();
+        set.extend(self.images.map(|n| format!("workload.media.images.count={n}")));
+        set.extend(self.image_size.as_ref().map(|s| format!("workload.media.images.size=\"{}\"", s.replace('"', ""))));
+        set.extend(self.audio_seconds.map(|n| format!("workload.media.audio.seconds={n}")));
+        set
     }
 }
 

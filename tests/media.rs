@@ -198,3 +198,49 @@ async fn bad_media_keys_exit_2_and_send_nothing() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_flags_set_the_media_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = anvil();
+    cmd.args(["--input-tokens", "256", "--output-tokens", "16", "-c", "2", "-n", "6", "--images", "2"])
+        .args(["--image-size", "56x84", "--no-progress", "-o"])
+        .arg(&out);
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    let a = check_artifact(&artifacts(&out)[0]);
+    assert_eq!(a["simulator"]["media_images"], 12);
+    assert_eq!(a["simulator"]["media_tokens"], 12 * 2 * 3, "ceil(56/28)·ceil(84/28) each");
+    let mut cmd = anvil();
+    cmd.args(["validate", "--image-size", "56"]);
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(2));
+    assert!(text(&result.stderr).contains("workload.media.images.size"), "{}", text(&result.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summarize_rebuilds_the_same_media_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("media.toml");
+    let media =
+        "[workload.media]\npool = 2\n[workload.media.images]\ncount = { 0 = 1, 1 = 1, 3 = 1 }\nsize = \"56x56\"\n";
+    std::fs::write(&file, scenario("chat", media)).unwrap();
+    let (out, records) = (dir.path().join("out"), dir.path().join("records.ndjson"));
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--no-progress").arg("--out").arg(&out).arg("--records").arg(&records);
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    common::check_records(&records);
+    let live = check_artifact(&artifacts(&out)[0]);
+    let mut cmd = anvil();
+    cmd.arg("summarize").arg(&records).arg("--out").arg(dir.path().join("rebuilt"));
+    let result = run(cmd).await;
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    let rebuilt = check_artifact(&artifacts(&dir.path().join("rebuilt"))[0]);
+    assert_eq!(live["media"], rebuilt["media"]);
+    assert_eq!(live["prompt_sizing"]["media_tokens"], rebuilt["prompt_sizing"]["media_tokens"]);
+    let counts: Vec<u64> =
+        live["media"]["ttft_by_media_count"].as_array().unwrap().iter().map(|r| r["items"].as_u64().unwrap()).collect();
+    assert!(counts.iter().all(|c| [0, 1, 3].contains(c)), "{counts:?}");
+}

@@ -10,8 +10,10 @@
 //! section by section, calling the rules. `key_command` is the key a command prints
 //! (`target.api_key_command`); `json_schema` the JSON Schemas a scenario names, compiled once;
 //! `structured_rules` the structured output asked of each answer (`[workload.response_format]`).
-//! `tools_rules` the tool set of `[workload.tools]` and the check of each call's arguments.
+//! `tools_rules` the tool set of `[workload.tools]` and the check of each call's arguments;
+//! `agent_rules` the agent sessions' keys (tool results fed back into conversations).
 
+pub mod agent_rules;
 mod api_rules;
 mod azure;
 pub mod bounds;

@@ -339,6 +339,12 @@ pub struct RawTools {
     pub file: Option<String>,
     /// `auto` (default), `required`, `none` or a tool's name.
     pub tool_choice: Option<String>,
+    /// Agent sessions (with `[workload.sessions]`): most tool turns after one user turn.
+    pub max_tool_turns: Option<i64>,
+    /// Agent sessions: tokens of each tool result fed back.
+    pub result_tokens: Option<i64>,
+    /// Agent sessions: the tool's latency, slept before a tool turn (e.g. `"200ms"`).
+    pub latency: Option<String>,
 }
 
 /// `[workload.trace]`

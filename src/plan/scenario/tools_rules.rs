@@ -64,6 +64,9 @@ pub struct ToolSet {
     /// SHA-256 of the definitions as sent (names, descriptions, schemas): two runs offered the
     /// same tools exactly when it is the same.
     pub definitions_sha256: String,
+    /// Agent sessions: tool results fed back into conversations (`[workload.sessions]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<super::agent_rules::AgentSpec>,
 }
 
 impl ToolSet {
@@ -117,14 +120,7 @@ pub(super) fn tools(
             "use api = \"chat\", \"responses\" or \"messages\", or remove [workload.tools]",
         ));
     }
-    if sessions {
-        return Err(c.err(
-            "workload.tools",
-            "tool results are not fed back into conversations ([workload.sessions]) yet: every turn would \
-             offer tools and none would carry the previous call's result",
-            "remove [workload.tools] or [workload.sessions]",
-        ));
-    }
+    let agent = super::agent_rules::agent(c, raw, sessions)?;
     let tools = match &raw.file {
         Some(file) => {
             for (key, set) in [
@@ -147,7 +143,7 @@ pub(super) fn tools(
     let choice = choice(c, raw.tool_choice.as_deref(), &tools)?;
     let source = raw.file.clone().unwrap_or_else(|| "synthetic".to_string());
     let definitions_sha256 = digest(&tools);
-    Ok(ToolSet { source, choice, count: tools.len(), tools, definitions_sha256 })
+    Ok(ToolSet { source, choice, count: tools.len(), tools, definitions_sha256, agent })
 }
 
 fn bounded(

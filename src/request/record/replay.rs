@@ -41,6 +41,14 @@ pub struct ReplayFacts {
     /// `[workload.media]`: what the request carried (absent without media).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<MediaFacts>,
+    /// Agent sessions: the request is a tool turn (it carries the results of the previous
+    /// answer's tool calls); absent on other requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_turn: Option<bool>,
+    /// Agent sessions, tool turns: the tool latency slept before the request, in whole ms (not in any of its
+    /// timings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_latency_ms: Option<u64>,
 }
 
 /// The media one request carried, and the size of its body.

@@ -10,6 +10,10 @@
 //! intended time (the arrival, or the previous answer's end plus the think time), so the schedule
 //! lag and the validity check see the client's lateness; `max_in_flight` caps requests.
 //!
+//! Agent sessions: an answer that calls a tool is followed by a tool turn, sent the tool's
+//! latency after the answer ended (`workload::agent`); the next planned user turn follows the
+//! last tool turn's answer.
+//!
 //! A failed turn ends its conversation (its history would be wrong); the turns not sent are
 //! counted as undispatched. Every turn's request is built before the think time is waited.
 
@@ -179,6 +183,20 @@ where
         let go_on = shared.workload.finish_turn(&mut conv, &request, &mut outcome);
         if shared.tx.send(outcome).await.is_err() || !go_on {
             return;
+        }
+        // Agent sessions: a tool turn of the same user turn, after the tool's latency (slept
+        // here, between requests: in no request's timings).
+        if let Some(latency) = conv.agent.take_latency() {
+            let Some(next) = next_turn(shared, &mut conv, k) else { return };
+            let wake = ended + latency;
+            tokio::select! {
+                biased;
+                () = shared.stop.cancelled() => return,
+                () = tokio::time::sleep_until(wake) => {}
+            }
+            request = next;
+            ready = Some(wake);
+            continue;
         }
         k += 1;
         let Some(turn) = conv.plan.turns.get(k).copied() else { return };

@@ -160,6 +160,9 @@ impl<'a> Attempt<'a> {
         if let (Some(exchange), Some((content, reasoning))) = (&req.exchange, state.answer.take()) {
             exchange.set_answer(content, reasoning);
         }
+        if let Some(exchange) = &req.exchange {
+            exchange.set_calls(state.called_tools());
+        }
         // Usage the request could not have produced describes no response: none of it is kept
         // (prompt and cached tokens unknown, output counted from the chunks) and the record is
         // excluded, so nothing implausible is ever summed.

@@ -189,6 +189,11 @@ impl StreamState {
         Some(calls.unwrap_or_default().finish(self.offered_tools.as_ref(), only_tools, usage_tokens))
     }
 
+    /// The tool calls so far as the model made them (agent sessions feed them back).
+    pub fn called_tools(&self) -> Vec<super::tool_calls::CalledTool> {
+        self.tool_calls.as_ref().map(|c| c.called()).unwrap_or_default()
+    }
+
     /// Pieces of tool calls: output like text (the first one starts the output and the visible
     /// clock, see tools.md); `true` when one carried a name or an argument fragment.
     fn tool_pieces(&mut self, pieces: &[ToolPiece<'_>], at: Duration) -> bool {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::plan::scenario::tools_rules::ToolSet;
 use crate::request::openai::ToolPiece;
 use crate::request::record::ToolCallRecord;
+pub use crate::request::workload::CalledTool;
 
 /// Most calls kept per response (pieces of further calls are counted, not kept).
 const MAX_CALLS: usize = 256;
@@ -20,6 +21,8 @@ const MAX_ARGUMENT_BYTES: usize = 1 << 20;
 #[derive(Debug, Default)]
 struct Call {
     index: u64,
+    /// The id the server gave the call (chat `id`, Responses `call_id`, Messages `id`).
+    id: String,
     name: String,
     arguments: String,
     /// Bytes of arguments, kept or not.
@@ -55,6 +58,9 @@ impl ToolCalls {
                 return;
             }
         };
+        if let Some(id) = p.id.as_deref().filter(|i| !i.is_empty() && call.id.is_empty()) {
+            call.id.push_str(id);
+        }
         if let Some(name) = p.name.as_deref().filter(|n| !n.is_empty()) {
             call.name.push_str(name);
         }
@@ -68,6 +74,19 @@ impl ToolCalls {
         if let Some(whole) = p.whole_arguments.as_deref() {
             call.whole = Some(whole.chars().take(MAX_ARGUMENT_BYTES).collect());
         }
+    }
+
+    /// The calls as the model made them (id, name, whole arguments), for an agent session's
+    /// next turn.
+    pub fn called(&self) -> Vec<CalledTool> {
+        self.calls
+            .iter()
+            .map(|c| CalledTool {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: if c.bytes == 0 { c.whole.clone().unwrap_or_default() } else { c.arguments.clone() },
+            })
+            .collect()
     }
 
     /// The record, judged against `set`. `only_tools` says the response streamed nothing but
@@ -143,6 +162,7 @@ mod tests {
             count: 1,
             tools: vec![tool],
             definitions_sha256: String::new(),
+            agent: None,
         })
     }
 

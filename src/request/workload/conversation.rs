@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use super::blocks::{block_rng, push_block};
+use super::agent::{AgentTurns, Round, splice};
 use super::exchange::{Exchange, Reply};
 use super::{EXTRA_MESSAGE_TOKENS, PreparedRequest, Workload, task_text};
 use crate::plan::scenario::ChatMessage;
@@ -52,6 +53,8 @@ pub(super) struct SessionsState {
     pub max_context_tokens: u32,
     /// The run's secrets: the backend header a server sends is recorded through the sanitizer.
     pub secrets: crate::redact::Secrets,
+    /// Agent sessions: tool results fed back (`[workload.tools]` with conversations).
+    pub agent: Option<crate::plan::scenario::agent_rules::AgentSpec>,
 }
 
 /// What the server reported for the last turn.
@@ -84,6 +87,8 @@ pub struct Conversation {
     echo: Option<String>,
     /// The user message of the turn in flight, and the prediction of its whole prompt.
     pending: Option<(ChatMessage, f64)>,
+    /// Agent sessions: the tool rounds of the history and of the turn in progress.
+    pub agent: AgentTurns,
 }
 
 impl Conversation {
@@ -122,6 +127,7 @@ impl Workload {
             last: None,
             echo: None,
             pending: None,
+            agent: AgentTurns::default(),
         })
     }
 
@@ -156,7 +162,17 @@ impl Workload {
     fn turn_tokens(&self, conv: &Conversation, messages: &[ChatMessage]) -> f64 {
         let pairs = (conv.history.len() / 2) as f64;
         let per_pair = self.turn_overhead.map_or(0.0, |o| o - 2.0 * EXTRA_MESSAGE_TOKENS);
-        self.chat_tokens(messages) + pairs * per_pair + conv.counted.iter().sum::<f64>()
+        let rounds: f64 = conv.agent.round_tokens.iter().sum::<f64>()
+            + conv.agent.current.iter().map(|r| self.round_tokens(r)).sum::<f64>();
+        self.chat_tokens(messages) + pairs * per_pair + conv.counted.iter().sum::<f64>() + rounds
+    }
+
+    /// The sizer's estimate of a tool round: the calls' names and arguments, and one result
+    /// per call, each with a message's allowance.
+    fn round_tokens(&self, round: &Round) -> f64 {
+        let calls: f64 = round.calls.iter().map(|c| self.sizer.text_tokens(&c.name) + self.sizer.text_tokens(&c.arguments)).sum();
+        let results = round.calls.len() as f64 * (self.sizer.text_tokens(&round.result) + EXTRA_MESSAGE_TOKENS);
+        calls + results + EXTRA_MESSAGE_TOKENS
     }
 
     /// The request for turn `k` (from 0) of `conv`, numbered `index` in the level.
@@ -187,6 +203,10 @@ impl Workload {
             }
             conv.history.drain(..2);
             conv.counted.drain(..2.min(conv.counted.len()));
+            if !conv.agent.rounds.is_empty() {
+                conv.agent.rounds.remove(0);
+                conv.agent.round_tokens.remove(0);
+            }
             truncated = true;
         }
         let messages = self.messages(conv, &user);
@@ -219,6 +239,11 @@ impl Workload {
         let mut params = self.params_at(conv.plan.index).clone();
         params.max_tokens = output;
         let body = openai::request_body(&params, PromptBody::Messages(&messages));
+        let body = splice(params.api, body, conv.history.len(), &conv.agent.rounds, &conv.agent.current);
+        let tool_turn = state.agent.as_ref().map(|a| {
+            let tool = !conv.agent.current.is_empty();
+            (tool, tool.then(|| a.latency.as_millis() as u64))
+        });
         let mut headers: Vec<(String, String)> =
             spec.affinity_headers.iter().map(|h| (h.clone(), conv.id.clone())).collect();
         if let (Some(name), Some(value)) = (&spec.echo_header, &conv.echo) {
@@ -228,7 +253,11 @@ impl Workload {
         conv.pending = Some((user, prediction));
         let mut request = PreparedRequest {
             index,
-            planned_context_tokens: if k == 0 && turn_plan.tokens > 0 { turn_plan.tokens } else { predicted },
+            planned_context_tokens: if k == 0 && turn_plan.tokens > 0 && conv.agent.current.is_empty() {
+                turn_plan.tokens
+            } else {
+                predicted
+            },
             prompt_target_tokens: predicted,
             canary: marker,
             response_words: None,
@@ -240,6 +269,8 @@ impl Workload {
                 turn: Some(turn),
                 history_tokens: Some(history_tokens),
                 model: self.model_at(conv.plan.index),
+                tool_turn: tool_turn.map(|(t, _)| t),
+                tool_latency_ms: tool_turn.and_then(|(_, ms)| ms),
                 ..ReplayFacts::default()
             })),
             // The whole answer is always kept: the cross-session check reads all of it.
@@ -308,6 +339,27 @@ impl Workload {
                 }
                 let turn = c.replay.as_deref().and_then(|r| r.turn).unwrap_or(1) as usize - 1;
                 let answer = self.history_answer(spec, conv, turn, &reply);
+                // Agent sessions: an answer that calls a tool is followed by a tool turn (the
+                // same user turn, its rounds growing) until the cap.
+                if let Some(agent) = state.agent.as_ref() {
+                    let room = conv.agent.current.len() < agent.max_tool_turns as usize;
+                    if !reply.calls.is_empty() && room {
+                        let result = self.tool_result(conv, turn, agent.result_tokens);
+                        conv.agent.current.push(Round { calls: reply.calls.clone(), result });
+                        conv.agent.pending_latency = Some(agent.latency);
+                        conv.pending = None;
+                        conv.last = Some(LastTurn {
+                            prompt_tokens: c.prompt_tokens,
+                            predicted_prompt: request.prompt_target_tokens,
+                            output_tokens: c.output_tokens,
+                            reasoning: !reply.reasoning.is_empty(),
+                        });
+                        return true;
+                    }
+                    let rounds = std::mem::take(&mut conv.agent.current);
+                    conv.agent.round_tokens.push(rounds.iter().map(|r| self.round_tokens(r)).sum());
+                    conv.agent.rounds.push(rounds);
+                }
                 if let Some((user, prediction)) = conv.pending.take() {
                     // What the server counted beyond the prediction is the new message's.
                     let user_error = counted_error(c.prompt_tokens, prediction);
@@ -347,6 +399,22 @@ impl Workload {
             }
             Outcome::Dropped(_) => false,
         }
+    }
+
+    /// A tool result of about `tokens` tokens: seeded text, the same for the same conversation,
+    /// turn and round.
+    fn tool_result(&self, conv: &Conversation, k: usize, tokens: u32) -> String {
+        let words = (f64::from(tokens) / self.sizer.per_filler_word().max(1e-3)).round() as usize;
+        let round = conv.agent.current.len() as u64;
+        let mut s = String::from("Tool result:");
+        let rng = &mut text::rng(
+            self.seed,
+            self.salt ^ 0x7001_2E5u64,
+            conv.plan.index << 24 | (k as u64) << 8 | round,
+            Stream::Text,
+        );
+        push_block(&mut s, 0, words, rng);
+        s
     }
 
     /// What the history keeps of turn `k`'s answer.

@@ -23,6 +23,18 @@ pub struct Reply {
     pub reasoning: String,
     /// The `read_headers` the response carried, as (name, value).
     pub headers: Vec<(String, String)>,
+    /// The tool calls the answer made (agent sessions).
+    pub calls: Vec<CalledTool>,
+}
+
+/// One tool call as the model made it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CalledTool {
+    /// The server's id of the call (empty when it gave none).
+    pub id: String,
+    pub name: String,
+    /// The arguments' JSON text as streamed.
+    pub arguments: String,
 }
 
 impl Exchange {
@@ -43,6 +55,10 @@ impl Exchange {
         let mut reply = self.lock();
         reply.content = content;
         reply.reasoning = reasoning;
+    }
+
+    pub fn set_calls(&self, calls: Vec<CalledTool>) {
+        self.lock().calls = calls;
     }
 
     /// The reply, leaving an empty one behind.

@@ -9,6 +9,7 @@
 //! `max_tokens` is reserved on top, and validation keeps `planned + max_tokens` within the
 //! context window. The server's own count is recorded beside both.
 
+pub mod agent;
 mod api_prompts;
 mod blocks;
 pub mod canary;
@@ -29,6 +30,7 @@ use rand::seq::SliceRandom;
 pub use crate::text::{estimate_tokens, is_filler_word};
 pub use canary::{CANARY_PREFIX, CanaryScan, canary_marker, check_canary, check_controlled_output};
 pub use conversation::Conversation;
+pub use exchange::CalledTool;
 pub use sizing::Sizer;
 
 use crate::plan::scenario::{
@@ -186,6 +188,7 @@ impl Workload {
                 order,
                 max_context_tokens: w.max_context_tokens,
                 secrets: scenario.secrets(),
+                agent: w.tools.as_ref().and_then(|t| t.agent.clone()),
                 ..Default::default()
             };
             workload.sessions = Some((spec.clone(), std::sync::Arc::new(state)));

@@ -106,7 +106,8 @@ async fn bad_tool_keys_exit_2_with_nothing_sent() {
         ("chat", "count = 0", "workload.tools.count", "between"),
         ("chat", "file = \"bad-schema.json\"\ncount = 2", "workload.tools.count", "does not apply"),
         ("chat", "colour = 1", "colour", "unknown"),
-        ("chat", "count = 2\n[workload.sessions]\nturns = 2\nfirst_tokens = 200", "workload.tools", "not fed back"),
+        ("chat", "count = 2\nmax_tool_turns = 2", "workload.tools.max_tool_turns", "agent sessions only"),
+        ("chat", "count = 2\nlatency = \"1s\"", "workload.tools.latency", "agent sessions only"),
     ] {
         let file = write_scenario(dir.path(), api, 4, tools);
         if tools.contains("[workload.sessions]") {

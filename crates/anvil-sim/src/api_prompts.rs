@@ -1,6 +1,8 @@
 //! Reading the prompts of the Responses and Messages APIs (into the same `Prompt` chat
 //! messages make, so counting, the prefix cache and canaries work alike), and completions
-//! prompts given as token ids.
+//! prompts given as token ids. Tool results are prompt text as in chat: a Responses
+//! `function_call_output`'s `output` (and a `function_call`'s `arguments`), a Messages
+//! `tool_result` block's string `content`.
 
 use serde_json::Value;
 
@@ -12,6 +14,13 @@ fn text_parts<'a>(what: &str, items: &'a [Value]) -> Result<Vec<&'a str>, String
     let mut parts = Vec::with_capacity(items.len());
     for item in items {
         let kind = item.get("type").and_then(Value::as_str);
+        // A Messages tool result's text is read like a message's.
+        if kind == Some("tool_result") {
+            if let Some(Value::String(text)) = item.get("content") {
+                parts.push(text.as_str());
+            }
+            continue;
+        }
         if !matches!(kind, Some("text" | "input_text" | "output_text")) {
             continue;
         }
@@ -37,6 +46,16 @@ fn content<'a>(what: &str, value: Option<&'a Value>) -> Result<Vec<&'a str>, Str
 fn messages<'a>(key: &str, items: &'a [Value], out: &mut Vec<Message<'a>>) -> Result<(), String> {
     for (i, item) in items.iter().enumerate() {
         let role = item.get("role").and_then(Value::as_str).unwrap_or("user");
+        // Responses tool items: a call's arguments and a result's output are read as text.
+        let text = match item.get("type").and_then(Value::as_str) {
+            Some("function_call") => item.get("arguments"),
+            Some("function_call_output") => item.get("output"),
+            _ => None,
+        };
+        if let Some(Value::String(text)) = text {
+            out.push(Message { role: if role == "user" { "tool" } else { role }, parts: vec![text.as_str()] });
+            continue;
+        }
         out.push(Message { role, parts: content(&format!("{key}[{i}].content"), item.get("content"))? });
     }
     Ok(())

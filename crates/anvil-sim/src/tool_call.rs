@@ -14,7 +14,8 @@
 //! `PIECE_BYTES` bytes, one token each.
 //!
 //! Ground truth (`/mock/stats` `tool_calls`): calls made, invalid arguments injected, and tool
-//! results received (the trailing results of each request, so a session's results count once).
+//! results received (the trailing results of each request, so a session's results count once),
+//! and of those, the ones whose id names no call it made (`results_unmatched`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -58,6 +59,7 @@ pub(crate) struct ToolStats {
     calls: AtomicU64,
     invalid: AtomicU64,
     results: AtomicU64,
+    unmatched: AtomicU64,
 }
 
 /// `/mock/stats` `tool_calls`.
@@ -69,6 +71,10 @@ pub struct ToolCallCounts {
     pub invalid_injected: u64,
     /// Tool results received: the trailing results of each request.
     pub results_received: u64,
+    /// Received results whose id (chat `tool_call_id`, Responses `call_id`, Messages
+    /// `tool_use_id`) names no call this simulator made.
+    #[serde(default)]
+    pub results_unmatched: u64,
 }
 
 impl ToolCallCounts {
@@ -83,6 +89,7 @@ impl ToolStats {
             calls_made: self.calls.load(Ordering::Relaxed),
             invalid_injected: self.invalid.load(Ordering::Relaxed),
             results_received: self.results.load(Ordering::Relaxed),
+            results_unmatched: self.unmatched.load(Ordering::Relaxed),
         }
     }
 }
@@ -147,6 +154,51 @@ fn trailing_results(api: WireApi, body: &Value) -> u64 {
     n
 }
 
+/// Whether `id` is one this simulator gave (`call_<n, 8 hex digits>`, `n` below `made`).
+fn is_made(id: &str, made: u64) -> bool {
+    id.strip_prefix("call_")
+        .filter(|h| h.len() == 8)
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .is_some_and(|n| n < made)
+}
+
+/// The ids the trailing results answer.
+fn trailing_ids(api: WireApi, body: &Value) -> Vec<String> {
+    let items = match api {
+        WireApi::Responses => body.get("input"),
+        _ => body.get("messages"),
+    };
+    let Some(Value::Array(items)) = items else { return Vec::new() };
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+    let mut ids = Vec::new();
+    for item in items.iter().rev() {
+        let found: Vec<String> = match api {
+            WireApi::OpenAi if item.get("role").and_then(Value::as_str) == Some("tool") => {
+                vec![text(item, "tool_call_id").unwrap_or_default()]
+            }
+            WireApi::Responses if item.get("type").and_then(Value::as_str) == Some("function_call_output") => {
+                vec![text(item, "call_id").unwrap_or_default()]
+            }
+            WireApi::Messages if item.get("role").and_then(Value::as_str) == Some("user") => {
+                match item.get("content") {
+                    Some(Value::Array(blocks)) => blocks
+                        .iter()
+                        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+                        .map(|b| text(b, "tool_use_id").unwrap_or_default())
+                        .collect(),
+                    _ => Vec::new(),
+                }
+            }
+            _ => Vec::new(),
+        };
+        if found.is_empty() {
+            break;
+        }
+        ids.extend(found);
+    }
+    ids
+}
+
 /// The call the response to `body` makes, by the module's rule; counts the results received
 /// and the call made.
 pub(crate) fn plan(
@@ -160,6 +212,9 @@ pub(crate) fn plan(
     let results = trailing_results(api, body);
     if results > 0 {
         stats.results.fetch_add(results, Ordering::Relaxed);
+        let made = stats.calls.load(Ordering::Relaxed);
+        let unmatched = trailing_ids(api, body).iter().filter(|id| !is_made(id, made)).count() as u64;
+        stats.unmatched.fetch_add(unmatched, Ordering::Relaxed);
     }
     let (allowed, required, named) = choice(body);
     if tools.is_empty() || !allowed {
@@ -212,7 +267,10 @@ mod tests {
         assert!(plan(WireApi::OpenAi, &after, 1, 0.0, &stats).is_none());
         let none = json!({"messages": [], "tools": tools, "tool_choice": "none"});
         assert!(plan(WireApi::OpenAi, &none, 1, 0.0, &stats).is_none());
-        assert_eq!(stats.snapshot(), ToolCallCounts { calls_made: 1, invalid_injected: 0, results_received: 1 });
+        assert_eq!(
+            stats.snapshot(),
+            ToolCallCounts { calls_made: 1, invalid_injected: 0, results_received: 1, results_unmatched: 1 }
+        );
     }
 
     #[test]

@@ -64,9 +64,9 @@ fn round_items(api: Api, round: &Round, at: usize) -> Vec<Value> {
     let ids: Vec<String> = round.calls.iter().enumerate().map(|(k, c)| call_id(c, at, k)).collect();
     match api {
         Api::Responses => {
-            let calls = round.calls.iter().zip(&ids).map(|(c, id)| {
-                json!({"type": "function_call", "call_id": id, "name": c.name, "arguments": c.arguments})
-            });
+            let calls = round.calls.iter().zip(&ids).map(
+                |(c, id)| json!({"type": "function_call", "call_id": id, "name": c.name, "arguments": c.arguments}),
+            );
             let results =
                 ids.iter().map(|id| json!({"type": "function_call_output", "call_id": id, "output": round.result}));
             calls.chain(results).collect()
@@ -167,14 +167,24 @@ mod tests {
 
     #[test]
     fn responses_and_messages_spellings() {
-        let body = serde_json::to_vec(&json!({"input": [{"type": "message", "role": "user", "content": "u"}]})).unwrap();
+        let body =
+            serde_json::to_vec(&json!({"input": [{"type": "message", "role": "user", "content": "u"}]})).unwrap();
         let v: Value = serde_json::from_slice(&splice(Api::Responses, body, 0, &[], &[round("c")])).unwrap();
-        assert_eq!(v["input"][1], json!({"type": "function_call", "call_id": "c", "name": "get", "arguments": "{\"a\":1}"}));
+        assert_eq!(
+            v["input"][1],
+            json!({"type": "function_call", "call_id": "c", "name": "get", "arguments": "{\"a\":1}"})
+        );
         assert_eq!(v["input"][2], json!({"type": "function_call_output", "call_id": "c", "output": "R"}));
         let body = serde_json::to_vec(&json!({"messages": [{"role": "user", "content": "u"}]})).unwrap();
         let v: Value = serde_json::from_slice(&splice(Api::Messages, body, 0, &[], &[round("c")])).unwrap();
-        assert_eq!(v["messages"][1]["content"][0], json!({"type": "tool_use", "id": "c", "name": "get", "input": {"a": 1}}));
-        assert_eq!(v["messages"][2], json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": "R"}]}));
+        assert_eq!(
+            v["messages"][1]["content"][0],
+            json!({"type": "tool_use", "id": "c", "name": "get", "input": {"a": 1}})
+        );
+        assert_eq!(
+            v["messages"][2],
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": "R"}]})
+        );
     }
 
     #[test]

@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use super::blocks::{block_rng, push_block};
 use super::agent::{AgentTurns, Round, splice};
+use super::blocks::{block_rng, push_block};
 use super::exchange::{Exchange, Reply};
 use super::{EXTRA_MESSAGE_TOKENS, PreparedRequest, Workload, task_text};
 use crate::plan::scenario::ChatMessage;
@@ -170,7 +170,8 @@ impl Workload {
     /// The sizer's estimate of a tool round: the calls' names and arguments, and one result
     /// per call, each with a message's allowance.
     fn round_tokens(&self, round: &Round) -> f64 {
-        let calls: f64 = round.calls.iter().map(|c| self.sizer.text_tokens(&c.name) + self.sizer.text_tokens(&c.arguments)).sum();
+        let calls: f64 =
+            round.calls.iter().map(|c| self.sizer.text_tokens(&c.name) + self.sizer.text_tokens(&c.arguments)).sum();
         let results = round.calls.len() as f64 * (self.sizer.text_tokens(&round.result) + EXTRA_MESSAGE_TOKENS);
         calls + results + EXTRA_MESSAGE_TOKENS
     }

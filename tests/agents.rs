@@ -69,6 +69,15 @@ async fn agent_sessions_feed_each_call_back_as_a_tool_turn_the_simulator_counts(
         assert_eq!(stats.tool_calls.calls_made, user_turns, "{api}");
         assert_eq!(stats.tool_calls.results_received, tool_turns.len() as u64, "{api}");
         assert_eq!(stats.tool_calls.results_unmatched, 0, "{api}: every result answers a call the server made");
+        let agent = &a["conversations"]["agent"];
+        assert_eq!(agent["tool_turns"].as_u64(), Some(stats.tool_calls.results_received), "{api}: {agent}");
+        assert_eq!(agent["user_turns"].as_u64(), Some(user_turns), "{api}: {agent}");
+        assert_eq!((agent["ended_by_no_call"].as_u64(), agent["ended_by_cap"].as_u64()), (Some(user_turns), Some(0)));
+        assert_eq!(agent["tool_latency_ms_total"].as_f64(), Some(LATENCY_MS * user_turns as f64), "{api}: {agent}");
+        assert_eq!(agent["tool_turns_per_session"]["max"].as_f64(), Some(TURNS as f64), "{api}: {agent}");
+        // A session lasts at least its tool latencies.
+        let duration = &a["conversations"]["totals"]["duration_ms"];
+        assert!(duration["p50"].as_f64().unwrap() >= TURNS as f64 * LATENCY_MS, "{api}: {duration}");
         // Per session: its turns in order; every tool turn waited the latency after the answer
         // before it, and the latency is in none of its timings.
         let mut sessions: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
@@ -121,6 +130,12 @@ async fn the_cap_ends_tool_turns_when_every_answer_calls() {
     let tool_turns = a["request_timings"].as_array().unwrap().iter().filter(|r| r["tool_turn"] == Value::Bool(true));
     assert_eq!(tool_turns.count() as u64, 2 * user_turns);
     assert_eq!(stats.tool_calls.results_unmatched, 0);
+    let agent = &a["conversations"]["agent"];
+    assert_eq!(
+        (agent["ended_by_no_call"].as_u64(), agent["ended_by_cap"].as_u64()),
+        (Some(0), Some(user_turns)),
+        "{agent}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,8 @@
 //! later turns warm), the expected reusable prefix against the server's cached tokens (a
 //! cache-effectiveness ratio, per turn and overall), per-session duration and turns, session
 //! goodput (the share of sessions whose every turn met the `[slo]`), per-backend latency and
-//! whether sessions stayed on one backend, and cross-session contamination. The result is the
+//! whether sessions stayed on one backend, cross-session contamination, and agent sessions'
+//! figures (`agent_sessions`). The result is the
 //! level summary's `SessionSummary`.
 //!
 //! Records without a `session` are ignored; statistics are the level's own (`stats::Summary`:
@@ -56,6 +57,7 @@ pub fn summarise(records: &[RequestTiming], failures: &[FailureRecord], slo: &Sl
             .iter()
             .filter(|r| r.request_canary.as_ref().and_then(|c| c.cross_session_marker_count).is_some_and(|n| n > 0))
             .count() as u64,
+        agent: super::agent_sessions::summarise(&records),
     })
 }
 

@@ -8,6 +8,7 @@
 //! only place numbers are computed, whether the level was just run, rebuilt from its records
 //! file or merged from a sharded run's; the renderers (`artifact`, `console`) read its fields.
 
+pub mod agent_sessions;
 mod collected;
 pub mod conversations;
 pub mod drift;

@@ -274,6 +274,9 @@ pub struct SessionSummary {
     pub sessions_on_one_backend: Option<(u64, u64)>,
     /// Responses holding a marker of another session.
     pub cross_session_contaminated: u64,
+    /// Agent sessions (tool results fed back): their figures (see `agent_sessions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<super::agent_sessions::AgentSummary>,
 }
 
 /// One turn index across every conversation of the level.

@@ -159,6 +159,7 @@ scenario_tests! {
     structured_output_runs_clean: "structured-output.toml";
     sweep_runs_clean: "sweep.toml";
     tools_runs_clean: "tools.toml";
+    agent_runs_clean: "agent.toml";
     trace_azure_runs_clean: "trace-azure.toml";
     trace_bailian_runs_clean: "trace-bailian.toml";
     trace_burstgpt_runs_clean: "trace-burstgpt.toml";

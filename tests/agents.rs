@@ -82,7 +82,7 @@ async fn agent_sessions_feed_each_call_back_as_a_tool_turn_the_simulator_counts(
         // before it, and the latency is in none of its timings.
         let mut sessions: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
         for r in records {
-            assert_eq!(r["tool_turn"].as_bool().is_some(), true, "{api}: {r}");
+            assert!(r["tool_turn"].as_bool().is_some(), "{api}: {r}");
             sessions.entry(r["session"].as_str().unwrap()).or_default().push(r);
         }
         assert_eq!(sessions.len() as u64, CONVERSATIONS, "{api}");

@@ -119,10 +119,8 @@ pub fn splice(api: Api, body: Vec<u8>, history: usize, rounds: &[Vec<Round>], cu
     let key = if api == Api::Responses { "input" } else { "messages" };
     let Some(Value::Array(items)) = v.get_mut(key) else { return body };
     let Some(first) = items.len().checked_sub(history + 1) else { return body };
-    let mut at = 0usize;
-    for r in current {
+    for (at, r) in current.iter().enumerate() {
         items.extend(round_items(api, r, rounds.len() * 1000 + at));
-        at += 1;
     }
     // Back to front, so earlier places stay put.
     for (pair, pair_rounds) in rounds.iter().enumerate().rev() {

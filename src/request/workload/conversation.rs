@@ -243,7 +243,7 @@ impl Workload {
         let body = splice(params.api, body, conv.history.len(), &conv.agent.rounds, &conv.agent.current);
         let tool_turn = state.agent.as_ref().map(|a| {
             let tool = !conv.agent.current.is_empty();
-            (tool, tool.then(|| a.latency.as_millis() as u64))
+            (tool, tool.then_some(a.latency.as_millis() as u64))
         });
         let mut headers: Vec<(String, String)> =
             spec.affinity_headers.iter().map(|h| (h.clone(), conv.id.clone())).collect();
@@ -410,7 +410,7 @@ impl Workload {
         let mut s = String::from("Tool result:");
         let rng = &mut text::rng(
             self.seed,
-            self.salt ^ 0x7001_2E5u64,
+            self.salt ^ 0x0700_12E5_u64,
             conv.plan.index << 24 | (k as u64) << 8 | round,
             Stream::Text,
         );

@@ -158,3 +158,25 @@ async fn bad_agent_keys_exit_2_with_nothing_sent() {
     }
     assert_eq!(server.stats().requests_received, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summarize_of_the_records_rebuilds_the_agent_figures_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start(Profile::named("fast").expect("fast profile")).await.unwrap();
+    let file = write_scenario(dir.path(), "chat", "count = 2\nlatency = \"20ms\"\nresult_tokens = 40");
+    let (live, records, rebuilt) =
+        (dir.path().join("live"), dir.path().join("run.records.ndjson"), dir.path().join("re"));
+    let mut cmd = anvil();
+    cmd.arg(&file).arg("--out").arg(&live).arg("--base-url").arg(server.base_url()).arg("--records").arg(&records);
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    common::check_records(&records);
+    let o = anvil().arg("summarize").arg(&records).arg("--out").arg(&rebuilt).output().expect("the binary starts");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let (a, b) = (artifacts(&live), artifacts(&rebuilt));
+    assert_eq!((a.len(), b.len()), (1, 1));
+    let (a, b) = (check_artifact(&a[0]), check_artifact(&b[0]));
+    assert_eq!(a["conversations"]["agent"]["tool_turns"].as_u64(), Some(server.stats().tool_calls.results_received));
+    assert_eq!(a["conversations"]["agent"], b["conversations"]["agent"]);
+    assert_eq!(a["request_timings"], b["request_timings"]);
+}

@@ -145,7 +145,8 @@ async fn bad_agent_keys_exit_2_with_nothing_sent() {
     for (tools, key, says) in [
         ("count = 2\nmax_tool_turns = 0", "workload.tools.max_tool_turns", "between"),
         ("count = 2\nmax_tool_turns = 65", "workload.tools.max_tool_turns", "between"),
-        ("count = 2\nresult_tokens = 0", "workload.tools.result_tokens", "between"),
+        ("count = 2\nresult_tokens = 0", "workload.tools.result_tokens", "0"),
+        ("count = 2\nresult_tokens = { uniform = [5] }", "workload.tools.result_tokens", "uniform"),
         ("count = 2\nlatency = \"soon\"", "workload.tools.latency", "not a duration"),
     ] {
         let file = write_scenario(dir.path(), "chat", tools);
@@ -163,7 +164,12 @@ async fn bad_agent_keys_exit_2_with_nothing_sent() {
 async fn summarize_of_the_records_rebuilds_the_agent_figures_alike() {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start(Profile::named("fast").expect("fast profile")).await.unwrap();
-    let file = write_scenario(dir.path(), "chat", "count = 2\nlatency = \"20ms\"\nresult_tokens = 40");
+    // Both drawn per tool turn from a seeded distribution.
+    let file = write_scenario(
+        dir.path(),
+        "chat",
+        "count = 2\nlatency = { uniform = [\"10ms\", \"40ms\"] }\nresult_tokens = { uniform = [20, 200] }",
+    );
     let (live, records, rebuilt) =
         (dir.path().join("live"), dir.path().join("run.records.ndjson"), dir.path().join("re"));
     let mut cmd = anvil();
@@ -178,5 +184,10 @@ async fn summarize_of_the_records_rebuilds_the_agent_figures_alike() {
     let (a, b) = (check_artifact(&a[0]), check_artifact(&b[0]));
     assert_eq!(a["conversations"]["agent"]["tool_turns"].as_u64(), Some(server.stats().tool_calls.results_received));
     assert_eq!(a["conversations"]["agent"], b["conversations"]["agent"]);
+    let latencies: Vec<u64> =
+        a["request_timings"].as_array().unwrap().iter().filter_map(|r| r["tool_latency_ms"].as_u64()).collect();
+    assert_eq!(latencies.len() as u64, CONVERSATIONS * TURNS);
+    assert!(latencies.iter().all(|ms| (10..=40).contains(ms)), "{latencies:?}");
+    assert!(latencies.iter().any(|ms| *ms != latencies[0]), "drawn, not fixed: {latencies:?}");
     assert_eq!(a["request_timings"], b["request_timings"]);
 }

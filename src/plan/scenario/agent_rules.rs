@@ -2,24 +2,23 @@
 //! (`[workload.sessions]`).
 //!
 //! In a conversation that offers tools, an answer that calls a tool is followed by a tool turn:
-//! the same prompt, then the model's call and a tool result of `result_tokens` tokens, sent
-//! `latency` after the answer ended. A user turn is followed by tool turns until an answer calls
+//! the same prompt, then the model's call and a tool result of `result_tokens` tokens (a
+//! distribution), sent `latency` (a distribution) after the answer ended. A user turn is followed by tool turns until an answer calls
 //! no tool or `max_tool_turns` tool turns were sent; then the conversation's next planned user
 //! turn (after its think time) goes on.
-
-use std::time::Duration;
 
 use serde::Serialize;
 
 use super::checker::{Checker, ScenarioError};
 use super::raw::RawTools;
+use crate::plan::session::Dist;
 
 /// Most tool turns after one user turn.
 pub const MAX_TOOL_TURNS: i64 = 64;
 /// Largest tool result, in tokens.
 pub const MAX_RESULT_TOKENS: i64 = 1_000_000;
 /// Default tool result size, in tokens.
-const DEFAULT_RESULT_TOKENS: i64 = 256;
+const DEFAULT_RESULT_TOKENS: f64 = 256.0;
 /// Default most tool turns after one user turn.
 const DEFAULT_TOOL_TURNS: i64 = 4;
 
@@ -28,15 +27,11 @@ const DEFAULT_TOOL_TURNS: i64 = 4;
 pub struct AgentSpec {
     /// Most tool turns after one user turn.
     pub max_tool_turns: u32,
-    /// Tokens of each tool result.
-    pub result_tokens: u32,
-    /// The tool's latency, slept between an answer that calls a tool and the tool turn.
-    #[serde(serialize_with = "as_ms")]
-    pub latency: Duration,
-}
-
-fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1e3)
+    /// Tokens of each tool result, drawn per result.
+    pub result_tokens: Dist,
+    /// The tool's latency in seconds, drawn per tool turn: slept between an answer that calls a
+    /// tool and the tool turn.
+    pub latency_s: Dist,
 }
 
 /// The agent keys of `[workload.tools]`: `Some` for conversations, refused otherwise.
@@ -65,17 +60,15 @@ pub(super) fn agent(c: &Checker, raw: &RawTools, sessions: bool) -> Result<Optio
             format!("set e.g. {DEFAULT_TOOL_TURNS}"),
         ));
     }
-    let tokens = raw.result_tokens.unwrap_or(DEFAULT_RESULT_TOKENS);
-    if !(1..=MAX_RESULT_TOKENS).contains(&tokens) {
-        return Err(c.err(
-            "workload.tools.result_tokens",
-            format!("{tokens} is not between 1 and {MAX_RESULT_TOKENS}"),
-            format!("set e.g. {DEFAULT_RESULT_TOKENS}"),
-        ));
-    }
-    let latency = match raw.latency.as_deref().map(str::trim) {
-        None | Some("0" | "0s" | "0ms") => Duration::ZERO,
-        Some(text) => c.duration("workload.tools.latency", Some(text), Duration::ZERO)?,
+    let result_tokens = match &raw.result_tokens {
+        None => Dist::Constant { value: DEFAULT_RESULT_TOKENS },
+        Some(v) => {
+            super::session_rules::count_dist(c, "workload.tools.result_tokens", v, 1.0, MAX_RESULT_TOKENS as f64)?
+        }
     };
-    Ok(Some(AgentSpec { max_tool_turns: turns as u32, result_tokens: tokens as u32, latency }))
+    let latency_s = match &raw.latency {
+        None => Dist::Constant { value: 0.0 },
+        Some(v) => super::session_rules::time_dist(c, "workload.tools.latency", v)?,
+    };
+    Ok(Some(AgentSpec { max_tool_turns: turns as u32, result_tokens, latency_s }))
 }

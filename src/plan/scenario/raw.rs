@@ -341,10 +341,11 @@ pub struct RawTools {
     pub tool_choice: Option<String>,
     /// Agent sessions (with `[workload.sessions]`): most tool turns after one user turn.
     pub max_tool_turns: Option<i64>,
-    /// Agent sessions: tokens of each tool result fed back.
-    pub result_tokens: Option<i64>,
-    /// Agent sessions: the tool's latency, slept before a tool turn (e.g. `"200ms"`).
-    pub latency: Option<String>,
+    /// Agent sessions: tokens of each tool result fed back (a count or a distribution).
+    pub result_tokens: Option<toml::Value>,
+    /// Agent sessions: the tool's latency, slept before a tool turn (e.g. `"200ms"`, or a
+    /// distribution).
+    pub latency: Option<toml::Value>,
 }
 
 /// `[workload.trace]`

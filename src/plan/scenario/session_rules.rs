@@ -28,7 +28,13 @@ enum Scalar {
 }
 
 /// A distribution of counts (tokens, turns): bounds default to `[floor, ceiling]`.
-fn count_dist(c: &Checker, key: &str, v: &toml::Value, floor: f64, ceiling: f64) -> Result<Dist, ScenarioError> {
+pub(super) fn count_dist(
+    c: &Checker,
+    key: &str,
+    v: &toml::Value,
+    floor: f64,
+    ceiling: f64,
+) -> Result<Dist, ScenarioError> {
     let range = Range { floor, ceiling, show: &fmt_number, fix: DIST_FIX };
     dist(c, key, v, &range, &|x: &toml::Value| match x {
         toml::Value::Integer(i) => Scalar::Number(*i as f64),
@@ -43,7 +49,7 @@ fn count_dist(c: &Checker, key: &str, v: &toml::Value, floor: f64, ceiling: f64)
 }
 
 /// A distribution of durations, in seconds: `"2s"`, or numbers of seconds.
-fn time_dist(c: &Checker, key: &str, v: &toml::Value) -> Result<Dist, ScenarioError> {
+pub(super) fn time_dist(c: &Checker, key: &str, v: &toml::Value) -> Result<Dist, ScenarioError> {
     // Whole hours as hours ("24h", not "1day"), as the fix writes them.
     let show = |x: f64| match Duration::try_from_secs_f64(x) {
         Ok(d) if d.as_secs() >= 3600 && d.as_secs() % 3600 == 0 && d.subsec_nanos() == 0 => {

@@ -43,6 +43,8 @@ pub struct AgentTurns {
     pub current: Vec<Round>,
     /// The tool latency to sleep before the next request, when it is a tool turn.
     pub pending_latency: Option<Duration>,
+    /// The latency drawn for the latest tool turn (recorded on its request).
+    pub latency: Duration,
     /// Estimated tokens of the rounds in `rounds` (kept beside them).
     pub round_tokens: Vec<f64>,
 }

@@ -241,9 +241,9 @@ impl Workload {
         params.max_tokens = output;
         let body = openai::request_body(&params, PromptBody::Messages(&messages));
         let body = splice(params.api, body, conv.history.len(), &conv.agent.rounds, &conv.agent.current);
-        let tool_turn = state.agent.as_ref().map(|a| {
+        let tool_turn = state.agent.as_ref().map(|_| {
             let tool = !conv.agent.current.is_empty();
-            (tool, tool.then_some(a.latency.as_millis() as u64))
+            (tool, tool.then_some(conv.agent.latency.as_millis() as u64))
         });
         let mut headers: Vec<(String, String)> =
             spec.affinity_headers.iter().map(|h| (h.clone(), conv.id.clone())).collect();
@@ -345,9 +345,20 @@ impl Workload {
                 if let Some(agent) = state.agent.as_ref() {
                     let room = conv.agent.current.len() < agent.max_tool_turns as usize;
                     if !reply.calls.is_empty() && room {
-                        let result = self.tool_result(conv, turn, agent.result_tokens);
+                        // Drawn per (conversation, turn, round): the same in every run.
+                        let round = conv.agent.current.len() as u64;
+                        let rng = &mut text::rng(
+                            self.seed,
+                            0x0700_12E5,
+                            conv.plan.index << 24 | (turn as u64) << 8 | round,
+                            Stream::Dataset,
+                        );
+                        let tokens = agent.result_tokens.sample_count(rng, 1);
+                        let latency = std::time::Duration::from_secs_f64(agent.latency_s.sample(rng).max(0.0));
+                        let result = self.tool_result(conv, turn, tokens);
                         conv.agent.current.push(Round { calls: reply.calls.clone(), result });
-                        conv.agent.pending_latency = Some(agent.latency);
+                        conv.agent.pending_latency = Some(latency);
+                        conv.agent.latency = latency;
                         conv.pending = None;
                         conv.last = Some(LastTurn {
                             prompt_tokens: c.prompt_tokens,

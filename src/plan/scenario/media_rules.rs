@@ -142,16 +142,17 @@ pub(super) fn media(
     workload: &Workload,
 ) -> Result<Option<MediaSpec>, ScenarioError> {
     let dataset = matches!(&workload.prompts, PromptSource::Dataset(_));
-    if matches!(&workload.prompts, PromptSource::Dataset(d) if !d.images.is_empty())
-        && !matches!(target.api, Api::Chat | Api::Responses | Api::Messages)
-    {
+    let dataset_images = matches!(&workload.prompts, PromptSource::Dataset(d) if !d.images.is_empty());
+    if dataset_images && !matches!(target.api, Api::Chat | Api::Responses | Api::Messages) {
         return Err(c.err(
             "workload.prompts",
             format!("the dataset names images, and target.api = \"{}\" has no field for them", target.api.name()),
             "use target.api = \"chat\", \"responses\" or \"messages\", or a dataset without images",
         ));
     }
-    let Some(m) = &raw.workload.media else { return Ok(None) };
+    // A dataset's images without `[workload.media]`: inline, and the media block reports them.
+    let inline = MediaSpec { delivery: MediaDelivery::DataUrl, pool: DEFAULT_POOL, images: None, audio: None };
+    let Some(m) = &raw.workload.media else { return Ok(dataset_images.then_some(inline)) };
     if m.video.is_some() {
         return Err(c.err(
             "workload.media.video",

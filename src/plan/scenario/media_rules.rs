@@ -225,7 +225,8 @@ pub(super) fn media(
         ));
     }
     let drawn = matches!(workload.prompts, PromptSource::Synthetic { .. });
-    if !drawn && !(dataset && images.is_none() && audio.is_none()) {
+    let delivery_only = dataset && images.is_none() && audio.is_none();
+    if !(drawn || delivery_only) {
         return Err(c.err(
             "workload.media",
             "draws images and audio for drawn prompts (context_tokens) only; datasets name their own images, and \

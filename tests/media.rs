@@ -244,3 +244,93 @@ async fn summarize_rebuilds_the_same_media_block() {
         live["media"]["ttft_by_media_count"].as_array().unwrap().iter().map(|r| r["items"].as_u64().unwrap()).collect();
     assert!(counts.iter().all(|c| [0, 1, 3].contains(c)), "{counts:?}");
 }
+
+/// A scenario reading `dataset` (a path) with `media` appended.
+fn dataset_scenario(dataset: &std::path::Path, media: &str) -> String {
+    let toml = scenario("chat", media)
+        .replace("context_tokens = 512\n", &format!("prompts = {:?}\n", dataset.display().to_string()));
+    toml.replace("requests = 12", "requests = 16")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dataset_images_are_read_from_files_and_counted_like_the_simulator() {
+    // The shipped fixture: 4 rows, 3 naming images (112x84, 140x112, then 56x56 + 112x84).
+    let dataset = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/vision/dataset.jsonl");
+    let tokens = |w: u64, h: u64| w.div_ceil(28) * h.div_ceil(28);
+    for media in ["", "[workload.media]\ndelivery = \"http\"\n"] {
+        let a = run_ok(&dataset_scenario(&dataset, media)).await;
+        let sim = &a["simulator"];
+        let requests = a["request_timings"].as_array().unwrap();
+        assert_eq!(requests.len(), 16);
+        let m = |k: &'static str| move |r: &Value| r["media"][k].as_u64().unwrap_or(0);
+        assert_eq!(sum(&a, m("images")), sim["media_images"].as_u64().unwrap());
+        assert_eq!(sum(&a, m("media_bytes")), sim["media_bytes"].as_u64().unwrap());
+        assert_eq!(sum(&a, |r| r["prompt_tokens"].as_u64().unwrap()), sim["prompt_tokens"].as_u64().unwrap());
+        assert_eq!(a["media"]["images"], sim["media_images"]);
+        // Each request's media tokens by the simulator's rule, from the sizes the files' headers
+        // gave: every row's images are known, so the total is the simulator's.
+        let mut expected = 0;
+        for r in requests {
+            let (images, pixels) = (m("images")(r), m("pixels")(r));
+            expected += match (images, pixels) {
+                (0, 0) => 0,
+                (1, p) if p == 112 * 84 => tokens(112, 84),
+                (1, p) if p == 140 * 112 => tokens(140, 112),
+                (2, p) if p == 56 * 56 + 112 * 84 => tokens(56, 56) + tokens(112, 84),
+                other => panic!("no row of the dataset carries {other:?}: {r}"),
+            };
+            let err = r["prompt_sizing_error_pct"].as_f64().unwrap();
+            // Tiny prompts: the text of a conversation with a system message is a token or
+            // three off; without the images' tokens it would be 20% and more.
+            assert!(err.abs() < 8.0, "prompt sized with its images: {err}% off in {r}");
+        }
+        assert_eq!(sim["media_tokens"].as_u64().unwrap(), expected);
+        assert!(sim["media_images"].as_u64().unwrap() >= 8, "{sim}");
+        let learned: Vec<&str> = a["prompt_sizing"]["media_tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["bucket"].as_str().unwrap())
+            .collect();
+        assert_eq!(learned.len(), 3, "one probe per image size: {learned:?}");
+        if media.is_empty() {
+            assert_eq!(sim["media_fetched_bytes"], 0);
+        } else {
+            assert_eq!(sim["media_fetched_bytes"], sim["media_bytes"], "every image came by URL");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dataset_image_that_is_missing_or_not_an_image_exits_2_naming_line_and_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/vision/street.jpg");
+    std::fs::copy(&fixture, dir.path().join("ok.jpg")).unwrap();
+    std::fs::write(dir.path().join("notes.jpg"), "not an image").unwrap();
+    let row = |image: &str| {
+        format!(
+            "{{\"image\": \"{image}\", \"conversations\": [{{\"from\": \"human\", \"value\": \"<image>\\nWhat?\"}}]}}\n"
+        )
+    };
+    for (bad, problem) in [("gone.jpg", "cannot read it"), ("notes.jpg", "is not a JPEG or PNG")] {
+        let dataset = dir.path().join("rows.jsonl");
+        std::fs::write(&dataset, format!("{}{}", row("ok.jpg"), row(bad))).unwrap();
+        let toml = dataset_scenario(&dataset, "");
+        expect_refused(&toml, "workload.prompts").await;
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, &toml).unwrap();
+        let mut cmd = anvil();
+        cmd.arg("validate").arg(&file);
+        let result = run(cmd).await;
+        let stderr = text(&result.stderr);
+        assert_eq!(result.status.code(), Some(2), "{stderr}");
+        for needed in ["rows.jsonl", "line 2", bad, problem, "JPEG or PNG file"] {
+            assert!(stderr.contains(needed), "{needed}: {stderr}");
+        }
+    }
+    // A dataset with images and an API without a field for them.
+    let dataset = dir.path().join("rows.jsonl");
+    std::fs::write(&dataset, row("ok.jpg")).unwrap();
+    let toml = dataset_scenario(&dataset, "").replace("api = \"chat\"", "api = \"completions\"");
+    expect_refused(&toml, "workload.prompts").await;
+}

@@ -166,6 +166,7 @@ scenario_tests! {
     trace_jsonl_runs_clean: "trace-jsonl.toml";
     trace_mooncake_runs_clean: "trace-mooncake.toml";
     vision_runs_clean: "vision.toml";
+    vision_dataset_runs_clean: "vision-dataset.toml";
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

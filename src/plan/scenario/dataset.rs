@@ -5,16 +5,42 @@
 //! `{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}, ...]}`; the
 //! conversation up to and including its first human turn becomes one prompt. Blank lines are
 //! skipped; anything else that does not parse is an error naming the line.
+//!
+//! A row (JSON Lines object or ShareGPT item) may name local images: `"image": "a.jpg"` (or an
+//! array) as ShareGPT4V and LLaVA ship them, or chat content parts of type `image_url` whose
+//! URL is a path; `dataset_media` checks each file. LLaVA's `<image>` placeholder is taken out
+//! of the text: the image travels as a content part.
 
 use std::path::Path;
 
 use serde_json::Value;
 
+use super::dataset_media::{self, DatasetImage};
 use super::{ChatMessage, Dataset, DatasetFormat, DatasetPrompt};
 
+/// A prompt, the image paths its row names, and where the row is (`line 3`, `item 3`).
+type Row = (DatasetPrompt, Vec<String>, String);
+
 /// Load a dataset; the format follows the extension (`.jsonl` → JSON Lines, otherwise the
-/// content decides: a JSON array is ShareGPT).
-pub fn load(path: &Path) -> Result<Dataset, String> {
+/// content decides: a JSON array is ShareGPT). An error about an image file comes with its
+/// own fix (`dataset_media::FIX`).
+pub fn load(path: &Path) -> Result<Dataset, (String, Option<&'static str>)> {
+    let (format, rows) = rows(path).map_err(|e| (e, None))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let any_images = rows.iter().any(|(_, images, _)| !images.is_empty());
+    let mut prompts = Vec::with_capacity(rows.len());
+    let mut images: Vec<Vec<DatasetImage>> = Vec::new();
+    for (prompt, names, at) in rows {
+        if any_images {
+            let checked: Result<Vec<_>, _> = names.iter().map(|n| dataset_media::check(dir, n)).collect();
+            images.push(checked.map_err(|e| (format!("{at}: {e}"), Some(dataset_media::FIX)))?);
+        }
+        prompts.push(prompt);
+    }
+    Ok(Dataset { path: path.to_path_buf(), format, count: prompts.len(), prompts, images })
+}
+
+fn rows(path: &Path) -> Result<(DatasetFormat, Vec<Row>), String> {
     let text = crate::sys::read_input_to_string(path).map_err(|e| match e.kind() {
         // The file is there but is not text: the fix is its encoding, not its path.
         std::io::ErrorKind::InvalidData => "is not UTF-8 text (JSON is UTF-8): save it as UTF-8".to_string(),
@@ -30,39 +56,55 @@ pub fn load(path: &Path) -> Result<Dataset, String> {
     if prompts.is_empty() {
         return Err("holds no prompts".to_string());
     }
-    Ok(Dataset { path: path.to_path_buf(), format, count: prompts.len(), prompts })
+    Ok((format, prompts))
 }
 
-fn parse_jsonl(text: &str) -> Result<Vec<DatasetPrompt>, String> {
+fn parse_jsonl(text: &str) -> Result<Vec<Row>, String> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let value: Value = serde_json::from_str(line).map_err(|e| format!("line {}: not JSON ({e})", n + 1))?;
-        out.push(prompt_from_value(&value).map_err(|e| format!("line {}: {e}", n + 1))?);
+        let at = format!("line {}", n + 1);
+        let (prompt, mut images) = prompt_from_value(&value).map_err(|e| format!("{at}: {e}"))?;
+        images.extend(dataset_media::image_key(&value).map_err(|e| format!("{at}: {e}"))?);
+        out.push((strip_placeholders(prompt, !images.is_empty()), images, at));
     }
     Ok(out)
 }
 
-fn prompt_from_value(v: &Value) -> Result<DatasetPrompt, String> {
+/// A row's prompt and the image paths its content parts name.
+fn prompt_from_value(v: &Value) -> Result<(DatasetPrompt, Vec<String>), String> {
     if let Some(s) = v.as_str() {
-        return non_empty(s).map(DatasetPrompt::Text);
+        return non_empty(s).map(|s| (DatasetPrompt::Text(s), Vec::new()));
     }
     if let Some(s) = v.get("prompt").or_else(|| v.get("text")).and_then(Value::as_str) {
-        return non_empty(s).map(DatasetPrompt::Text);
+        return non_empty(s).map(|s| (DatasetPrompt::Text(s), Vec::new()));
     }
     if let Some(messages) = v.get("messages").and_then(Value::as_array) {
         let mut out = Vec::with_capacity(messages.len());
+        let mut images = Vec::new();
         for m in messages {
             let role = m.get("role").and_then(Value::as_str).ok_or("a message has no \"role\"")?;
-            let content = m.get("content").and_then(Value::as_str).ok_or("a message has no string \"content\"")?;
-            out.push(ChatMessage { role: role.to_string(), content: content.to_string() });
+            let content = match m.get("content") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Array(parts)) => {
+                    let (text, named) = dataset_media::content_parts(parts)?;
+                    images.extend(named);
+                    text
+                }
+                _ => return Err("a message has no string or parts \"content\"".to_string()),
+            };
+            out.push(ChatMessage { role: role.to_string(), content });
         }
         if !out.iter().any(|m| m.role == "user") {
             return Err("the messages hold no user turn".to_string());
         }
-        return Ok(DatasetPrompt::Messages(out));
+        return Ok((DatasetPrompt::Messages(out), images));
+    }
+    if v.get("conversations").is_some() {
+        return sharegpt_item(v).map(|p| (p, Vec::new())).ok_or_else(|| "the conversation has no human turn".into());
     }
     Err("expected a string, {\"prompt\": ...} or {\"messages\": [...]}".to_string())
 }
@@ -71,12 +113,37 @@ fn non_empty(s: &str) -> Result<String, String> {
     if s.trim().is_empty() { Err("the prompt is empty".to_string()) } else { Ok(s.to_string()) }
 }
 
-fn parse_sharegpt(text: &str) -> Result<Vec<DatasetPrompt>, String> {
+/// `<image>` placeholders (LLaVA, ShareGPT4V) out of a prompt whose row names images.
+fn strip_placeholders(prompt: DatasetPrompt, has_images: bool) -> DatasetPrompt {
+    if !has_images {
+        return prompt;
+    }
+    let strip = |s: &str| s.replace("<image>\n", "").replace("\n<image>", "").replace("<image>", "");
+    match prompt {
+        DatasetPrompt::Text(t) => DatasetPrompt::Text(strip(&t)),
+        DatasetPrompt::Messages(m) => {
+            DatasetPrompt::Messages(m.into_iter().map(|m| ChatMessage { content: strip(&m.content), ..m }).collect())
+        }
+    }
+}
+
+fn parse_sharegpt(text: &str) -> Result<Vec<Row>, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
     let items = value.as_array().ok_or("a ShareGPT file is a JSON array")?;
     let mut out = Vec::new();
-    for item in items {
-        let Some(turns) = item.get("conversations").and_then(Value::as_array) else { continue };
+    for (n, item) in items.iter().enumerate() {
+        let at = format!("item {}", n + 1);
+        let Some(prompt) = sharegpt_item(item) else { continue };
+        let images = dataset_media::image_key(item).map_err(|e| format!("{at}: {e}"))?;
+        out.push((strip_placeholders(prompt, !images.is_empty()), images, at));
+    }
+    Ok(out)
+}
+
+/// A ShareGPT item's conversation up to its first human turn (`None`: it has none).
+fn sharegpt_item(item: &Value) -> Option<DatasetPrompt> {
+    {
+        let turns = item.get("conversations").and_then(Value::as_array)?;
         let mut messages = Vec::new();
         for turn in turns {
             let from = turn.get("from").and_then(Value::as_str).unwrap_or_default();
@@ -92,11 +159,11 @@ fn parse_sharegpt(text: &str) -> Result<Vec<DatasetPrompt>, String> {
             }
         }
         // Conversations without a human turn (or an empty one) carry no prompt.
-        if messages.last().is_some_and(|m| m.role == "user" && !m.content.trim().is_empty()) {
-            out.push(DatasetPrompt::Messages(messages));
-        }
+        messages
+            .last()
+            .is_some_and(|m| m.role == "user" && !m.content.trim().is_empty())
+            .then_some(DatasetPrompt::Messages(messages))
     }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -125,9 +192,9 @@ mod tests {
     #[test]
     fn jsonl_errors_name_the_line() {
         let (_d, p) = write("p.jsonl", "\"ok\"\n{\"nope\": 1}\n");
-        assert!(load(&p).unwrap_err().starts_with("line 2"));
+        assert!(load(&p).unwrap_err().0.starts_with("line 2"));
         let (_d, p) = write("p.jsonl", "\"ok\"\n{broken\n");
-        assert!(load(&p).unwrap_err().starts_with("line 2: not JSON"));
+        assert!(load(&p).unwrap_err().0.starts_with("line 2: not JSON"));
     }
 
     #[test]

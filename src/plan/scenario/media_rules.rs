@@ -141,7 +141,18 @@ pub(super) fn media(
     target: &Target,
     workload: &Workload,
 ) -> Result<Option<MediaSpec>, ScenarioError> {
-    let Some(m) = &raw.workload.media else { return Ok(None) };
+    let dataset = matches!(&workload.prompts, PromptSource::Dataset(_));
+    let dataset_images = matches!(&workload.prompts, PromptSource::Dataset(d) if !d.images.is_empty());
+    if dataset_images && !matches!(target.api, Api::Chat | Api::Responses | Api::Messages) {
+        return Err(c.err(
+            "workload.prompts",
+            format!("the dataset names images, and target.api = \"{}\" has no field for them", target.api.name()),
+            "use target.api = \"chat\", \"responses\" or \"messages\", or a dataset without images",
+        ));
+    }
+    // A dataset's images without `[workload.media]`: inline, and the media block reports them.
+    let inline = MediaSpec { delivery: MediaDelivery::DataUrl, pool: DEFAULT_POOL, images: None, audio: None };
+    let Some(m) = &raw.workload.media else { return Ok(dataset_images.then_some(inline)) };
     if m.video.is_some() {
         return Err(c.err(
             "workload.media.video",
@@ -187,7 +198,7 @@ pub(super) fn media(
     };
     let images = m.images.as_ref().map(|i| images(c, i)).transpose()?;
     let audio = m.audio.as_ref().map(|a| audio(c, a)).transpose()?;
-    if images.is_none() && audio.is_none() {
+    if images.is_none() && audio.is_none() && !dataset {
         return Err(c.err(
             "workload.media",
             "names no modality",
@@ -213,12 +224,14 @@ pub(super) fn media(
             "use target.api = \"chat\" (input_audio parts), or remove [workload.media.audio]",
         ));
     }
-    if !matches!(workload.prompts, PromptSource::Synthetic { .. }) {
+    let drawn = matches!(workload.prompts, PromptSource::Synthetic { .. });
+    let delivery_only = dataset && images.is_none() && audio.is_none();
+    if !(drawn || delivery_only) {
         return Err(c.err(
             "workload.media",
-            "goes with drawn prompts (context_tokens) only in this version; datasets, traces and conversations carry \
-             their own content",
-            "use workload.context_tokens, or remove [workload.media]",
+            "draws images and audio for drawn prompts (context_tokens) only; datasets name their own images, and \
+             traces and conversations carry their own content",
+            "use workload.context_tokens, or (with a dataset) keep only workload.media.delivery and its http keys",
         ));
     }
     Ok(Some(MediaSpec { delivery, pool, images, audio }))

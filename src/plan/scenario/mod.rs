@@ -19,6 +19,7 @@ mod azure;
 pub mod bounds;
 mod checker;
 mod dataset;
+pub mod dataset_media;
 mod headers;
 pub mod json_schema;
 pub mod key_command;
@@ -229,6 +230,10 @@ pub struct Dataset {
     pub count: usize,
     #[serde(skip)]
     pub prompts: Vec<DatasetPrompt>,
+    /// The checked images each prompt's row names (`prompts`' order), or empty when no row
+    /// names one.
+    #[serde(skip)]
+    pub images: Vec<Vec<dataset_media::DatasetImage>>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]

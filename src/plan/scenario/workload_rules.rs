@@ -77,11 +77,11 @@ fn prompts(
         )),
         (Some(file), None) => {
             let path = c.path("workload.prompts", file);
-            let dataset = super::dataset::load(&path).map_err(|e| {
+            let dataset = super::dataset::load(&path).map_err(|(e, fix)| {
                 c.err(
                     "workload.prompts",
                     format!("{}: {e}", path.display()),
-                    "give a JSON Lines file (one prompt per line) or a ShareGPT-style JSON array",
+                    fix.unwrap_or("give a JSON Lines file (one prompt per line) or a ShareGPT-style JSON array"),
                 )
             })?;
             check_shared_prefix_fits(c, shared, max_context, max_tokens)?;

@@ -81,9 +81,38 @@ pub fn splice(api: Api, body: &[u8], parts: &[&Bytes]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// `body` with its last `content` string (the last message of a dataset's conversation) turned
+/// into a text part followed by `parts`; a body without one (a Responses prompt as one
+/// `input` string) as `splice` does it.
+pub fn splice_last(api: Api, body: &[u8], parts: &[&Bytes]) -> Option<Vec<u8>> {
+    let Some((start, end)) = find_string_value_from(body, b"content", true) else { return splice(api, body, parts) };
+    let text_type: &[u8] = if api == Api::Responses { b"input_text" } else { b"text" };
+    let extra: usize = parts.iter().map(|p| p.len() + 1).sum();
+    let mut out = Vec::with_capacity(body.len() + extra + 32);
+    out.extend_from_slice(&body[..start]);
+    out.extend_from_slice(b"[{\"type\":\"");
+    out.extend_from_slice(text_type);
+    out.extend_from_slice(b"\",\"text\":");
+    out.extend_from_slice(&body[start..end]);
+    out.push(b'}');
+    for p in parts {
+        out.push(b',');
+        out.extend_from_slice(p);
+    }
+    out.push(b']');
+    out.extend_from_slice(&body[end..]);
+    Some(out)
+}
+
 /// The byte range (quotes included) of the string value of the first object key `key` in
 /// compact JSON. Strings are followed so that text inside a value never matches.
 fn find_string_value(b: &[u8], key: &[u8]) -> Option<(usize, usize)> {
+    find_string_value_from(b, key, false)
+}
+
+/// As `find_string_value`, the last such value when `last`.
+fn find_string_value_from(b: &[u8], key: &[u8], last: bool) -> Option<(usize, usize)> {
+    let mut found = None;
     let mut i = 0;
     while i < b.len() {
         if b[i] != b'"' {
@@ -93,11 +122,16 @@ fn find_string_value(b: &[u8], key: &[u8]) -> Option<(usize, usize)> {
         let close = string_end(b, i)?;
         if &b[i + 1..close] == key && b.get(close + 1) == Some(&b':') && b.get(close + 2) == Some(&b'"') {
             let value_end = string_end(b, close + 2)?;
-            return Some((close + 2, value_end + 1));
+            found = Some((close + 2, value_end + 1));
+            if !last {
+                return found;
+            }
+            i = value_end + 1;
+            continue;
         }
         i = close + 1;
     }
-    None
+    found
 }
 
 /// The index of the quote closing the string opened at `open`.
@@ -146,5 +180,13 @@ mod tests {
             serde_json::from_slice(&splice(Api::Chat, br#"{"messages":[{"content":"a"}]}"#, &[&audio]).unwrap())
                 .unwrap();
         assert_eq!(out["messages"][0]["content"][1]["input_audio"]["format"], "wav");
+
+        // A dataset's conversation: the image joins its last message.
+        let part = image_part(Api::Chat, "image/png", "QUJD");
+        let body = br#"{"messages":[{"content":"sys","role":"system"},{"content":"look","role":"user"}]}"#;
+        let out: Value = serde_json::from_slice(&splice_last(Api::Chat, body, &[&part]).unwrap()).unwrap();
+        assert_eq!(out["messages"][0]["content"], "sys");
+        assert_eq!(out["messages"][1]["content"][0]["text"], "look");
+        assert_eq!(out["messages"][1]["content"][1]["type"], "image_url");
     }
 }

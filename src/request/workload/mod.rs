@@ -14,6 +14,7 @@ mod api_prompts;
 mod blocks;
 pub mod canary;
 mod conversation;
+pub mod dataset_media;
 pub mod exchange;
 pub mod media;
 pub mod media_files;
@@ -125,6 +126,8 @@ pub struct Workload {
     media_files: Option<std::sync::Arc<media_files::MediaFiles>>,
     /// Prompt tokens one media item of each bucket adds (`media::buckets` order), as calibrated.
     media_tokens: std::sync::Arc<Vec<Option<u64>>>,
+    /// A dataset whose rows name images: those images, encoded before the first level.
+    dataset_media: Option<std::sync::Arc<std::sync::OnceLock<dataset_media::DatasetMedia>>>,
 }
 
 impl Workload {
@@ -170,6 +173,7 @@ impl Workload {
             media: None,
             media_tokens: Default::default(),
             media_files: None,
+            dataset_media: None,
         };
         if let Some(crate::plan::scenario::MediaDelivery::Http { bind, url }) = w.media.as_ref().map(|m| &m.delivery) {
             match media_files::MediaFiles::for_bind(*bind, url.as_deref()) {
@@ -179,8 +183,16 @@ impl Workload {
                 Err(e) => tracing::error!("the media file server could not listen on {bind}: {e}"),
             }
         }
-        // Encoded when first needed: `for_level` encodes each level's before it starts.
-        workload.media = w.media.as_ref().map(|spec| (spec.clone(), Default::default()));
+        // Encoded when first needed: `for_level` encodes each level's before it starts. A spec
+        // without a modality (a dataset's own images, `delivery` only) has no pool.
+        workload.media = w
+            .media
+            .as_ref()
+            .filter(|spec| spec.images.is_some() || spec.audio.is_some())
+            .map(|spec| (spec.clone(), Default::default()));
+        if let PromptSource::Dataset(d) = &w.prompts {
+            workload.dataset_media = (!d.images.is_empty()).then(Default::default);
+        }
         if let PromptSource::Sessions(spec) = &w.prompts {
             let mut order: Vec<usize> = (0..spec.dataset.as_ref().map_or(0, |d| d.count)).collect();
             order.shuffle(&mut text::rng(seed, 0, 0, Stream::Dataset));
@@ -213,14 +225,22 @@ impl Workload {
 
     /// `[workload.media]`: the buckets a calibration probes, `(modality, bucket)`.
     pub fn media_buckets(&self) -> Vec<(&'static str, String)> {
+        if let (None, Some(_), PromptSource::Dataset(d)) = (&self.media, &self.dataset_media, &self.source) {
+            return dataset_media::sizes(d).into_iter().map(|(w, h)| ("image", format!("{w}x{h}"))).collect();
+        }
         self.media.as_ref().map_or_else(Vec::new, |(spec, _)| media::buckets(spec))
     }
 
     /// A calibration probe: plain probe `k` (`words` filler words) with one item of media bucket
     /// `bucket`; its count less probe `k`'s is what the item adds.
     pub fn media_probe(&self, k: u64, words: usize, bucket: usize) -> Option<Bytes> {
-        let (spec, _) = self.media.as_ref()?;
-        let part = media::probe_part(spec, self.params.api, self.seed, bucket, self.media_files.as_deref())?;
+        let part = match &self.media {
+            Some((spec, _)) => {
+                media::probe_part(spec, self.params.api, self.seed, bucket, self.media_files.as_deref())?
+            }
+            // A dataset's images: one of the dataset's own of that size.
+            None => self.dataset_images()?.probe(bucket)?.clone(),
+        };
         let body = openai::probe_body(&self.params, &self.probe_text(k, words));
         openai::media::splice(self.params.api, &body, &[&part]).map(Bytes::from)
     }
@@ -240,6 +260,10 @@ impl Workload {
     /// run sent (whose prefix the server would still have cached). With reproducible prompts
     /// every level sends the same prompts, as the run description says.
     pub fn for_level(&self, level: f64) -> Workload {
+        // A dataset's images are the same at every level: encoded once, before the first.
+        if let (Some(cell), PromptSource::Dataset(d)) = (&self.dataset_media, &self.source) {
+            cell.get_or_init(|| dataset_media::DatasetMedia::build(d, self.params.api, self.media_files.as_deref()));
+        }
         if self.reproducible {
             // Every level shares the media too: encoded once, before the first level.
             if let Some((spec, pool)) = &self.media {
@@ -365,6 +389,7 @@ impl Workload {
         let task = task_text(canary.as_deref(), self.response_words);
         // The tag comes first so that prompts diverge within their first few tokens.
         let header = self.header(index);
+        let mut dataset_facts = None;
         let (body, target, planned) = match &self.source {
             PromptSource::Synthetic { context } => {
                 let planned = draw_context(context, self.seed, index);
@@ -383,12 +408,19 @@ impl Workload {
             }
             PromptSource::Dataset(d) => {
                 let (body, target) = self.dataset_prompt(d, index, &header, &task);
+                let (body, facts, tokens) = self.with_dataset_media(d, index, body);
+                dataset_facts = facts;
+                let target = target.saturating_add(tokens);
                 (body, target, target)
             }
             // Handled above: a trace replay has its plan, conversations their turns.
             PromptSource::Trace(_) | PromptSource::Sessions(_) => (Vec::new(), 0, 0),
         };
         let (body, mut replay, media_tokens) = self.with_media(index, body);
+        if let Some(facts) = dataset_facts {
+            let facts = crate::request::record::MediaFacts { body_bytes: body.len() as u64, ..facts };
+            replay = Some(Box::new(ReplayFacts { media: Some(facts), ..ReplayFacts::default() }));
+        }
         self.name_model(&mut replay, index);
         PreparedRequest {
             index,
@@ -417,6 +449,34 @@ impl Workload {
         let tokens: u64 = picked.buckets.iter().filter_map(|&b| self.media_tokens.get(b).copied().flatten()).sum();
         let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
         (body, Some(Box::new(ReplayFacts { media: Some(facts), ..ReplayFacts::default() })), tokens)
+    }
+
+    /// `body` (dataset prompt of request `index`) with the images its row names in its last
+    /// message, their facts and the tokens the calibration says they add; as it is when the
+    /// row names none.
+    fn with_dataset_media(
+        &self,
+        d: &Dataset,
+        index: u64,
+        body: Vec<u8>,
+    ) -> (Vec<u8>, Option<crate::request::record::MediaFacts>, u32) {
+        let Some(cell) = &self.dataset_media else { return (body, None, 0) };
+        let media =
+            cell.get_or_init(|| dataset_media::DatasetMedia::build(d, self.params.api, self.media_files.as_deref()));
+        let pick = self.order[(index % self.order.len() as u64) as usize];
+        let Some((parts, buckets, facts)) = media.row(pick) else { return (body, None, 0) };
+        let parts: Vec<&Bytes> = parts.iter().collect();
+        let tokens: u64 = buckets.iter().filter_map(|&b| self.media_tokens.get(b).copied().flatten()).sum();
+        match openai::media::splice_last(self.params.api, &body, &parts) {
+            Some(body) => (body, Some(facts), u32::try_from(tokens).unwrap_or(u32::MAX)),
+            None => (body, None, 0),
+        }
+    }
+
+    /// A dataset's images, encoded (now, when not yet).
+    fn dataset_images(&self) -> Option<&dataset_media::DatasetMedia> {
+        let (cell, PromptSource::Dataset(d)) = (self.dataset_media.as_ref()?, &self.source) else { return None };
+        Some(cell.get_or_init(|| dataset_media::DatasetMedia::build(d, self.params.api, self.media_files.as_deref())))
     }
 
     /// Shared prefix, unique header, filler sized so the whole prompt predicts `planned`, task.

@@ -11,6 +11,7 @@
 
 pub mod agent;
 mod api_prompts;
+mod attach;
 mod blocks;
 pub mod canary;
 mod conversation;
@@ -20,6 +21,7 @@ pub mod media;
 pub mod media_files;
 mod models;
 mod probes;
+mod salt;
 pub mod sizing;
 pub mod structured;
 mod trace_prompt;
@@ -32,6 +34,8 @@ pub use crate::text::{estimate_tokens, is_filler_word};
 pub use canary::{CANARY_PREFIX, CanaryScan, canary_marker, check_canary, check_controlled_output};
 pub use conversation::Conversation;
 pub use exchange::CalledTool;
+use salt::tag_key;
+pub use salt::{level_prompt_salt, level_prompt_salt_hex};
 pub use sizing::Sizer;
 
 use crate::plan::scenario::{
@@ -215,34 +219,6 @@ impl Workload {
     pub fn with_system_overhead(mut self, overhead: Option<f64>) -> Self {
         self.system_overhead = overhead;
         self
-    }
-
-    /// Count the calibrated tokens of each request's media into its prompt target.
-    pub fn with_media_tokens(mut self, learned: Option<&[crate::request::record::MediaProbe]>) -> Self {
-        self.media_tokens = std::sync::Arc::new(learned.unwrap_or_default().iter().map(|p| p.tokens).collect());
-        self
-    }
-
-    /// `[workload.media]`: the buckets a calibration probes, `(modality, bucket)`.
-    pub fn media_buckets(&self) -> Vec<(&'static str, String)> {
-        if let (None, Some(_), PromptSource::Dataset(d)) = (&self.media, &self.dataset_media, &self.source) {
-            return dataset_media::sizes(d).into_iter().map(|(w, h)| ("image", format!("{w}x{h}"))).collect();
-        }
-        self.media.as_ref().map_or_else(Vec::new, |(spec, _)| media::buckets(spec))
-    }
-
-    /// A calibration probe: plain probe `k` (`words` filler words) with one item of media bucket
-    /// `bucket`; its count less probe `k`'s is what the item adds.
-    pub fn media_probe(&self, k: u64, words: usize, bucket: usize) -> Option<Bytes> {
-        let part = match &self.media {
-            Some((spec, _)) => {
-                media::probe_part(spec, self.params.api, self.seed, bucket, self.media_files.as_deref())?
-            }
-            // A dataset's images: one of the dataset's own of that size.
-            None => self.dataset_images()?.probe(bucket)?.clone(),
-        };
-        let body = openai::probe_body(&self.params, &self.probe_text(k, words));
-        openai::media::splice(self.params.api, &body, &[&part]).map(Bytes::from)
     }
 
     /// Size later turns of conversations with the measured turn overhead.
@@ -435,50 +411,6 @@ impl Workload {
         }
     }
 
-    /// `body` with request `index`'s media spliced in, its facts, and the tokens the calibration
-    /// says its media add (without media: as it is).
-    fn with_media(&self, index: u64, body: Vec<u8>) -> (Vec<u8>, Option<Box<ReplayFacts>>, u32) {
-        let Some((spec, pool)) = &self.media else { return (body, None, 0) };
-        let pool = pool.get_or_init(|| {
-            media::MediaPool::build(spec, self.params.api, self.seed, self.salt, self.media_files.as_deref())
-        });
-        let picked = pool.pick(index);
-        let parts: Vec<&Bytes> = picked.parts.iter().collect();
-        let body = openai::media::splice(self.params.api, &body, &parts).unwrap_or(body);
-        let facts = crate::request::record::MediaFacts { body_bytes: body.len() as u64, ..picked.facts };
-        let tokens: u64 = picked.buckets.iter().filter_map(|&b| self.media_tokens.get(b).copied().flatten()).sum();
-        let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
-        (body, Some(Box::new(ReplayFacts { media: Some(facts), ..ReplayFacts::default() })), tokens)
-    }
-
-    /// `body` (dataset prompt of request `index`) with the images its row names in its last
-    /// message, their facts and the tokens the calibration says they add; as it is when the
-    /// row names none.
-    fn with_dataset_media(
-        &self,
-        d: &Dataset,
-        index: u64,
-        body: Vec<u8>,
-    ) -> (Vec<u8>, Option<crate::request::record::MediaFacts>, u32) {
-        let Some(cell) = &self.dataset_media else { return (body, None, 0) };
-        let media =
-            cell.get_or_init(|| dataset_media::DatasetMedia::build(d, self.params.api, self.media_files.as_deref()));
-        let pick = self.order[(index % self.order.len() as u64) as usize];
-        let Some((parts, buckets, facts)) = media.row(pick) else { return (body, None, 0) };
-        let parts: Vec<&Bytes> = parts.iter().collect();
-        let tokens: u64 = buckets.iter().filter_map(|&b| self.media_tokens.get(b).copied().flatten()).sum();
-        match openai::media::splice_last(self.params.api, &body, &parts) {
-            Some(body) => (body, Some(facts), u32::try_from(tokens).unwrap_or(u32::MAX)),
-            None => (body, None, 0),
-        }
-    }
-
-    /// A dataset's images, encoded (now, when not yet).
-    fn dataset_images(&self) -> Option<&dataset_media::DatasetMedia> {
-        let (cell, PromptSource::Dataset(d)) = (self.dataset_media.as_ref()?, &self.source) else { return None };
-        Some(cell.get_or_init(|| dataset_media::DatasetMedia::build(d, self.params.api, self.media_files.as_deref())))
-    }
-
     /// Shared prefix, unique header, filler sized so the whole prompt predicts `planned`, task.
     fn synthetic(&self, index: u64, planned: u32, header: &str, task: &str) -> (String, u32) {
         let build = |words: usize| {
@@ -580,55 +512,6 @@ impl Workload {
     pub fn text_tokens(&self, text: &str) -> f64 {
         self.sizer.text_tokens(text)
     }
-}
-
-/// The salt level `level` (its concurrency or rate) builds its prompts with: the run's, mixed
-/// with the level's value, so the levels of a run are distinct; the run's own (zero) when prompts
-/// are reproducible. Recorded per level (the records' `level` line and the artifact's
-/// `level_prompt_salt`).
-pub fn level_prompt_salt(run_salt: u64, reproducible: bool, level: f64) -> u64 {
-    if reproducible {
-        return run_salt;
-    }
-    let mut z = run_salt ^ level.to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    // Never 0: a zero salt means "reproducible" in the header.
-    (z ^ (z >> 31)).max(1)
-}
-
-/// The step and offset of a level's request tags: `TAG_STEP` and 0 for reproducible prompts;
-/// otherwise drawn from the whole salt (a level's salt differs from the run's in every bit): a
-/// step in `[10^9, 8.9·10^9]`, odd and not a multiple of 5 (see `TAG_STEP`), and an offset in
-/// `0..TAG_SPACE`. With the step keyed too, the same request of two runs gets tags whose
-/// difference changes with the request, so their shared leading digits are a chance of each
-/// request, not of the pair of runs.
-fn tag_key(salt: u64) -> (u64, u64) {
-    if salt == 0 {
-        return (TAG_STEP, 0);
-    }
-    let mix = |k: u64| {
-        let mut z = salt ^ k;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    let mut step = 1_000_000_000 + mix(0x7374_6570_0000_0000) % 7_900_000_000;
-    if step % 2 == 0 {
-        step += 1;
-    }
-    if step % 5 == 0 {
-        step += 2;
-    }
-    (step, mix(0x7461_6773_0000_0000) % TAG_SPACE)
-}
-
-/// `level_prompt_salt` of a run salt written as 16 hex digits (the records' and the artifact's
-/// form); `None` when it is not.
-pub fn level_prompt_salt_hex(run_salt: &str, reproducible: bool, level: f64) -> Option<String> {
-    let valid = run_salt.len() == 16 && run_salt.bytes().all(|b| b.is_ascii_hexdigit());
-    let run_salt = u64::from_str_radix(run_salt, 16).ok().filter(|_| valid)?;
-    Some(format!("{:016x}", level_prompt_salt(run_salt, reproducible, level)))
 }
 
 /// The instruction that ends every prompt.

@@ -204,13 +204,16 @@ fn sweep(reproducible: bool) -> Vec<(u64, Vec<String>)> {
 
 #[test]
 fn a_unique_sweep_finds_no_earlier_levels_prompts_in_the_cache() {
-    // Unique prompts: every request of every level shares only the chat template's opening and
-    // the header's first word with anything sent before it, so the engine finds the same few
-    // tokens cached on the first level and the second.
+    // Unique prompts: every request of every level shares with anything sent before it only the
+    // chat template's opening, the header's first word and, by chance, the leading digits of its
+    // tag (each level's tags are keyed by its own salt, so a digit or two in common with an
+    // earlier tag comes and goes from run to run, on either level). So each level finds a few
+    // dozen tokens cached at most — never the 200-token prompts of the level before, which the
+    // reproducible control below does find.
     let unique = sweep(false);
     let (first, second) = (unique[0].0, unique[1].0);
     assert!(first <= 32, "level 1 found {first} tokens cached");
-    assert!(second <= first, "level 2 found {second} tokens cached, level 1 at most {first}");
+    assert!(second <= 32, "level 2 found {second} tokens cached: an earlier level's prompts reached it");
     for (_, codes) in &unique {
         assert!(!codes.contains(&"cache_warm_in_unique_mode".to_string()), "{codes:?}");
     }

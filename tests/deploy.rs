@@ -101,6 +101,8 @@ fn manifests_carry_the_sharded_run_and_pass_the_official_schemas() {
     assert_eq!(spec["backoffLimitPerIndex"], 0);
     assert_eq!(spec["maxFailedIndexes"], 0);
     assert_eq!(spec["podReplacementPolicy"], "Failed");
+    assert_eq!(spec["activeDeadlineSeconds"], 24 * 3600, "the default deadline");
+    assert_eq!(spec["ttlSecondsAfterFinished"], 7 * 24 * 3600, "the default time to live");
     let rules = spec["podFailurePolicy"]["rules"].as_array().unwrap();
     assert!(rules.iter().all(|r| r["action"] == "FailJob"));
     assert!(rules.iter().any(|r| r["onPodConditions"][0]["type"] == "DisruptionTarget"));
@@ -112,6 +114,16 @@ fn manifests_carry_the_sharded_run_and_pass_the_official_schemas() {
     assert_eq!(pod["restartPolicy"], "Never");
     assert_eq!(pod["subdomain"], service["metadata"]["name"], "pods resolve as <job>-<index>.<service>");
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    // Guaranteed QoS: requests equal to limits, CPU and memory both.
+    let resources = &pod["containers"][0]["resources"];
+    assert_eq!(resources["requests"], serde_json::json!({ "cpu": "2", "memory": "2Gi" }));
+    assert_eq!(resources["limits"], resources["requests"]);
+    let spread = &pod["topologySpreadConstraints"][0];
+    assert_eq!(spread["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(spread["whenUnsatisfiable"], "ScheduleAnyway");
+    assert_eq!(spread["maxSkew"], 1);
+    assert_eq!(spread["labelSelector"]["matchLabels"]["batch.kubernetes.io/job-name"], job["metadata"]["name"]);
+    assert!(claim["spec"].get("storageClassName").is_none(), "the cluster's default class");
     let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     let after = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap_or_else(|| panic!("{flag}")) + 1];
     assert_eq!(after("--shard"), "auto");
@@ -186,6 +198,67 @@ fn an_existing_results_claim_is_used_and_nothing_else_is_created() {
     let args = pod["containers"][0]["args"].as_array().unwrap();
     assert!(args.windows(2).any(|w| w[0] == "--base-url" && w[1] == "http://engine:8000/v1"));
     assert!(args.windows(2).any(|w| w[0] == "--coordinator" && w[1] == "qwen-sweep-0.qwen-sweep:7311"));
+}
+
+#[test]
+fn resources_spread_deadline_and_storage_are_the_users_to_set_and_pass_the_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = scenario(dir.path(), "base_url = \"http://engine:8000/v1\"", "concurrency = 64");
+    let file = file.to_str().unwrap();
+    let base = ["--shards", "4", "--scenario", file, "--image", "anvil-load:dev"];
+    let settings = [
+        "--cpu",
+        "3500m",
+        "--memory",
+        "6Gi",
+        "--spread",
+        "required",
+        "--deadline",
+        "2h 30m",
+        "--ttl",
+        "1h",
+        "--storage-class",
+        "fast-nfs",
+    ];
+    let o = deploy(&[&base[..], &settings, &["--format", "json"]].concat());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let list: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let claim = items.iter().find(|i| i["kind"] == "PersistentVolumeClaim").unwrap();
+    assert_eq!(claim["spec"]["storageClassName"], "fast-nfs");
+    assert_eq!(claim["spec"]["accessModes"][0], "ReadWriteMany");
+    let job = items.iter().find(|i| i["kind"] == "Job").unwrap();
+    assert_eq!(job["spec"]["activeDeadlineSeconds"], 9000);
+    assert_eq!(job["spec"]["ttlSecondsAfterFinished"], 3600);
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["resources"]["limits"], serde_json::json!({ "cpu": "3500m", "memory": "6Gi" }));
+    assert_eq!(pod["topologySpreadConstraints"][0]["whenUnsatisfiable"], "DoNotSchedule");
+
+    // One node, one ReadWriteOnce volume: no spreading constraint, and the schemas accept it.
+    let o = deploy(&[&base[..], &["--spread", "none", "--access-mode", "ReadWriteOnce"]].concat());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let yaml = dir.path().join("one-node.yaml");
+    std::fs::write(&yaml, &o.stdout).unwrap();
+    let checked = validate(&yaml);
+    assert!(passed(&checked), "{}{}", text(&checked.stdout), text(&checked.stderr));
+    let yaml_text = String::from_utf8(o.stdout).unwrap();
+    assert!(yaml_text.contains("ReadWriteOnce") && !yaml_text.contains("topologySpreadConstraints"), "{yaml_text}");
+
+    for (extra, says) in [
+        (vec!["--cpu", "0"], "--cpu"),
+        (vec!["--cpu", "2 cores"], "--cpu"),
+        (vec!["--memory", "lots"], "--memory"),
+        (vec!["--deadline", "5m"], "not longer than --join-timeout"),
+        (vec!["--ttl", "soon"], "--ttl"),
+        (vec!["--storage-class", "Fast_NFS"], "StorageClass"),
+        (vec!["--storage-class", "nfs", "--results-claim", "shared"], "give one of them"),
+        (vec!["--access-mode", "ReadWriteOnce"], "--spread none"),
+    ] {
+        let o = deploy(&[&base[..], &extra].concat());
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", text(&o.stderr));
+        assert!(o.stdout.is_empty(), "{extra:?} printed a manifest");
+        assert!(text(&o.stderr).contains(says), "{extra:?}: {}", text(&o.stderr));
+    }
 }
 
 #[test]

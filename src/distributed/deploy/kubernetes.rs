@@ -8,6 +8,11 @@
 //! once (`podFailurePolicy` → `FailJob`); `podReplacementPolicy: Failed` keeps a terminating pod
 //! from overlapping its replacement.
 //!
+//! Each pod asks for its CPU and memory with requests equal to limits (Guaranteed QoS), spreads
+//! over nodes (`topologySpreadConstraints` on the host name), and the Job is bounded in time
+//! (`activeDeadlineSeconds`) and cleaned up after (`ttlSecondsAfterFinished`; the results claim
+//! stays).
+//!
 //! Every pod reads the run's shared secret (`ANVIL_SHARD_TOKEN`) from the Secret
 //! `<name>-shard-token` (key `token`), which the user creates (the printed header says how), so
 //! the coordinator authenticates every message; pod 0 serves the coordinator on its own pod IP
@@ -38,6 +43,16 @@ pub struct Spec {
     /// An existing claim for the results, or `None` to create one of `results_size`.
     pub results_claim: Option<String>,
     pub results_size: String,
+    /// The created claim's storage class (`None`: the cluster's default).
+    pub storage_class: Option<String>,
+    pub access_mode: super::AccessMode,
+    /// Each pod's CPU and memory, request and limit alike.
+    pub cpu: String,
+    pub memory: String,
+    pub spread: super::Spread,
+    /// `activeDeadlineSeconds` and `ttlSecondsAfterFinished`.
+    pub deadline_seconds: u64,
+    pub ttl_seconds: u64,
     /// The scenario's API key variable: filled from the Secret `<name>-api-key`.
     pub api_key_env: Option<String>,
 }
@@ -106,15 +121,35 @@ fn service(spec: &Spec) -> Value {
 
 /// Every pod writes under its own directory; pods on several nodes need a ReadWriteMany class.
 fn results_claim(spec: &Spec) -> Value {
+    let mut claim = json!({
+        "accessModes": [spec.access_mode.as_str()],
+        "resources": { "requests": { "storage": spec.results_size } },
+    });
+    if let Some(class) = &spec.storage_class {
+        claim["storageClassName"] = json!(class);
+    }
     json!({
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": spec.metadata(&spec.claim()),
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "resources": { "requests": { "storage": spec.results_size } },
-        },
+        "spec": claim,
     })
+}
+
+/// One pod per node where possible: two shards sharing a node share its cores and its network,
+/// and a load generator short of CPU measures itself (its levels fail the saturation gate).
+fn spread(spec: &Spec) -> Option<Value> {
+    let when = match spec.spread {
+        super::Spread::Preferred => "ScheduleAnyway",
+        super::Spread::Required => "DoNotSchedule",
+        super::Spread::None => return None,
+    };
+    Some(json!([{
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": when,
+        "labelSelector": { "matchLabels": { "batch.kubernetes.io/job-name": spec.name } },
+    }]))
 }
 
 fn job(spec: &Spec) -> Value {
@@ -153,7 +188,15 @@ fn job(spec: &Spec) -> Value {
             "valueFrom": { "secretKeyRef": { "name": spec.api_key_secret(), "key": "api-key" } },
         }));
     }
-    json!({
+    // Requests equal to limits: the pod is in the Guaranteed QoS class, never throttled below
+    // what it asked for nor evicted first under memory pressure, and with whole CPUs under a
+    // static CPU manager it gets cores of its own. A pod without a CPU request shares whatever
+    // is left, and its lateness voids its levels.
+    let resources = json!({
+        "requests": { "cpu": spec.cpu, "memory": spec.memory },
+        "limits": { "cpu": spec.cpu, "memory": spec.memory },
+    });
+    let mut job = json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": spec.metadata(&spec.name),
@@ -164,6 +207,11 @@ fn job(spec: &Spec) -> Value {
             "backoffLimitPerIndex": 0,
             "maxFailedIndexes": 0,
             "podReplacementPolicy": "Failed",
+            // The whole run, joins included: a server that hangs every shard must not hold the
+            // cluster's resources for ever.
+            "activeDeadlineSeconds": spec.deadline_seconds,
+            // The finished Job and its pods go after this long; the results claim stays.
+            "ttlSecondsAfterFinished": spec.ttl_seconds,
             "podFailurePolicy": {
                 "rules": [
                     {
@@ -195,6 +243,7 @@ fn job(spec: &Spec) -> Value {
                         "args": args,
                         "env": env,
                         "ports": [{ "name": "coordinator", "containerPort": spec.port, "protocol": "TCP" }],
+                        "resources": resources,
                         "volumeMounts": [
                             { "name": "scenario", "mountPath": SCENARIO_DIR, "readOnly": true },
                             { "name": "results", "mountPath": RESULTS_DIR },
@@ -212,5 +261,9 @@ fn job(spec: &Spec) -> Value {
                 },
             },
         },
-    })
+    });
+    if let Some(constraints) = spread(spec) {
+        job["spec"]["template"]["spec"]["topologySpreadConstraints"] = constraints;
+    }
+    job
 }

@@ -60,8 +60,60 @@ pub struct KubernetesArgs {
     /// Size of the created results claim.
     #[arg(long, default_value = "10Gi")]
     pub results_size: String,
+    /// Storage class of the created results claim (default: the cluster's default class).
+    #[arg(long, value_name = "CLASS")]
+    pub storage_class: Option<String>,
+    /// Access mode of the created results claim: ReadWriteMany lets the pods land on any nodes;
+    /// ReadWriteOnce needs every pod on one node (`--spread none`).
+    #[arg(long, value_enum, default_value_t = AccessMode::ReadWriteMany)]
+    pub access_mode: AccessMode,
+    /// CPUs of each pod, its request and its limit (a quantity: `2`, `1.5`, `500m`).
+    #[arg(long, default_value = "2", value_name = "QUANTITY")]
+    pub cpu: String,
+    /// Memory of each pod, its request and its limit (a quantity: `2Gi`, `512Mi`).
+    #[arg(long, default_value = "2Gi", value_name = "QUANTITY")]
+    pub memory: String,
+    /// How the pods spread over nodes: `preferred` (one per node where the scheduler can),
+    /// `required` (never two on one node) or `none`.
+    #[arg(long, value_enum, default_value_t = Spread::Preferred)]
+    pub spread: Spread,
+    /// The Job's `activeDeadlineSeconds`: the whole run, from the first pod's creation, is
+    /// stopped after this long.
+    #[arg(long, default_value = "24h", value_name = "DURATION")]
+    pub deadline: String,
+    /// The Job's `ttlSecondsAfterFinished`: the finished Job and its pods (and their logs) are
+    /// deleted this long after the end; the results claim stays.
+    #[arg(long, default_value = "7d", value_name = "DURATION")]
+    pub ttl: String,
     #[arg(long, value_enum, default_value_t = Format::Yaml)]
     pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccessMode {
+    #[value(name = "ReadWriteMany")]
+    ReadWriteMany,
+    #[value(name = "ReadWriteOnce")]
+    ReadWriteOnce,
+}
+
+impl AccessMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessMode::ReadWriteMany => "ReadWriteMany",
+            AccessMode::ReadWriteOnce => "ReadWriteOnce",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Spread {
+    /// A topology spread over nodes that the scheduler honours where it can.
+    Preferred,
+    /// A topology spread over nodes that the scheduler never breaks (pods wait for a node).
+    Required,
+    /// No spreading constraint.
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -100,6 +152,11 @@ pub fn render(args: &DeployArgs) -> Result<String, String> {
                     spec.api_key_secret()
                 ));
             }
+            out.push_str(&format!(
+                "# Pod 0 merges every shard's records into /results/{}/shard-0 on the claim {}; copy them out\n# from a pod that mounts the claim (docs/distributed.md, \"Getting the merged artifacts out\").\n",
+                spec.name,
+                spec.results_claim.clone().unwrap_or_else(|| format!("{}-results", spec.name))
+            ));
             for object in &objects {
                 out.push_str("---\n");
                 out.push_str(&yaml::to_yaml(object));
@@ -141,10 +198,44 @@ fn kubernetes_spec(k: &KubernetesArgs) -> Result<kubernetes::Spec, String> {
             k.results_size
         ));
     }
-    let join_timeout = humantime::parse_duration(k.join_timeout.trim())
-        .map_err(|e| format!("--join-timeout {:?}: {e}; write e.g. 10m", k.join_timeout))?;
-    if join_timeout.is_zero() {
-        return Err("--join-timeout must be longer than zero; e.g. 10m".to_string());
+    let join_timeout = duration("--join-timeout", &k.join_timeout, "10m")?;
+    let deadline = duration("--deadline", &k.deadline, "24h")?;
+    let ttl = duration("--ttl", &k.ttl, "7d")?;
+    if deadline <= join_timeout {
+        return Err(format!(
+            "--deadline {}: not longer than --join-timeout {} (the Job would be stopped before its shards could have joined); give the run's length plus the join timeout, e.g. --deadline 24h",
+            k.deadline, k.join_timeout
+        ));
+    }
+    if let Some(class) = &k.storage_class {
+        if k.results_claim.is_some() {
+            return Err("--storage-class is for the claim deploy creates, and --results-claim names an existing one; give one of them".to_string());
+        }
+        if !is_dns_subdomain(class) {
+            return Err(format!(
+                "--storage-class {class:?}: not a StorageClass name (lowercase letters, digits, '-' and '.', at most 253, starting and ending with a letter or digit)"
+            ));
+        }
+    }
+    if k.access_mode == AccessMode::ReadWriteOnce {
+        if k.results_claim.is_some() {
+            return Err("--access-mode is for the claim deploy creates, and --results-claim names an existing one; give one of them".to_string());
+        }
+        if k.shards > 1 && k.spread != Spread::None {
+            return Err(format!(
+                "--access-mode ReadWriteOnce with --spread {}: a ReadWriteOnce volume is mounted on one node only, so pods spread over nodes could not mount it; give --spread none (every pod on one node), or keep ReadWriteMany",
+                if k.spread == Spread::Required { "required" } else { "preferred" }
+            ));
+        }
+    }
+    if !is_cpu_quantity(&k.cpu) {
+        return Err(format!("--cpu {:?}: not a CPU quantity; give cores (2, 1.5) or millicores (500m)", k.cpu));
+    }
+    if !is_storage_quantity(&k.memory) {
+        return Err(format!(
+            "--memory {:?}: not a memory quantity; give a number with a unit, e.g. 2Gi or 512Mi",
+            k.memory
+        ));
     }
     if let Some(url) = &k.base_url {
         check_url("--base-url", url)?;
@@ -235,6 +326,13 @@ fn kubernetes_spec(k: &KubernetesArgs) -> Result<kubernetes::Spec, String> {
         join_timeout: humantime::format_duration(join_timeout).to_string(),
         results_claim: k.results_claim.clone(),
         results_size: k.results_size.clone(),
+        storage_class: k.storage_class.clone(),
+        access_mode: k.access_mode,
+        cpu: k.cpu.clone(),
+        memory: k.memory.clone(),
+        spread: k.spread,
+        deadline_seconds: deadline.as_secs().max(1),
+        ttl_seconds: ttl.as_secs(),
         api_key_env,
     })
 }
@@ -290,6 +388,29 @@ fn check_url(what: &str, url: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A duration option, longer than zero.
+fn duration(option: &str, text: &str, example: &str) -> Result<std::time::Duration, String> {
+    let d =
+        humantime::parse_duration(text.trim()).map_err(|e| format!("{option} {text:?}: {e}; write e.g. {example}"))?;
+    if d.is_zero() {
+        return Err(format!("{option} must be longer than zero; e.g. {example}"));
+    }
+    Ok(d)
+}
+
+/// A CPU quantity Kubernetes takes: cores (`2`, `1.5`) or millicores (`500m`), above zero.
+fn is_cpu_quantity(s: &str) -> bool {
+    let (number, milli) = match s.strip_suffix('m') {
+        Some(n) => (n, true),
+        None => (s, false),
+    };
+    let digits = number.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && number.chars().filter(|&c| c == '.').count() <= (!milli) as usize
+        && number.starts_with(|c: char| c.is_ascii_digit())
+        && number.ends_with(|c: char| c.is_ascii_digit());
+    digits && number.parse::<f64>().is_ok_and(|n| n > 0.0 && n.is_finite() && (!milli || n >= 1.0))
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -349,6 +470,12 @@ mod tests {
         }
         for bad in ["", "0", "0Gi", "10 Gi", "10GiB", "Gi", "1..5Gi", ".5Gi", "-1Gi", "10Gi\n---", "1e3"] {
             assert!(!is_storage_quantity(bad), "{bad:?}");
+        }
+        for good in ["2", "1.5", "500m", "16"] {
+            assert!(is_cpu_quantity(good), "{good}");
+        }
+        for bad in ["", "0", "0m", "1.5m", "2 ", "-1", "m", "1e3", ".5", "2Gi", "2\n"] {
+            assert!(!is_cpu_quantity(bad), "{bad:?}");
         }
         for good in ["anvil-load:dev", "registry.example.com:5000/anvil-load:0.1.0", "r/a@sha256:abc123"] {
             assert!(is_image_reference(good), "{good}");

@@ -1,6 +1,8 @@
-//! Start skew of a sharded run on one machine: four shard processes with the coordinator on
-//! loopback run a sweep of closed-loop levels against the embedded simulator; for every level and
-//! shard, the first request's dispatch is compared with the start instant the shards agreed on.
+//! Start skew of a sharded run on one machine: four shard processes (`ANVIL_BENCH_SHARDS`, e.g.
+//! 64) with the coordinator on loopback run a sweep of closed-loop levels against the embedded
+//! simulator; for every level and shard, the first request's dispatch is compared with the start
+//! instant the shards agreed on. The join is the time from the first process started to the first
+//! level's agreed start (every shard started, joined, prepared and told the instant).
 //!
 //! Each level's clock starts at the agreed instant itself, so a shard's lateness is its first
 //! request's `start_offset_ms`; the spread across shards is the largest minus the smallest first
@@ -13,14 +15,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anvil_load::mock::{MockServer, Profile};
 use serde_json::{Value, json};
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_anvil-load");
-const SHARDS: u32 = 4;
-const LEVELS: u32 = 25;
+/// Shards by default (`ANVIL_BENCH_SHARDS` overrides), and levels: 25, or 5 beyond 8 shards.
+const DEFAULT_SHARDS: u32 = 4;
 
 fn main() -> ExitCode {
     // `cargo bench NAME` passes NAME to every bench binary; run only when it names this one.
@@ -28,16 +30,28 @@ fn main() -> ExitCode {
     if args.iter().any(|a| !"shards".contains(a.as_str())) {
         return ExitCode::SUCCESS;
     }
+    let shards: u32 = match std::env::var("ANVIL_BENCH_SHARDS") {
+        Ok(v) => match v.parse() {
+            Ok(n) if (1..=256).contains(&n) => n,
+            _ => {
+                eprintln!("ANVIL_BENCH_SHARDS={v:?}: give a shard count from 1 to 256");
+                return ExitCode::FAILURE;
+            }
+        },
+        Err(_) => DEFAULT_SHARDS,
+    };
+    let levels_run: u32 = if shards > 8 { 5 } else { 25 };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
     let server = runtime.block_on(MockServer::start(Profile::named("instant").expect("profile"))).expect("simulator");
     let dir = tempfile::tempdir().expect("temp dir");
     let scenario = dir.path().join("skew.toml");
     // Concurrency 4, 5, …: one level each, every shard holding at least one request in flight.
-    let levels: Vec<String> = (0..LEVELS).map(|k| (SHARDS + k).to_string()).collect();
+    let levels: Vec<String> = (0..levels_run).map(|k| (shards + k).to_string()).collect();
     std::fs::write(
         &scenario,
         format!(
-            "[target]\nmodel = \"anvil-sim\"\n[run]\nrequests = 32\nseed = 3\n[load]\nconcurrency = [{}]\n[workload]\ncontext_tokens = 256\nmax_context_tokens = 4096\nmax_tokens = 8\ntokenizer = \"estimate\"\ncanaries = false\n",
+            "[target]\nmodel = \"anvil-sim\"\n[run]\nrequests = {}\nseed = 3\n[load]\nconcurrency = [{}]\n[workload]\ncontext_tokens = 256\nmax_context_tokens = 4096\nmax_tokens = 8\ntokenizer = \"estimate\"\ncanaries = false\n",
+            (2 * shards).max(32),
             levels.join(", ")
         ),
     )
@@ -45,12 +59,14 @@ fn main() -> ExitCode {
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
     let coordinator = format!("127.0.0.1:{port}");
     let started = Instant::now();
-    let children: Vec<_> = (0..SHARDS)
+    let started_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let children: Vec<_> = (0..shards)
         .map(|i| {
             Command::new(CLIENT)
                 .arg(&scenario)
                 .args(["--base-url", &server.base_url()])
-                .args(["--shard", &format!("{i}/{SHARDS}"), "--coordinator", &coordinator, "--quiet"])
+                .args(["--shard", &format!("{i}/{shards}"), "--coordinator", &coordinator, "--quiet"])
+                .args(["--join-timeout", "300s"])
                 .arg("--out")
                 .arg(dir.path().join(format!("shard{i}")))
                 .env("RUST_LOG", "error")
@@ -73,8 +89,10 @@ fn main() -> ExitCode {
     let mut late_ms: Vec<f64> = Vec::new();
     let mut spread_ms: Vec<f64> = Vec::new();
     let per_shard: Vec<Vec<(u64, f64)>> =
-        (0..SHARDS).map(|i| first_dispatches(&dir.path().join(format!("shard{i}")))).collect();
-    for level in 0..LEVELS as usize {
+        (0..shards).map(|i| first_dispatches(&dir.path().join(format!("shard{i}")))).collect();
+    let join_s =
+        per_shard[0].first().map_or(f64::NAN, |&(start_ns, _)| (start_ns as f64 - started_unix_ns as f64) / 1e9);
+    for level in 0..levels_run as usize {
         let firsts: Vec<f64> = per_shard
             .iter()
             .map(|levels| {
@@ -88,7 +106,10 @@ fn main() -> ExitCode {
     }
     let late = summary(&mut late_ms);
     let spread = summary(&mut spread_ms);
-    println!("start skew, {SHARDS} shards on one machine, {LEVELS} levels ({:.1} s)", elapsed.as_secs_f64());
+    println!(
+        "start skew, {shards} shards on one machine, {levels_run} levels ({:.1} s; join: {join_s:.2} s from the first process started to the first level's agreed start)",
+        elapsed.as_secs_f64()
+    );
     println!("{:<44} {:>8} {:>8} {:>8} {:>8}", "", "p50 ms", "p99 ms", "max ms", "n");
     for (name, s) in
         [("first dispatch − agreed start (per shard)", &late), ("spread of first dispatches (per level)", &spread)]
@@ -96,9 +117,9 @@ fn main() -> ExitCode {
         let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
         println!("{name:<44} {:>8.3} {:>8.3} {:>8.3} {:>8}", f("p50_ms"), f("p99_ms"), f("max_ms"), s["n"]);
     }
-    let merge = merge_throughput(dir.path());
-    let report =
-        json!({ "shards": SHARDS, "levels": LEVELS, "first_dispatch_late": late, "spread": spread, "merge": merge });
+    let merge = merge_throughput(dir.path(), shards);
+    let report = json!({ "shards": shards, "levels": levels_run, "join_s": join_s, "run_s": elapsed.as_secs_f64(),
+                         "first_dispatch_late": late, "spread": spread, "merge": merge });
     let path = target_dir().join("bench").join("shards.json");
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);
@@ -111,17 +132,18 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Requests per synthetic shard file in the merge measurement.
-const MERGE_PER_SHARD: u64 = 50_000;
+/// Requests in all the synthetic shard files of the merge measurement.
+const MERGE_RECORDS: u64 = 200_000;
 
-/// Merge throughput: four shard files of `MERGE_PER_SHARD` requests each (one level, every line
-/// a real record of the run above with its index rewritten), merged by the binary; wall time,
-/// records per second and the merge's peak RSS.
-fn merge_throughput(dir: &Path) -> Value {
+/// Merge throughput: one shard file per shard, `MERGE_RECORDS` requests in all (one level, every
+/// line a real record of the run above with its index rewritten), merged by the binary; wall
+/// time, records per second and the merge's peak RSS.
+fn merge_throughput(dir: &Path, shards: u32) -> Value {
+    let per_shard = MERGE_RECORDS / u64::from(shards);
     let synthetic = dir.join("merge-input");
     let _ = std::fs::create_dir_all(&synthetic);
     let mut bytes = 0u64;
-    for i in 0..SHARDS {
+    for i in 0..shards {
         let source = std::fs::read_dir(dir.join(format!("shard{i}")))
             .expect("shard out")
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -147,15 +169,15 @@ fn merge_throughput(dir: &Path) -> Value {
         out.push('\n');
         out.push_str(&level.to_string());
         out.push('\n');
-        for k in 0..MERGE_PER_SHARD {
-            request["request_index"] = json!(k * u64::from(SHARDS) + u64::from(i));
+        for k in 0..per_shard {
+            request["request_index"] = json!(k * u64::from(shards) + u64::from(i));
             out.push_str(&request.to_string());
             out.push('\n');
         }
         out.push_str(&end.to_string());
         out.push('\n');
         bytes += out.len() as u64;
-        std::fs::write(synthetic.join(format!("s.shard{i}of{SHARDS}.records.ndjson")), out).expect("write");
+        std::fs::write(synthetic.join(format!("s.shard{i}of{shards}.records.ndjson")), out).expect("write");
     }
     let started = Instant::now();
     let status = Command::new(CLIENT)
@@ -168,10 +190,10 @@ fn merge_throughput(dir: &Path) -> Value {
         .status()
         .expect("merge runs");
     let seconds = started.elapsed().as_secs_f64();
-    let records = MERGE_PER_SHARD * u64::from(SHARDS);
+    let records = per_shard * u64::from(shards);
     let peak_kib = children_peak_rss_kib();
     println!(
-        "merge: {records} records ({:.0} MB) from {SHARDS} shard files in {seconds:.2} s: {:.0} records/s, peak RSS {:.1} MiB ({:.0} B per record){}",
+        "merge: {records} records ({:.0} MB) from {shards} shard files in {seconds:.2} s: {:.0} records/s, peak RSS {:.1} MiB ({:.0} B per record){}",
         bytes as f64 / 1e6,
         records as f64 / seconds,
         peak_kib as f64 / 1024.0,

@@ -1,0 +1,292 @@
+//! Every command after the run, at soak scale: a records file of N requests is written through
+//! the project's own records writer (no server: the lines of a short real run against the
+//! simulator, repeated with fresh indices and spread timings), then `summarize`, `report` (HTML
+//! and Markdown) and `compare` run over it in turn, each timed on the wall clock with its own
+//! peak RSS (`wait4`), printed as records per second and MiB.
+//!
+//! `cargo bench --locked --bench soak` runs 200,000 requests; `ANVIL_SOAK_REQUESTS=200000,2000000`
+//! chooses the sizes. A command that fails or passes `ANVIL_SOAK_TIMEOUT` seconds (default 600)
+//! is shown as such with what it used until then. Not part of `make bench` (minutes, gigabytes of
+//! disk); nothing is asserted. The table goes to stdout and, as JSON, to
+//! `$CARGO_TARGET_DIR/bench/soak.json`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anvil_load::mock::{MockServer, Profile};
+use anvil_load::request::record::file::RecordLine;
+use anvil_load::request::record::{RequestTiming, writer};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const CLIENT: &str = env!("CARGO_BIN_EXE_anvil-load");
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    if args.iter().any(|a| !"soak".contains(a.as_str())) {
+        return ExitCode::SUCCESS;
+    }
+    let sizes: Vec<u64> = match std::env::var("ANVIL_SOAK_REQUESTS") {
+        Ok(v) => match v.split(',').map(|s| s.trim().parse::<u64>()).collect::<Result<Vec<_>, _>>() {
+            Ok(sizes) if !sizes.is_empty() && sizes.iter().all(|&n| n >= 1000) => sizes,
+            _ => {
+                eprintln!("ANVIL_SOAK_REQUESTS={v:?}: give request counts of 1000 or more, comma-separated");
+                return ExitCode::FAILURE;
+            }
+        },
+        Err(_) => vec![200_000],
+    };
+    let timeout =
+        Duration::from_secs(std::env::var("ANVIL_SOAK_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(600));
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let template = runtime.block_on(template_run(dir.path()));
+    let mut report = Vec::new();
+    println!(
+        "{:<24} {:>10} {:>9} {:>12} {:>10} {:>9}",
+        "command", "requests", "seconds", "records/s", "peak MiB", "B/req"
+    );
+    for &n in &sizes {
+        let records = dir.path().join(format!("soak-{n}.records.ndjson"));
+        let started = Instant::now();
+        runtime.block_on(write_records(&template, &records, n));
+        let bytes = std::fs::metadata(&records).map(|m| m.len()).unwrap_or(0);
+        let written = started.elapsed();
+        println!(
+            "{:<24} {n:>10} {:>9.2} {:>12.0} {:>10} {:>9.0}",
+            "(records written)",
+            written.as_secs_f64(),
+            n as f64 / written.as_secs_f64(),
+            "",
+            bytes as f64 / n as f64
+        );
+        let out = dir.path().join(format!("out-{n}"));
+        let mut rows = vec![
+            json!({ "command": "write records", "requests": n, "seconds": written.as_secs_f64(), "bytes": bytes }),
+        ];
+        let summarize = timed(Command::new(CLIENT).arg("summarize").arg(&records).arg("--out").arg(&out), timeout);
+        rows.push(row("summarize", n, &summarize));
+        let artifact = std::fs::read_dir(&out).ok().and_then(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| p.extension().is_some_and(|e| e == "json") && !p.to_string_lossy().ends_with("-sweep.json"))
+        });
+        let Some(artifact) = artifact else {
+            eprintln!("summarize wrote no artifact into {}; the rest is skipped", out.display());
+            break;
+        };
+        let artifact_bytes = std::fs::metadata(&artifact).map(|m| m.len()).unwrap_or(0);
+        println!(
+            "{:<24} {n:>10} {:>9} {:>12} {:>10} {:>9.0}",
+            "(artifact)",
+            "",
+            "",
+            "",
+            artifact_bytes as f64 / n as f64
+        );
+        let html =
+            timed(Command::new(CLIENT).arg("report").arg(&artifact).arg("--out").arg(out.join("report.html")), timeout);
+        rows.push(row("report", n, &html));
+        let md = timed(
+            Command::new(CLIENT)
+                .arg("report")
+                .arg(&artifact)
+                .args(["--format", "md", "--out"])
+                .arg(out.join("report.md")),
+            timeout,
+        );
+        rows.push(row("report --format md", n, &md));
+        let compare = timed(Command::new(CLIENT).arg("compare").arg(&artifact).arg(&artifact).arg("--force"), timeout);
+        rows.push(row("compare A A", n, &compare));
+        report
+            .push(json!({ "requests": n, "records_bytes": bytes, "artifact_bytes": artifact_bytes, "commands": rows }));
+        let _ = std::fs::remove_dir_all(&out);
+        let _ = std::fs::remove_file(&records);
+    }
+    let path = target_dir().join("bench").join("soak.json");
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match std::fs::write(&path, serde_json::to_vec_pretty(&report).unwrap_or_default()) {
+        Ok(()) => println!("written: {}", path.display()),
+        Err(e) => eprintln!("cannot write {}: {e}", path.display()),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The lines of a short real run: the run line, one level, its requests and its end.
+struct Template {
+    run: RecordLine,
+    level: RecordLine,
+    requests: Vec<RecordLine>,
+    end: RecordLine,
+}
+
+async fn template_run(dir: &Path) -> Template {
+    let server = MockServer::start(Profile::named("instant").expect("profile")).await.expect("simulator");
+    let records = dir.join("template.records.ndjson");
+    let scenario = dir.join("template.toml");
+    std::fs::write(
+        &scenario,
+        "[target]\nmodel = \"anvil-sim\"\n[run]\nrequests = 64\nseed = 9\n[load]\nconcurrency = 8\n[workload]\ncontext_tokens = { 256 = 1, 1024 = 1 }\nmax_context_tokens = 4096\nmax_tokens = 16\ntokenizer = \"estimate\"\n",
+    )
+    .expect("scenario");
+    let status = Command::new(CLIENT)
+        .arg(&scenario)
+        .args(["--base-url", &server.base_url(), "--quiet", "--records"])
+        .arg(&records)
+        .arg("--out")
+        .arg(dir.join("template"))
+        .stdout(Stdio::null())
+        .status()
+        .expect("the template run starts");
+    assert!(status.success(), "the template run failed");
+    server.shutdown().await;
+    let text = std::fs::read_to_string(&records).expect("template records");
+    let lines: Vec<RecordLine> = text.lines().map(|l| serde_json::from_str(l).expect("a record line")).collect();
+    let mut run = None;
+    let mut level = None;
+    let mut end = None;
+    let mut requests = Vec::new();
+    for line in lines {
+        match line {
+            RecordLine::Run { .. } => run = Some(line),
+            RecordLine::Level { .. } => level = Some(line),
+            RecordLine::Request { .. } => requests.push(line),
+            RecordLine::LevelEnd { .. } => end = Some(line),
+            _ => {}
+        }
+    }
+    Template {
+        run: run.expect("a run line"),
+        level: level.expect("a level line"),
+        requests,
+        end: end.expect("a level end"),
+    }
+}
+
+/// `n` requests through the records writer: the template's requests in turn, each with a fresh
+/// index and its times stretched by a factor that walks 0.5–2.0, so the distributions are wide.
+async fn write_records(t: &Template, path: &Path, n: u64) {
+    let (sink, writer) = writer::open(path, true, CancellationToken::new()).expect("records file");
+    sink.write(&t.run).await;
+    sink.write(&t.level).await;
+    for i in 0..n {
+        let RecordLine::Request { level, record } = &t.requests[i as usize % t.requests.len()] else { continue };
+        let mut record = record.clone();
+        let factor = 0.5 + 1.5 * ((i.wrapping_mul(2_654_435_761) % 1000) as f64 / 1000.0);
+        record.request_index = i;
+        // 20,000 requests a second, as the instant simulator serves them.
+        record.start_offset_ms = i as f64 * 0.05;
+        stretch(&mut record, factor);
+        sink.write(&RecordLine::Request { level: level.clone(), record }).await;
+    }
+    sink.write(&t.end).await;
+    drop(sink);
+    writer.finish().expect("records written");
+}
+
+/// Every time of a record times `f`, every rate divided by it: still a record a run could write.
+fn stretch(r: &mut RequestTiming, f: f64) {
+    for t in [&mut r.time_to_first_output_ms, &mut r.generation_ms] {
+        *t *= f;
+    }
+    for t in [
+        &mut r.ttft_ms,
+        &mut r.visible_generation_ms,
+        &mut r.tpot_ms,
+        &mut r.mean_time_per_output_token_ms,
+        &mut r.mean_inter_token_latency_ms,
+        &mut r.ttft_from_intended_ms,
+        &mut r.max_stall_ms,
+        &mut r.tpot_corrected_ms,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        *t *= f;
+    }
+    for rate in [&mut r.decode_tok_s, &mut r.effective_prefill_tok_s].into_iter().flatten() {
+        *rate /= f;
+    }
+}
+
+/// One command's wall time and peak RSS, or how it failed.
+struct Timed {
+    seconds: f64,
+    peak_kib: u64,
+    ok: bool,
+    note: String,
+}
+
+fn row(name: &str, n: u64, t: &Timed) -> Value {
+    println!(
+        "{name:<24} {n:>10} {:>9.2} {:>12.0} {:>10.1} {:>9}{}",
+        t.seconds,
+        n as f64 / t.seconds,
+        t.peak_kib as f64 / 1024.0,
+        "",
+        if t.ok { String::new() } else { format!("  FAILED: {}", t.note) }
+    );
+    json!({ "command": name, "requests": n, "seconds": t.seconds, "records_per_s": n as f64 / t.seconds,
+            "peak_rss_mib": t.peak_kib as f64 / 1024.0, "ok": t.ok, "note": t.note })
+}
+
+/// Run `cmd` to its end (or kill it after `limit`), with its own peak RSS from `wait4`.
+fn timed(cmd: &mut Command, limit: Duration) -> Timed {
+    let started = Instant::now();
+    let mut child = match cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn() {
+        Ok(c) => c,
+        Err(e) => return Timed { seconds: 0.0, peak_kib: 0, ok: false, note: e.to_string() },
+    };
+    let pid = child.id() as libc::pid_t;
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut s) = stderr {
+            let _ = std::io::Read::read_to_string(&mut s, &mut text);
+        }
+        text
+    });
+    let killer = std::thread::spawn(move || {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+            // SAFETY: kill with signal 0 only asks whether the process exists.
+            if unsafe { libc::kill(pid, 0) } != 0 {
+                return false;
+            }
+        }
+        // SAFETY: the child is ours and still running; SIGKILL ends it.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        true
+    });
+    let mut status = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: wait4 writes the child's status and resource use into the pointers it is given.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
+    let seconds = started.elapsed().as_secs_f64();
+    // SAFETY: zero-initialised above, filled by wait4 when it returned the pid.
+    let usage = unsafe { usage.assume_init() };
+    // The process is reaped; keep std's handle from waiting on it again.
+    std::mem::forget(child);
+    let killed = killer.join().unwrap_or(false);
+    let stderr = reader.join().unwrap_or_default();
+    let ok = rc == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    let note = if killed {
+        format!("killed after {} s", limit.as_secs())
+    } else if ok {
+        String::new()
+    } else {
+        stderr.lines().last().unwrap_or("no message").to_string()
+    };
+    #[allow(clippy::unnecessary_cast)]
+    let peak_kib = usage.ru_maxrss as u64;
+    Timed { seconds, peak_kib, ok, note }
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
+}

@@ -17,8 +17,9 @@
 //! when the bootstrap interval of the difference excludes zero (a shift of the tail need not
 //! move the ranks much, so the rank test would miss it).
 
+use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
-use rand::{RngExt, SeedableRng};
+use rand_distr::{Beta, Distribution};
 use serde::Serialize;
 
 use crate::contract::nearest_rank_position;
@@ -210,8 +211,8 @@ pub fn percentile(values: &[f64], p: u32) -> Option<f64> {
     Some(percentile_in_place(&mut values.to_vec(), p))
 }
 
-/// Bootstrap settings. The cost is `resamples` × (both sample sizes) draws plus two selections
-/// per resample.
+/// Bootstrap settings. The cost is one sort of each sample, then one Beta draw per resample and
+/// sample (see [`percentile_difference_ci`]): independent of the sample sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct BootstrapOptions {
     pub resamples: u32,
@@ -244,38 +245,67 @@ impl DifferenceCi {
 /// Percentile bootstrap of `percentile(new, p) − percentile(base, p)`: both samples resampled
 /// with replacement `resamples` times from one seeded generator, so the same inputs and seed
 /// always give the same interval. `None` when a sample is empty or the options are unusable.
+///
+/// No resample is built. A resample of `n` values draws the indices `⌊n·Uᵢ⌋` into the sorted
+/// sample (`Uᵢ` uniform on [0, 1)); the map from `Uᵢ` to the value is non-decreasing, so the
+/// resample's `k`-th smallest value is the sorted sample at `⌊n·U₍ₖ₎⌋`, where `U₍ₖ₎`, the
+/// `k`-th smallest of `n` uniforms, is Beta(k, n − k + 1) distributed. One Beta draw per
+/// resample therefore gives its nearest-rank percentile with exactly the distribution of the
+/// naive bootstrap, at a cost independent of `n` (200,000 values: one sort instead of 2,000
+/// resamples of 200,000 draws and a selection each).
 pub fn percentile_difference_ci(base: &[f64], new: &[f64], p: u32, opts: &BootstrapOptions) -> Option<DifferenceCi> {
-    bootstrap_difference(base, new, opts, |sample| percentile_in_place(sample, p))
+    bootstrap_difference(base, new, opts, p)
 }
 
-fn bootstrap_difference(
-    base: &[f64],
-    new: &[f64],
-    opts: &BootstrapOptions,
-    statistic: impl Fn(&mut [f64]) -> f64,
-) -> Option<DifferenceCi> {
+fn bootstrap_difference(base: &[f64], new: &[f64], opts: &BootstrapOptions, p: u32) -> Option<DifferenceCi> {
     if base.is_empty() || new.is_empty() || opts.resamples < 10 || !(opts.confidence > 0.0 && opts.confidence < 1.0) {
         return None;
     }
-    let estimate = statistic(&mut new.to_vec()) - statistic(&mut base.to_vec());
+    let sorted = |values: &[f64]| {
+        let mut v = values.to_vec();
+        v.sort_unstable_by(f64::total_cmp);
+        v
+    };
+    let (base, new) = (sorted(base), sorted(new));
+    let (base_draw, new_draw) = (OrderStatistic::new(&base, p)?, OrderStatistic::new(&new, p)?);
+    let estimate = new_draw.value() - base_draw.value();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(opts.seed);
-    let (mut b, mut m) = (vec![0.0; base.len()], vec![0.0; new.len()]);
-    let mut diffs = Vec::with_capacity(opts.resamples as usize);
-    for _ in 0..opts.resamples {
-        for slot in b.iter_mut() {
-            *slot = base[rng.random_range(0..base.len())];
-        }
-        for slot in m.iter_mut() {
-            *slot = new[rng.random_range(0..new.len())];
-        }
-        diffs.push(statistic(&mut m) - statistic(&mut b));
-    }
+    let mut diffs: Vec<f64> =
+        (0..opts.resamples).map(|_| new_draw.resampled(&mut rng) - base_draw.resampled(&mut rng)).collect();
     diffs.sort_by(f64::total_cmp);
     let alpha = 1.0 - opts.confidence;
     let k = diffs.len();
     let lo = ((alpha / 2.0 * k as f64).floor() as usize).min(k - 1);
     let hi = (((1.0 - alpha / 2.0) * k as f64).ceil() as usize).clamp(1, k) - 1;
     Some(DifferenceCi { estimate, low: diffs[lo], high: diffs[hi], confidence: opts.confidence })
+}
+
+/// The nearest-rank percentile `p` of a sorted sample, and its value in a bootstrap resample.
+struct OrderStatistic<'a> {
+    sorted: &'a [f64],
+    /// The rank `k` (1-based) of the percentile in a sample of this size.
+    rank: usize,
+    /// `U₍ₖ₎` of `n` uniforms.
+    beta: Beta<f64>,
+}
+
+impl<'a> OrderStatistic<'a> {
+    fn new(sorted: &'a [f64], p: u32) -> Option<Self> {
+        let n = sorted.len();
+        let rank = nearest_rank_position(p, n as u64) as usize;
+        let beta = Beta::new(rank as f64, (n - rank + 1) as f64).ok()?;
+        Some(OrderStatistic { sorted, rank, beta })
+    }
+
+    fn value(&self) -> f64 {
+        self.sorted[self.rank - 1]
+    }
+
+    fn resampled(&self, rng: &mut Xoshiro256PlusPlus) -> f64 {
+        let n = self.sorted.len();
+        let u: f64 = self.beta.sample(rng);
+        self.sorted[((n as f64 * u) as usize).min(n - 1)]
+    }
 }
 
 /// Settings of a comparison.
@@ -338,8 +368,7 @@ pub fn compare_runs(base: &[&[f64]], new: &[&[f64]], p: u32, opts: &CompareOptio
     let (base_runs, new_runs) = (per_run(base)?, per_run(new)?);
     let (b, n) = (percentile(&base_runs, 50)?, percentile(&new_runs, 50)?);
     let mann_whitney = mann_whitney_u(&new_runs, &base_runs, UMethod::Auto);
-    let difference_ci =
-        bootstrap_difference(&base_runs, &new_runs, &opts.bootstrap, |sample| percentile_in_place(sample, 50));
+    let difference_ci = bootstrap_difference(&base_runs, &new_runs, &opts.bootstrap, 50);
     let mut c = decide(50, b, n, mann_whitney, difference_ci, base_runs.len(), new_runs.len(), opts);
     c.percentile = p;
     Some(c)

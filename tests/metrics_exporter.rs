@@ -170,3 +170,15 @@ async fn bad_values_and_a_port_in_use_exit_2_with_nothing_sent() {
     assert!(!dir.path().join("out").exists() || artifacts(&dir.path().join("out")).is_empty());
     server.shutdown().await;
 }
+
+/// The manual's table of families is the exporter's list, in its order.
+#[test]
+fn the_manual_lists_every_family() {
+    let page = std::fs::read_to_string(common::manifest_dir().join("docs/observability.md")).unwrap();
+    let listed: Vec<String> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `anvil_"))
+        .map(|rest| format!("anvil_{}", rest.split('`').next().unwrap()))
+        .collect();
+    assert_eq!(listed, names::all());
+}

@@ -35,9 +35,10 @@ fn samples(body: &str) -> BTreeMap<String, f64> {
 /// The sum over every series of `name` whose labels include `with`.
 fn total(body: &str, name: &str, with: &[(&str, &str)]) -> f64 {
     let parsed = parse(body.as_bytes()).unwrap();
-    let matching = parsed.series.iter().filter(|s| {
-        s.name == name && with.iter().all(|(k, v)| s.labels.iter().any(|(k2, v2)| k2 == k && v2 == v))
-    });
+    let matching = parsed
+        .series
+        .iter()
+        .filter(|s| s.name == name && with.iter().all(|(k, v)| s.labels.iter().any(|(k2, v2)| k2 == k && v2 == v)));
     matching.map(|s| s.value).sum()
 }
 

@@ -100,10 +100,8 @@ impl Prometheus {
         };
         let value: Value = serde_json::from_str(&body).unwrap_or_default();
         let targets = value["data"]["activeTargets"].as_array().cloned().unwrap_or_default();
-        let lines: Vec<String> = targets
-            .iter()
-            .map(|t| format!("{} {} {}", t["scrapeUrl"], t["health"], t["lastError"]))
-            .collect();
+        let lines: Vec<String> =
+            targets.iter().map(|t| format!("{} {} {}", t["scrapeUrl"], t["health"], t["lastError"])).collect();
         format!("targets: {}\n{}", lines.join("; "), self.log())
     }
 

@@ -4,9 +4,9 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use super::ScenarioError;
 use super::checker::Checker;
 use super::raw;
-use super::ScenarioError;
 
 /// The longest linger: a few scrape intervals of the slowest common setting (1 min) is enough
 /// for the last scrape; longer only keeps a finished run's process around.

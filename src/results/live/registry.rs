@@ -205,7 +205,10 @@ impl Registry {
                 }
             }
             for (kind, &n) in &l.errors {
-                errors.push(Series { labels: vec![level(l), ("kind", kind.to_string())], value: Value::Number(n as f64) });
+                errors.push(Series {
+                    labels: vec![level(l), ("kind", kind.to_string())],
+                    value: Value::Number(n as f64),
+                });
             }
             prompt.push(Series { labels: vec![level(l)], value: Value::Number(l.prompt_tokens as f64) });
             completion.push(Series { labels: vec![level(l)], value: Value::Number(l.completion_tokens as f64) });
@@ -221,7 +224,8 @@ impl Registry {
             .map(|(label, ordinal)| Series { labels: vec![label], value: Value::Number(ordinal as f64) })
             .into_iter()
             .collect();
-        let family = |name: String, help: &'static str, kind: Kind, series: Vec<Series>| Family { name, help, kind, series };
+        let family =
+            |name: String, help: &'static str, kind: Kind, series: Vec<Series>| Family { name, help, kind, series };
         let mut families = vec![
             family(names::REQUESTS.into(), "Requests that ended, by outcome.", Kind::Counter, requests),
             family(names::ERRORS.into(), "Failed requests by error kind.", Kind::Counter, errors),

@@ -38,7 +38,8 @@ fn family<'a>(s: &'a Snapshot, name: &str) -> &'a Family {
 }
 
 fn number(f: &Family, labels: &[(&str, &str)]) -> f64 {
-    let series = f.series.iter().find(|s| labels.iter().all(|(k, v)| s.labels.iter().any(|(k2, v2)| k2 == k && v2 == v)));
+    let series =
+        f.series.iter().find(|s| labels.iter().all(|(k, v)| s.labels.iter().any(|(k2, v2)| k2 == k && v2 == v)));
     match series.map(|s| &s.value) {
         Some(Value::Number(v)) => *v,
         other => panic!("{labels:?} of {}: {other:?}", f.name),
@@ -46,7 +47,8 @@ fn number(f: &Family, labels: &[(&str, &str)]) -> f64 {
 }
 
 fn histogram(f: &Family, labels: &[(&str, &str)]) -> Buckets {
-    let series = f.series.iter().find(|s| labels.iter().all(|(k, v)| s.labels.iter().any(|(k2, v2)| k2 == k && v2 == v)));
+    let series =
+        f.series.iter().find(|s| labels.iter().all(|(k, v)| s.labels.iter().any(|(k2, v2)| k2 == k && v2 == v)));
     match series.map(|s| &s.value) {
         Some(Value::Histogram(b)) => b.clone(),
         other => panic!("{labels:?} of {}: {other:?}", f.name),
@@ -115,7 +117,10 @@ fn a_level_run_again_counts_on_and_the_level_gauge_is_its_ordinal() {
     let again = r.start_level("c1");
     again.dropped(Phase::Measure);
     let s = r.snapshot();
-    assert_eq!(number(family(&s, names::REQUESTS), &[("level", "c1"), ("phase", "measured"), ("outcome", "dropped")]), 2.0);
+    assert_eq!(
+        number(family(&s, names::REQUESTS), &[("level", "c1"), ("phase", "measured"), ("outcome", "dropped")]),
+        2.0
+    );
     let level = family(&s, names::LEVEL);
     assert_eq!(level.series.len(), 1);
     assert_eq!(number(level, &[("level", "c1")]), 2.0);

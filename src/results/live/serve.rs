@@ -134,7 +134,10 @@ mod tests {
         let response = client.get(&url).send().await.expect("served");
         assert_eq!(response.headers()[header::CONTENT_TYPE], Format::Prometheus.content_type());
         let body = response.text().await.unwrap();
-        assert!(body.contains("anvil_requests_total{level=\"c2\",phase=\"measured\",outcome=\"dropped\"} 1\n"), "{body}");
+        assert!(
+            body.contains("anvil_requests_total{level=\"c2\",phase=\"measured\",outcome=\"dropped\"} 1\n"),
+            "{body}"
+        );
         let open = client.get(&url).header(header::ACCEPT, "application/openmetrics-text; version=1.0.0").send();
         let open = open.await.expect("served");
         assert_eq!(open.headers()[header::CONTENT_TYPE], Format::OpenMetrics.content_type());

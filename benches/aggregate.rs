@@ -99,7 +99,30 @@ fn record(c: &mut Criterion) {
             },
             |rx| -> Collected {
                 runtime.block_on(async {
-                    let level = LevelSink { records: &sink, level: "bench", rules: Exclusions::default() };
+                    let level = LevelSink { records: &sink, level: "bench", rules: Exclusions::default(), live: None };
+                    let snapshots = Snapshots::new(None, "bench", tokio::time::Instant::now(), Arc::default());
+                    collect(rx, level, |live, window| progress.update(live, window), snapshots).await
+                })
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    // The same with the run's live metrics fed (`--metrics-listen`): the registry's cost per
+    // outcome is the difference.
+    let registry = anvil_load::results::live::Registry::new();
+    group.bench_function("record_outcome_live_metrics", |b| {
+        b.iter_batched(
+            || {
+                let (tx, rx) = mpsc::channel(BATCH);
+                for outcome in &outcomes {
+                    tx.try_send(outcome.clone()).expect("the channel holds a whole batch");
+                }
+                rx
+            },
+            |rx| -> Collected {
+                runtime.block_on(async {
+                    let live = Some(registry.start_level("bench"));
+                    let level = LevelSink { records: &sink, level: "bench", rules: Exclusions::default(), live };
                     let snapshots = Snapshots::new(None, "bench", tokio::time::Instant::now(), Arc::default());
                     collect(rx, level, |live, window| progress.update(live, window), snapshots).await
                 })

@@ -258,6 +258,15 @@ pub struct RunArgs {
     /// `anvil-load summarize FILE` rebuilds the artifacts from it.
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
+    /// Serve the client's own metrics at http://ADDR/metrics during the run, for Prometheus
+    /// (sets run.metrics_listen; e.g. 127.0.0.1:9464, :9464 for every interface, port 0 for a
+    /// free port; see observability.md).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+    /// Keep /metrics up this long after the run, so a last scrape sees the final counts (sets
+    /// run.metrics_linger; default 0s).
+    #[arg(long, value_name = "DURATION")]
+    pub metrics_linger: Option<String>,
     /// Exit with code 3 when a level's validity check fails (client saturated, arrivals dropped
     /// or queued) or a level misses an `[slo]` objective (named with its threshold and the observed
     /// value; capacity-search probes are exempt from the objectives).
@@ -305,9 +314,12 @@ impl RunArgs {
 }
 
 impl RunArgs {
-    /// `--set`, then the media flags as the keys they set (checked by the same rules).
+    /// `--set`, then the media and `/metrics` flags as the keys they set (checked by the same
+    /// rules).
     fn set_with_media(&self) -> Vec<String> {
         let mut set = self.set.clone();
+        set.extend(self.metrics_listen.as_ref().map(|a| format!("run.metrics_listen=\"{}\"", a.replace('"', ""))));
+        set.extend(self.metrics_linger.as_ref().map(|d| format!("run.metrics_linger=\"{}\"", d.replace('"', ""))));
         set.extend(self.images.map(|n| format!("workload.media.images.count={n}")));
         set.extend(self.image_size.as_ref().map(|s| format!("workload.media.images.size=\"{}\"", s.replace('"', ""))));
         set.extend(self.audio_seconds.map(|n| format!("workload.media.audio.seconds={n}")));

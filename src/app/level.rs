@@ -45,6 +45,8 @@ pub(super) struct Session<'a> {
     pub(super) scraper: Option<server_metrics::Scraper>,
     /// Several replicas scraped beside their base URLs: the replicas after the first.
     pub(super) replica_scrapers: server_metrics::ReplicaScrapers,
+    /// The run's live metrics, when `/metrics` serves them.
+    pub(super) live: Option<crate::results::live::Registry>,
 }
 
 impl Session<'_> {
@@ -168,8 +170,9 @@ impl Session<'_> {
             level_start,
             self.client.in_flight(),
         );
-        let lateness = LatenessProbe::start();
-        let sink = LevelSink { records: &self.records, level: &level_id, rules: self.info.initial_rules() };
+        let lateness = LatenessProbe::publishing(self.live.as_ref().map(|r| r.lateness_us()));
+        let live = self.live.as_ref().map(|r| r.start_level(&pacing.id_suffix()));
+        let sink = LevelSink { records: &self.records, level: &level_id, rules: self.info.initial_rules(), live };
         let (issued, collected) = tokio::join!(
             schedule::run_level(plan, start.shard, workload, self.client.clone(), tx, &self.control, level_start),
             aggregate::collect(rx, sink, |live, window| progress.update(live, window), snapshots),

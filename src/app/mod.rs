@@ -3,6 +3,7 @@
 mod cache_reset;
 mod ending;
 mod level;
+mod live;
 mod media_probes;
 mod meet;
 mod models;
@@ -247,6 +248,9 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     // Everything that can refuse the run does so before the first request (the /models check
     // and calibration probes are requests): exit code 2 promises that nothing was sent.
     setup::ensure_file_limit(&setup::DescriptorNeed::for_scenario(&scenario))?;
+    // Served from now on (a scrape before the first level finds the families, empty); stopped
+    // when the run ends, however it ends.
+    let live = live::start(&scenario).await?;
     // A key command runs now: its failure refuses the run before anything is sent.
     let credentials = Credentials::obtain(scenario.target.api_key_command.as_ref()).await?;
     let target = RunTarget::start(&scenario).await?;
@@ -310,6 +314,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
 
     let shard = shard_plan.join(&scenario, &args.out, &control).await.map_err(AppError::Aborted)?;
     let run_id = shard.run_id().to_string();
+    if let Some(live) = &live {
+        live.registry.watch_in_flight(client.in_flight());
+        live.registry.set_constant_labels(shard.index().map(|i| ("shard", i.to_string())).into_iter().collect());
+    }
     // Records always go to disk (memory stays bounded); the file is kept when asked for. It is
     // opened (and a reused one checked) before anything is sent, calibration probes included.
     let (records_path, keep_records) = match (&args.records, shard.kept_records(scenario.run.keep_records)) {
@@ -400,6 +408,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         shard,
         scraper,
         replica_scrapers,
+        live: live.as_ref().map(|l| l.registry.clone()),
     };
 
     let mut written: Vec<PathBuf> = Vec::new();
@@ -430,6 +439,9 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     }
     let ending = Ending { args, info: &session.info, out: Out::new(&args.console), search: search.as_ref() };
     ending.print(&artifacts, &written, &end);
+    if let Some(live) = live {
+        live.finish().await;
+    }
     if interrupted {
         return Ok(exit::ABORTED);
     }

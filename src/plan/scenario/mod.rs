@@ -20,6 +20,7 @@ pub mod bounds;
 mod checker;
 mod dataset;
 pub mod dataset_media;
+mod exporter_rules;
 mod headers;
 pub mod json_schema;
 pub mod key_command;
@@ -122,6 +123,12 @@ pub struct RunLimits {
     pub snapshot_interval: Option<Duration>,
     /// Keep the records file.
     pub keep_records: bool,
+    /// Where the client's own `/metrics` listens during the run (`run.metrics_listen`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// How long it stays up after the run (`run.metrics_linger`).
+    #[serde(with = "humantime_serde", skip_serializing_if = "Duration::is_zero")]
+    pub metrics_linger: Duration,
 }
 
 /// Service-level objectives: every criterion must hold for a level to pass.

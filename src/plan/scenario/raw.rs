@@ -193,6 +193,12 @@ pub struct RawRun {
     /// How often the server's metrics are scraped between the start and the end of each level
     /// (default `"5s"`, from `"100ms"` to `"10m"`); needs `target.metrics` or `target.metrics_url`.
     pub metrics_interval: Option<String>,
+    /// The address the client's own `/metrics` listens on during the run (`"127.0.0.1:9464"`;
+    /// port 0 takes a free port; `":9464"` every interface).
+    pub metrics_listen: Option<String>,
+    /// How long the client's `/metrics` stays up after the run (default `"0s"`), so that a last
+    /// scrape sees the final counts; needs `run.metrics_listen`.
+    pub metrics_linger: Option<String>,
 }
 
 /// A number of requests or a duration.

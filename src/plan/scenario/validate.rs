@@ -445,6 +445,7 @@ fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, Sc
             }
         }
     };
+    let (metrics_listen, metrics_linger) = super::exporter_rules::exporter(c, r)?;
     Ok(RunLimits {
         requests: r.requests,
         duration,
@@ -460,6 +461,8 @@ fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, Sc
             other => Some(c.duration("run.snapshot_interval", other, Duration::from_secs(60))?),
         },
         keep_records: r.records.unwrap_or(false),
+        metrics_listen,
+        metrics_linger,
     })
 }
 

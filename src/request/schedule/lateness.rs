@@ -8,6 +8,8 @@
 //! The probe costs one timer wake-up per interval; its histogram is fixed-size, so memory stays
 //! bounded in soaks.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -20,6 +22,8 @@ use crate::request::record::timing::ms;
 
 /// Often enough for a p99 over a second-long level, rarely enough to cost nothing.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(5);
+/// The window of the published figure: the worst lateness of the last second.
+pub const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 
 /// A running probe; `finish` stops it and gives the level's figures.
 pub struct LatenessProbe {
@@ -32,10 +36,16 @@ pub struct LatenessProbe {
 impl LatenessProbe {
     /// Start probing on the current runtime.
     pub fn start() -> Self {
+        Self::publishing(None)
+    }
+
+    /// Start probing, and store the worst lateness of each second (µs) in `published` as it
+    /// ends, for the live metrics.
+    pub fn publishing(published: Option<Arc<AtomicU64>>) -> Self {
         let stop = CancellationToken::new();
         let started = Instant::now();
         let cpu_start = crate::sys::process_cpu_time();
-        let task = tokio::spawn(probe(stop.clone(), started));
+        let task = tokio::spawn(probe(stop.clone(), started, published));
         LatenessProbe { stop, task, started, cpu_start }
     }
 
@@ -66,17 +76,32 @@ fn empty() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static histogram bounds are valid")
 }
 
-async fn probe(stop: CancellationToken, started: Instant) -> Histogram<u64> {
+async fn probe(stop: CancellationToken, started: Instant, published: Option<Arc<AtomicU64>>) -> Histogram<u64> {
     let mut histogram = empty();
     let mut deadline = started + PROBE_INTERVAL;
+    let (mut window_end, mut window_max) = (started + PUBLISH_EVERY, 0);
     loop {
         tokio::select! {
             biased;
-            _ = stop.cancelled() => return histogram,
+            _ = stop.cancelled() => {
+                // A level shorter than a window still shows its worst.
+                if let Some(published) = &published {
+                    published.store(window_max, Ordering::Relaxed);
+                }
+                return histogram;
+            }
             _ = tokio::time::sleep_until(deadline) => {}
         }
         let now = Instant::now();
-        histogram.saturating_record(now.saturating_duration_since(deadline).as_micros() as u64);
+        let late_us = now.saturating_duration_since(deadline).as_micros() as u64;
+        histogram.saturating_record(late_us);
+        if let Some(published) = &published {
+            window_max = window_max.max(late_us);
+            if now >= window_end {
+                published.store(window_max, Ordering::Relaxed);
+                (window_end, window_max) = (now + PUBLISH_EVERY, 0);
+            }
+        }
         // A wake-up later than a whole interval counts once: the missed deadlines are not
         // separate samples of the same stall.
         deadline += PROBE_INTERVAL;
@@ -102,6 +127,18 @@ mod tests {
         assert!(load.probes >= 5, "{load:?}");
         assert!(load.lateness_max_ms >= 50.0, "the 60 ms block shows: {load:?}");
         assert!(load.wall_ms >= 100.0, "{load:?}");
+    }
+
+    #[tokio::test]
+    async fn the_worst_lateness_of_each_second_is_published() {
+        let published = Arc::new(AtomicU64::new(0));
+        let probe = LatenessProbe::publishing(Some(Arc::clone(&published)));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        std::thread::sleep(Duration::from_millis(60));
+        tokio::time::sleep(PUBLISH_EVERY + Duration::from_millis(50)).await;
+        // The first second's worst, published as it ended.
+        assert!(published.load(Ordering::Relaxed) >= 50_000, "{published:?}");
+        let _ = probe.finish().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -120,6 +120,9 @@ pub struct LevelSink<'a> {
     pub level: &'a str,
     /// Phases and exclusions known before the level (cool-down is decided at the end).
     pub rules: Exclusions,
+    /// The run's live metrics, when something reads them (`/metrics`, a push); nothing is
+    /// counted without them.
+    pub live: Option<crate::results::live::LevelMetrics>,
 }
 
 /// Receive outcomes until every sender is gone. `on_update` sees the live counters after every
@@ -152,6 +155,9 @@ pub async fn collect(
                     written.gaps.add(&record);
                 }
                 live.record_completed(&sample);
+                if let Some(m) = &sink.live {
+                    m.completed(&record);
+                }
                 snapshots.record_completed(&sample);
                 out.samples.push(sample);
                 sink.records.write(&RecordLine::Request { level: level.clone(), record: Box::new(record) }).await;
@@ -160,6 +166,9 @@ pub async fn collect(
                 let record = FailureRecord::from_failed(&f, &sink.rules);
                 let sample = FailureSample::from_record(&record);
                 live.record_failed(&sample);
+                if let Some(m) = &sink.live {
+                    m.failed(&record);
+                }
                 snapshots.record_failed(&sample);
                 out.failures.push(sample);
                 sink.records.write(&RecordLine::Failure { level: level.clone(), record: Box::new(record) }).await;
@@ -168,6 +177,9 @@ pub async fn collect(
                 live.dropped += 1;
                 out.dropped += 1;
                 let record = DroppedRecord::from_dropped(&d);
+                if let Some(m) = &sink.live {
+                    m.dropped(sink.rules.phase(record.request_index, record.intended_offset_ms));
+                }
                 sink.records.write(&RecordLine::Dropped { level: level.clone(), record }).await;
             }
         }

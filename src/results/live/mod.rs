@@ -6,5 +6,10 @@
 //! the contract's vocabulary once (`names`). The artifact stays the exact record; these are
 //! the same counts, and histograms with fixed buckets for live views.
 
+pub mod exposition;
 pub mod names;
+pub mod registry;
+pub mod serve;
 pub mod snapshot;
+
+pub use registry::{LevelMetrics, Registry};

@@ -7,4 +7,6 @@
 //! the same counts, and histograms with fixed buckets for live views.
 
 pub mod names;
+pub mod otlp;
+pub mod remote_write;
 pub mod snapshot;

@@ -45,6 +45,8 @@ pub(super) struct Session<'a> {
     pub(super) scraper: Option<server_metrics::Scraper>,
     /// Several replicas scraped beside their base URLs: the replicas after the first.
     pub(super) replica_scrapers: server_metrics::ReplicaScrapers,
+    /// The counts the live metrics are pushed from, when the scenario pushes them.
+    pub(super) live: Option<Arc<super::live_push::LiveCounts>>,
 }
 
 impl Session<'_> {
@@ -169,10 +171,21 @@ impl Session<'_> {
             self.client.in_flight(),
         );
         let lateness = LatenessProbe::start();
+        let live_level = pacing.id_suffix();
         let sink = LevelSink { records: &self.records, level: &level_id, rules: self.info.initial_rules() };
         let (issued, collected) = tokio::join!(
             schedule::run_level(plan, start.shard, workload, self.client.clone(), tx, &self.control, level_start),
-            aggregate::collect(rx, sink, |live, window| progress.update(live, window), snapshots),
+            aggregate::collect(
+                rx,
+                sink,
+                |live, window| {
+                    progress.update(live, window);
+                    if let Some(counts) = &self.live {
+                        counts.set(&live_level, live);
+                    }
+                },
+                snapshots
+            ),
         );
         let client = lateness.finish().await;
         progress.finish();

@@ -3,6 +3,7 @@
 mod cache_reset;
 mod ending;
 mod level;
+mod live_push;
 mod media_probes;
 mod meet;
 mod models;
@@ -387,6 +388,14 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     info.model_source = model_source;
     shard.attach(&mut info, &workload);
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
+    let (pusher, live) = match live_push::start(&scenario, &shard) {
+        Ok(Some((pusher, counts))) => (Some(pusher), Some(counts)),
+        Ok(None) => (None, None),
+        Err(e) => {
+            abandon(records, records_writer);
+            return Err(AppError::Aborted(e));
+        }
+    };
     let session = Session {
         args,
         scenario: &scenario,
@@ -400,11 +409,14 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         shard,
         scraper,
         replica_scrapers,
+        live,
     };
 
     let mut written: Vec<PathBuf> = Vec::new();
     let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
     let mut result = session.run_levels(&mut artifacts, &mut written).await;
+    // After the last request: the end state is the final push.
+    live_push::finish(pusher).await;
     let interrupted = session.control.stop_issuing.is_cancelled();
     let mut end = shard::RunEnd::Alone;
     if let (Ok(_), false) = (&result, interrupted) {

@@ -332,6 +332,11 @@ impl Shard {
         }
     }
 
+    /// This shard's index, when sharded (the `shard` label of its live metrics).
+    pub fn index(&self) -> Option<u32> {
+        self.is_sharded().then(|| self.part().index)
+    }
+
     /// Whether this process measures only a part of the run (its own levels are not the answer).
     pub fn is_part(&self) -> bool {
         self.is_sharded()

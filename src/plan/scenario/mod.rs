@@ -29,6 +29,7 @@ mod metrics_rules;
 mod model_rules;
 mod overrides;
 mod pacing;
+pub mod push_rules;
 mod query;
 mod raw;
 mod replica_rules;
@@ -122,6 +123,10 @@ pub struct RunLimits {
     pub snapshot_interval: Option<Duration>,
     /// Keep the records file.
     pub keep_records: bool,
+    /// Where the live metrics are pushed (`run.remote_write`, `run.otlp`): not what was
+    /// measured, so not serialized (nor fingerprinted), and its URLs may hold credentials.
+    #[serde(skip)]
+    pub push: Option<push_rules::PushSettings>,
 }
 
 /// Service-level objectives: every criterion must hold for a level to pass.

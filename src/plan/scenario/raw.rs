@@ -193,6 +193,17 @@ pub struct RawRun {
     /// How often the server's metrics are scraped between the start and the end of each level
     /// (default `"5s"`, from `"100ms"` to `"10m"`); needs `target.metrics` or `target.metrics_url`.
     pub metrics_interval: Option<String>,
+    /// Push the client's live metrics to this Prometheus remote write URL
+    /// (`"http://host:9090/api/v1/write"`) every `push_interval` and at the end.
+    pub remote_write: Option<String>,
+    /// Push the client's live metrics to this OTLP/HTTP metrics URL
+    /// (`"http://host:4318/v1/metrics"`) every `push_interval` and at the end.
+    pub otlp: Option<String>,
+    /// How often the live metrics are pushed (default `"10s"`, from `"100ms"` to `"10m"`);
+    /// needs `remote_write` or `otlp`.
+    pub push_interval: Option<String>,
+    /// The environment variable holding a bearer token sent with every push.
+    pub push_token_env: Option<String>,
 }
 
 /// A number of requests or a duration.

@@ -8,5 +8,6 @@
 
 pub mod names;
 pub mod otlp;
+pub mod push;
 pub mod remote_write;
 pub mod snapshot;

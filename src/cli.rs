@@ -267,6 +267,15 @@ pub struct RunArgs {
     /// run.metrics_linger; default 0s).
     #[arg(long, value_name = "DURATION")]
     pub metrics_linger: Option<String>,
+    /// Push the client's live metrics to this Prometheus remote write URL, e.g.
+    /// http://127.0.0.1:9090/api/v1/write, every run.push_interval and at the end (sets
+    /// run.remote_write; see observability.md#push-prometheus-remote-write-and-otlp).
+    #[arg(long, value_name = "URL")]
+    pub remote_write: Option<String>,
+    /// Push the client's live metrics to this OTLP/HTTP metrics URL, e.g.
+    /// http://127.0.0.1:4318/v1/metrics, every run.push_interval and at the end (sets run.otlp).
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
     /// Exit with code 3 when a level's validity check fails (client saturated, arrivals dropped
     /// or queued) or a level misses an `[slo]` objective (named with its threshold and the observed
     /// value; capacity-search probes are exempt from the objectives).
@@ -309,6 +318,8 @@ impl RunArgs {
             simulator: self.simulator.clone(),
             tokenizer: self.tokenizer.clone(),
             headers: self.header.clone(),
+            remote_write: self.remote_write.clone(),
+            otlp: self.otlp.clone(),
         }
     }
 }

@@ -250,7 +250,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     setup::ensure_file_limit(&setup::DescriptorNeed::for_scenario(&scenario))?;
     // Served from now on (a scrape before the first level finds the families, empty); stopped
     // when the run ends, however it ends.
-    let live = live::start(&scenario).await?;
+    let mut live = live::start(&scenario).await?;
     // A key command runs now: its failure refuses the run before anything is sent.
     let credentials = Credentials::obtain(scenario.target.api_key_command.as_ref()).await?;
     let target = RunTarget::start(&scenario).await?;
@@ -395,6 +395,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     info.model_source = model_source;
     shard.attach(&mut info, &workload);
     records.write(&RecordLine::Run { schema: records::RECORDS_SCHEMA.to_string(), info: Box::new(info.clone()) }).await;
+    if let Some(Err(e)) = live.as_mut().map(|l| l.push(&scenario, &shard)) {
+        abandon(records, records_writer);
+        return Err(AppError::Aborted(e));
+    }
     let session = Session {
         args,
         scenario: &scenario,
@@ -414,6 +418,10 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
     let mut written: Vec<PathBuf> = Vec::new();
     let mut artifacts: Vec<(LevelSummary, PathBuf)> = Vec::new();
     let mut result = session.run_levels(&mut artifacts, &mut written).await;
+    // After the last request: the end state is the final push.
+    if let Some(live) = live.as_mut() {
+        live.push_final().await;
+    }
     let interrupted = session.control.stop_issuing.is_cancelled();
     let mut end = shard::RunEnd::Alone;
     if let (Ok(_), false) = (&result, interrupted) {

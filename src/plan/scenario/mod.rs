@@ -30,6 +30,7 @@ mod metrics_rules;
 mod model_rules;
 mod overrides;
 mod pacing;
+pub mod push_rules;
 mod query;
 mod raw;
 mod replica_rules;
@@ -129,6 +130,10 @@ pub struct RunLimits {
     /// How long it stays up after the run (`run.metrics_linger`).
     #[serde(with = "humantime_serde", skip_serializing_if = "Duration::is_zero")]
     pub metrics_linger: Duration,
+    /// Where the live metrics are pushed (`run.remote_write`, `run.otlp`): not what was
+    /// measured, so not serialized (nor fingerprinted), and its URLs may hold credentials.
+    #[serde(skip)]
+    pub push: Option<push_rules::PushSettings>,
 }
 
 /// Service-level objectives: every criterion must hold for a level to pass.

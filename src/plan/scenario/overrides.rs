@@ -45,6 +45,10 @@ pub struct Overrides {
     pub tokenizer: Option<String>,
     /// `--header 'NAME: VALUE'`, as written (added to `target.headers`).
     pub headers: Vec<String>,
+    /// `--remote-write URL` (`run.remote_write`).
+    pub remote_write: Option<String>,
+    /// `--otlp URL` (`run.otlp`).
+    pub otlp: Option<String>,
 }
 
 /// The plain keys the command line sets, put into the TOML document before it is read: every
@@ -65,12 +69,14 @@ pub(super) fn apply_to_table(table: &mut toml::Table, o: &Overrides, c: &mut Che
         }
         put(table, c, &format!("slo.{key}"), toml_value(&value), format!("--slo {key}"))?;
     }
-    let flags: [(&str, Option<toml::Value>, &str); 5] = [
+    let flags: [(&str, Option<toml::Value>, &str); 7] = [
         ("workload.context_tokens", o.input_tokens.map(|n| toml::Value::Integer(i64::from(n))), "--input-tokens"),
         ("workload.max_tokens", o.max_tokens.map(|n| toml::Value::Integer(i64::from(n))), "--output-tokens"),
         ("output.ignore_eos", o.ignore_eos.then_some(toml::Value::Boolean(true)), "--ignore-eos"),
         ("run.duration", o.duration.clone().map(toml::Value::String), "--duration"),
         ("target.api_key_env", o.api_key_env.clone().map(toml::Value::String), "--api-key-env"),
+        ("run.remote_write", o.remote_write.clone().map(toml::Value::String), "--remote-write"),
+        ("run.otlp", o.otlp.clone().map(toml::Value::String), "--otlp"),
     ];
     for (key, value, flag) in flags {
         if let Some(value) = value {

@@ -199,6 +199,17 @@ pub struct RawRun {
     /// How long the client's `/metrics` stays up after the run (default `"0s"`), so that a last
     /// scrape sees the final counts; needs `run.metrics_listen`.
     pub metrics_linger: Option<String>,
+    /// Push the client's live metrics to this Prometheus remote write URL
+    /// (`"http://host:9090/api/v1/write"`) every `push_interval` and at the end.
+    pub remote_write: Option<String>,
+    /// Push the client's live metrics to this OTLP/HTTP metrics URL
+    /// (`"http://host:4318/v1/metrics"`) every `push_interval` and at the end.
+    pub otlp: Option<String>,
+    /// How often the live metrics are pushed (default `"10s"`, from `"100ms"` to `"10m"`);
+    /// needs `remote_write` or `otlp`.
+    pub push_interval: Option<String>,
+    /// The environment variable holding a bearer token sent with every push.
+    pub push_token_env: Option<String>,
 }
 
 /// A number of requests or a duration.

@@ -463,6 +463,7 @@ fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, Sc
         keep_records: r.records.unwrap_or(false),
         metrics_listen,
         metrics_linger,
+        push: super::push_rules::push(c, r)?,
     })
 }
 

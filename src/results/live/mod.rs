@@ -8,7 +8,10 @@
 
 pub mod exposition;
 pub mod names;
+pub mod otlp;
+pub mod push;
 pub mod registry;
+pub mod remote_write;
 pub mod serve;
 pub mod snapshot;
 

@@ -29,6 +29,7 @@
 
 mod check;
 mod file;
+mod gpu;
 mod names;
 mod parse;
 mod raw;
@@ -39,6 +40,7 @@ mod summary;
 pub use check::{
     ClientTokens, CountsDiffer, SERVER_COUNTS_TOLERANCE, ServerMetricsWarning, server_counts_differ, warnings,
 };
+pub use gpu::{DCGM_FIELDS, EnergySource, GpuField, GpuSummary, GpuTelemetry};
 pub use names::{ALIASES, Alias, Engine, Norm, Normalised, normalise};
 pub use parse::{Parsed, Series, parse};
 pub use raw::{MAX_KEY_BYTES, MAX_RAW_SERIES, RAW_BUDGET_BYTES, disk_bytes_per_level};

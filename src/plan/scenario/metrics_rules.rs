@@ -109,7 +109,11 @@ fn metrics_urls(
 ) -> Result<Vec<String>, ScenarioError> {
     const KEY: &str = "target.metrics_urls";
     if urls.is_empty() {
-        return Err(c.err(KEY, "is an empty list", "list the endpoints to scrape beside the server's, or remove the key"));
+        return Err(c.err(
+            KEY,
+            "is an empty list",
+            "list the endpoints to scrape beside the server's, or remove the key",
+        ));
     }
     if urls.len() > MAX_METRICS_URLS {
         return Err(c.err(
@@ -271,7 +275,10 @@ mod tests {
             ("metrics = true\nmetrics_urls = []", "target.metrics_urls"),
             ("metrics = true\nmetrics_urls = [\"http://g:9400/metrics\", \"ftp://g/m\"]", "target.metrics_urls[1]"),
             ("metrics = true\nmetrics_urls = [\"not a url\"]", "target.metrics_urls[0]"),
-            ("metrics = true\nmetrics_urls = [\"http://g:9400/metrics\", \"http://u:p@g:9400/metrics\"]", "target.metrics_urls[1]"),
+            (
+                "metrics = true\nmetrics_urls = [\"http://g:9400/metrics\", \"http://u:p@g:9400/metrics\"]",
+                "target.metrics_urls[1]",
+            ),
             ("metrics = true\nmetrics_urls = [\"http://127.0.0.1:8000/metrics\"]", "target.metrics_urls[0]"),
             ("metrics_url = \"http://h:1/m\"\nmetrics_urls = [\"http://h:1/m\"]", "target.metrics_urls[0]"),
         ];

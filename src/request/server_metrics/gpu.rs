@@ -230,8 +230,7 @@ impl GpuAccumulator {
             let label = |name: &str| s.labels.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
             let gpu = label("gpu").unwrap_or_default();
             let uuid = label("UUID").filter(|u| !u.is_empty());
-            let key =
-                GpuKey { hostname: label("Hostname"), id: uuid.clone().unwrap_or_else(|| format!("gpu={gpu}")) };
+            let key = GpuKey { hostname: label("Hostname"), id: uuid.clone().unwrap_or_else(|| format!("gpu={gpu}")) };
             let acc = self.gpus.entry(key.clone()).or_insert_with(|| GpuAcc {
                 gpu: gpu.clone(),
                 uuid,

@@ -108,6 +108,20 @@ impl LevelServerMetrics {
     pub fn counter(&self, norm: Norm) -> Option<f64> {
         self.counters.get(&norm).copied()
     }
+
+    /// Every block's own GPU telemetry, each once: this one's, the other replicas' and the
+    /// endpoints'.
+    pub fn gpu_blocks(&self) -> impl Iterator<Item = &GpuTelemetry> {
+        let others = self.replicas.iter().skip(1).chain(&self.endpoints);
+        self.gpu.iter().chain(others.filter_map(|b| b.gpu.as_ref()))
+    }
+
+    /// `gpu_telemetry` set from the blocks' GPUs and the level's output tokens (recomputed, so
+    /// a summary rebuilt from the records gets the same).
+    pub fn with_gpu_telemetry(mut self, output_tokens: u64) -> LevelServerMetrics {
+        self.gpu_telemetry = GpuTelemetry::level(self.gpu_blocks(), output_tokens);
+        self
+    }
 }
 
 #[derive(Debug)]

@@ -45,7 +45,7 @@ pub use check::{
 };
 pub use endpoints::{EndpointScrapers, PreparedEndpoints, ScrapingEndpoints};
 pub use gpu::{DCGM_FIELDS, EnergySource, GpuField, GpuSummary, GpuTelemetry};
-pub use names::{ALIASES, Alias, Engine, Norm, Normalised, normalise};
+pub use names::{ALIASES, Alias, DASHBOARD_NAMES, Engine, Norm, Normalised, normalise};
 pub use parse::{Parsed, Series, parse};
 pub use raw::{MAX_KEY_BYTES, MAX_RAW_SERIES, RAW_BUDGET_BYTES, disk_bytes_per_level};
 pub use replicas::{PreparedReplicas, ReplicaScrapers, ScrapingReplicas};

@@ -303,8 +303,8 @@ fn server_line(m: &LevelServerMetrics) -> String {
     parts.join(" · ")
 }
 
-/// The level's GPU telemetry in one line: `GPU (2 GPUs, DCGM) · utilisation mean 43.2 % max 100 %
-/// · memory peak 28,672 MiB · power mean 215 W max 390 W · energy 1,234 J (counter) · 0.500 J per
+/// The level's GPU telemetry in one line: `GPU (1 GPU, DCGM) · utilisation mean 37.4 % max 75 %
+/// · memory peak 26,624 MiB · power mean 190 W max 310 W · energy 3,166 J (counter) · 0.5 J per
 /// output token`.
 fn gpu_line(g: &crate::request::server_metrics::GpuTelemetry) -> String {
     let plural = if g.gpu_count == 1 { "" } else { "s" };

@@ -175,8 +175,17 @@ fn values_that_cannot_be_written_safely_are_refused() {
             "\n",
         ),
     );
+    let secret_endpoint = write(
+        dir.path(),
+        "endpoints.toml",
+        &scenario_text(
+            "base_url = \"http://engine:8000/v1\"\nmetrics = true\nmetrics_urls = [\"http://gpu:9400/metrics\", \"http://admin:hunter22@gpu:9100/metrics\"]",
+            "\n",
+        ),
+    );
     let base = ["--shards", "2", "--image", "anvil-load:dev"];
     for (extra, says) in [
+        (vec!["--scenario", secret_endpoint.to_str().unwrap()], "target.metrics_urls[1]"),
         (vec!["--scenario", injected_env.to_str().unwrap()], "not an environment variable's name"),
         (vec!["--scenario", reserved_env.to_str().unwrap()], "the pods set that variable themselves"),
         (vec!["--scenario", secret_query.to_str().unwrap()], "carries credentials"),

@@ -45,8 +45,10 @@ pub(super) struct Session<'a> {
     pub(super) scraper: Option<server_metrics::Scraper>,
     /// Several replicas scraped beside their base URLs: the replicas after the first.
     pub(super) replica_scrapers: server_metrics::ReplicaScrapers,
-    /// The run's live metrics, when `/metrics` serves them.
+    /// The run's live metrics, when `/metrics` serves them or a push sends them.
     pub(super) live: Option<crate::results::live::Registry>,
+    /// `target.metrics_urls`: the other endpoints, each kept apart.
+    pub(super) endpoint_scrapers: server_metrics::EndpointScrapers,
 }
 
 impl Session<'_> {
@@ -142,6 +144,7 @@ impl Session<'_> {
             None => None,
         };
         let replica_scrape = self.replica_scrapers.prepare(&level_id, &self.args.out, &stem).await;
+        let endpoint_scrape = self.endpoint_scrapers.prepare(&level_id, &self.args.out, &stem).await;
         // The level's wall-clock start and its monotonic start are the same instant, so that
         // `started_at_unix_ns + start_offset_ms` places every request on the wall clock (for
         // shards, the instant they agreed on).
@@ -149,6 +152,7 @@ impl Session<'_> {
         let (started, level_start) = (start.started, start.at);
         let scraping = scrape.map(|s| s.start(level_start));
         let replica_scraping = replica_scrape.start(level_start);
+        let endpoint_scraping = endpoint_scrape.start(level_start);
         self.records
             .write(&RecordLine::Level {
                 level: level_id.clone(),
@@ -184,6 +188,7 @@ impl Session<'_> {
             None => None,
         };
         let server_metrics = replica_scraping.finish(server_metrics).await;
+        let server_metrics = endpoint_scraping.finish(server_metrics).await;
         let finished = Stamp::now();
         let interrupted = self.control.stop_issuing.is_cancelled();
         let simulator = self.target.simulator_counts().map(|after| setup::counts_delta(&after, before.as_ref()));

@@ -293,6 +293,12 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         }
         _ => server_metrics::ReplicaScrapers::default(),
     };
+    let endpoint_scrapers = match &scenario.target.metrics {
+        Some(m) => server_metrics::EndpointScrapers::new(&m.endpoints, m.interval, scenario.target.redact_base_url)
+            .map_err(AppError::Aborted)?
+            .with_secrets(&secrets),
+        None => server_metrics::EndpointScrapers::default(),
+    };
     let endpoint = crate::plan::scenario::url_rules::endpoint(&target.base_url, scenario.target.api.path());
     let bearer = scenario.target.api_key.clone().filter(|_| worker::sends_bearer(&scenario.target));
     let client = Client::new(&endpoint, bearer, scenario.client.clone(), pool_size(&scenario))
@@ -413,6 +419,7 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         scraper,
         replica_scrapers,
         live: live.as_ref().map(|l| l.registry.clone()),
+        endpoint_scrapers,
     };
 
     let mut written: Vec<PathBuf> = Vec::new();
@@ -547,7 +554,7 @@ fn disk_need_bytes(s: &Scenario) -> u64 {
     let scrapes = s.target.metrics.as_ref().map_or(0, |m| {
         levels
             .saturating_mul(server_metrics::disk_bytes_per_level(s.run.duration, m.interval))
-            .saturating_mul(files as u64)
+            .saturating_mul((files + m.endpoints.len()) as u64)
     });
     levels
         .saturating_mul(per_level)

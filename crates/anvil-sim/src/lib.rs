@@ -7,7 +7,8 @@
 //! real engines' ([`Profile`] holds the knobs, including llama.cpp's quirks; [`PROFILE_NAMES`]
 //! the named profiles), plus `/v1/models`, `/health`, and `/mock/stats` / `/mock/profile` /
 //! `/mock/ground-truth` so a test can compare what the client measured with what the server
-//! did, and `/metrics` in an engine's Prometheus names (see [`metrics`]). It can also break on
+//! did, `/metrics` in an engine's Prometheus names (see [`metrics`]) and `/dcgm/metrics`, a GPU
+//! in NVIDIA's DCGM exporter's names driven by the load (see [`gpu`]). It can also break on
 //! purpose, in every way a client must survive ([`FaultProfile`]), restarts included.
 //!
 //! It depends on no client: the canary markers it echoes and the counters it keeps are its
@@ -19,6 +20,7 @@ mod auth;
 pub mod cli;
 mod contamination;
 mod faults;
+pub mod gpu;
 mod ground_truth;
 pub mod json_instance;
 mod lora;

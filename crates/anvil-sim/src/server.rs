@@ -101,6 +101,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/mock/profile", get(mock_profile))
         .route("/mock/ground-truth", get(mock_ground_truth))
         .route("/metrics", get(prometheus_metrics))
+        .route("/dcgm/metrics", get(dcgm_metrics))
         .route("/reset_prefix_cache", post(super::lora::reset_prefix_cache))
         .route("/flush_cache", post(super::lora::flush_cache))
         .route("/slots", get(super::lora::slots))
@@ -179,6 +180,12 @@ async fn mock_profile(State(state): State<Arc<AppState>>) -> Response {
 
 async fn prometheus_metrics(State(state): State<Arc<AppState>>) -> Response {
     let body = super::metrics::render(&state.profile, &state.stats.since_restart());
+    ([(CONTENT_TYPE, HeaderValue::from_static(super::metrics::CONTENT_TYPE))], body).into_response()
+}
+
+async fn dcgm_metrics(State(state): State<Arc<AppState>>) -> Response {
+    // The GPU's counters run since boot: a simulated engine restart does not reset them.
+    let body = super::gpu::render(&state.stats.snapshot());
     ([(CONTENT_TYPE, HeaderValue::from_static(super::metrics::CONTENT_TYPE))], body).into_response()
 }
 

@@ -271,10 +271,12 @@ fn kubernetes_spec(k: &KubernetesArgs) -> Result<kubernetes::Spec, String> {
                 ));
             }
         }
-        let replicas = target.and_then(|t| t.get("base_urls")).and_then(toml::Value::as_array);
-        for (i, url) in replicas.into_iter().flatten().enumerate() {
-            if let Some(url) = url.as_str() {
-                check_url(&format!("{}: target.base_urls[{i}]", k.scenario.display()), url)?;
+        for key in ["base_urls", "metrics_urls"] {
+            let urls = target.and_then(|t| t.get(key)).and_then(toml::Value::as_array);
+            for (i, url) in urls.into_iter().flatten().enumerate() {
+                if let Some(url) = url.as_str() {
+                    check_url(&format!("{}: target.{key}[{i}]", k.scenario.display()), url)?;
+                }
             }
         }
     }

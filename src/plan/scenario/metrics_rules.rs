@@ -1,11 +1,11 @@
-//! Validation of the server-metrics keys: `target.metrics_url`, `target.metrics` and
-//! `run.metrics_interval`.
+//! Validation of the server-metrics keys: `target.metrics_url`, `target.metrics`,
+//! `target.metrics_urls` and `run.metrics_interval`.
 
 use std::time::Duration;
 
 use super::checker::Checker;
 use super::raw;
-use super::{MetricsEndpoint, ScenarioError, ServerMetricsSettings};
+use super::{Endpoint, MetricsEndpoint, ScenarioError, ServerMetricsSettings, Target};
 
 /// Scrapes between the start and the end of a level, by default. AIPerf scrapes every 100 ms
 /// and llm-d every 15 s; 5 s resolves a level of a minute or more at a negligible cost.
@@ -15,11 +15,16 @@ pub const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_secs(5);
 pub const MIN_METRICS_INTERVAL: Duration = Duration::from_millis(100);
 /// Above this a level has no time series worth the name; start and end scrapes still happen.
 pub const MAX_METRICS_INTERVAL: Duration = Duration::from_secs(600);
+/// `target.metrics_urls` entries, at most: each is scraped every interval on its own
+/// connection and writes its own file per level (bounded like the server's), so a node's GPUs
+/// and a few replicas fit and a pasted inventory does not.
+pub const MAX_METRICS_URLS: usize = 16;
 
 pub(super) fn server_metrics(
     c: &Checker,
     t: &raw::RawTarget,
     r: &raw::RawRun,
+    target: &Target,
 ) -> Result<Option<ServerMetricsSettings>, ScenarioError> {
     let endpoint = match (&t.metrics_url, t.metrics) {
         (Some(_), Some(true)) => {
@@ -41,6 +46,14 @@ pub(super) fn server_metrics(
         (None, Some(false) | None) => None,
     };
     let Some(endpoint) = endpoint else {
+        if t.metrics_urls.is_some() {
+            return Err(c.err(
+                "target.metrics_urls",
+                "is set but the server's own metrics are not scraped",
+                "add target.metrics = true (the server's /metrics beside the base URL) or target.metrics_url; \
+                 the listed endpoints are kept beside the server's, in server_metrics.endpoints[]",
+            ));
+        }
         if r.metrics_interval.is_some() {
             return Err(c.err(
                 "run.metrics_interval",
@@ -58,24 +71,115 @@ pub(super) fn server_metrics(
             "give a duration such as \"1s\" or \"5s\" (the default)",
         ));
     }
-    Ok(Some(ServerMetricsSettings { endpoint, interval }))
+    let endpoints = match &t.metrics_urls {
+        Some(urls) => metrics_urls(c, urls, &endpoint, target)?,
+        None => Vec::new(),
+    };
+    Ok(Some(ServerMetricsSettings { endpoint, interval, endpoints }))
 }
 
 fn metrics_url(c: &Checker, text: &str) -> Result<String, ScenarioError> {
+    checked_url(c, "target.metrics_url", text)
+}
+
+fn checked_url(c: &Checker, key: &str, text: &str) -> Result<String, ScenarioError> {
     // Spaces around a pasted URL are harmless; every other hidden character is refused.
     let text = text.trim_matches(' ');
-    super::url_rules::check(text).map_err(|problem| c.err("target.metrics_url", problem, super::url_rules::FIX))?;
+    super::url_rules::check(text).map_err(|problem| c.err(key, problem, super::url_rules::FIX))?;
     let fix = "write it like \"http://127.0.0.1:8000/metrics\"";
-    let url = reqwest::Url::parse(text).map_err(|e| {
-        c.err("target.metrics_url", format!("{:?} is not a URL ({e})", crate::redact::redact_url(text)), fix)
-    })?;
+    let url = reqwest::Url::parse(text)
+        .map_err(|e| c.err(key, format!("{:?} is not a URL ({e})", crate::redact::redact_url(text)), fix))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(c.err("target.metrics_url", format!("{:?} is not an http:// or https:// URL", url.scheme()), fix));
+        return Err(c.err(key, format!("{:?} is not an http:// or https:// URL", url.scheme()), fix));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(c.err("target.metrics_url", "has no host", fix));
+        return Err(c.err(key, "has no host", fix));
     }
     Ok(url.to_string())
+}
+
+/// `target.metrics_urls`: each entry checked like `metrics_url`; none twice, and none the
+/// server's own endpoint (the one `metrics_url` names, or `/metrics` beside a base URL when
+/// `metrics = true`), which is scraped already and would be counted twice.
+fn metrics_urls(
+    c: &Checker,
+    urls: &[String],
+    server: &MetricsEndpoint,
+    target: &Target,
+) -> Result<Vec<String>, ScenarioError> {
+    const KEY: &str = "target.metrics_urls";
+    if urls.is_empty() {
+        return Err(c.err(
+            KEY,
+            "is an empty list",
+            "list the endpoints to scrape beside the server's, or remove the key",
+        ));
+    }
+    if urls.len() > MAX_METRICS_URLS {
+        return Err(c.err(
+            KEY,
+            format!("lists {} endpoints, more than {MAX_METRICS_URLS}", urls.len()),
+            "scrape the endpoints that matter to this run (the GPUs' DCGM exporter, a node exporter), or aggregate them in Prometheus",
+        ));
+    }
+    let mut server_urls: Vec<String> = Vec::new();
+    match server {
+        MetricsEndpoint::Url { url } => server_urls.push(url.clone()),
+        MetricsEndpoint::BesideBaseUrl => {
+            let mut bases: Vec<&str> = Vec::new();
+            if let Endpoint::Remote { base_url } = &target.endpoint {
+                bases.push(base_url);
+            }
+            if let Some(r) = &target.replicas {
+                bases.extend(r.base_urls.iter().map(String::as_str));
+            }
+            server_urls.extend(bases.into_iter().filter_map(beside));
+        }
+    }
+    let server_keys: Vec<String> = server_urls.iter().filter_map(|u| same_endpoint_key(u)).collect();
+    let mut seen: Vec<String> = Vec::with_capacity(urls.len());
+    let mut checked = Vec::with_capacity(urls.len());
+    for (i, text) in urls.iter().enumerate() {
+        let key = format!("{KEY}[{i}]");
+        let url = checked_url(c, &key, text)?;
+        let same = same_endpoint_key(&url).unwrap_or_else(|| url.clone());
+        if let Some(j) = seen.iter().position(|s| *s == same) {
+            return Err(c.err(
+                &key,
+                format!("{:?} is listed twice (also at [{j}])", crate::redact::redact_url(&url)),
+                "list each endpoint once",
+            ));
+        }
+        if server_keys.contains(&same) {
+            return Err(c.err(
+                &key,
+                format!("{:?} is the server's own metrics endpoint, scraped already", crate::redact::redact_url(&url)),
+                "remove it from metrics_urls: the server's metrics are in server_metrics itself",
+            ));
+        }
+        seen.push(same);
+        checked.push(url);
+    }
+    Ok(checked)
+}
+
+/// `/metrics` beside a base URL, as the run derives it.
+fn beside(base_url: &str) -> Option<String> {
+    let mut url = reqwest::Url::parse(base_url).ok()?;
+    url.set_path("/metrics");
+    url.set_query(None);
+    url.set_fragment(None);
+    Some(url.to_string())
+}
+
+/// What makes two metrics URLs the same endpoint: scheme, host, port, path and query, whatever
+/// credentials each carries.
+fn same_endpoint_key(url: &str) -> Option<String> {
+    let mut url = reqwest::Url::parse(url).ok()?;
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_fragment(None);
+    Some(url.to_string())
 }
 
 #[cfg(test)]
@@ -141,5 +245,50 @@ mod tests {
         }
         let err = load("metrics = false", "metrics_interval = \"5s\"").expect_err("interval without scraping");
         assert_eq!(err.key, "run.metrics_interval");
+    }
+
+    #[test]
+    fn metrics_urls_are_kept_in_order_and_serialized_without_credentials() {
+        let s = load(
+            "metrics = true\nmetrics_urls = [\"http://gpu-node:9400/metrics\", \"http://u:pw@10.0.0.5:9100/metrics\"]",
+            "",
+        )
+        .expect("valid");
+        let m = s.target.metrics.clone().expect("on");
+        assert_eq!(m.endpoints, ["http://gpu-node:9400/metrics", "http://u:pw@10.0.0.5:9100/metrics"]);
+        let json = serde_json::to_value(&s).expect("serialize");
+        assert_eq!(
+            json["target"]["metrics"]["endpoints"],
+            serde_json::json!(["http://gpu-node:9400/metrics", "http://10.0.0.5:9100/metrics"])
+        );
+        assert!(!json.to_string().contains("pw@"), "{json}");
+        let without = load("metrics = true", "").expect("valid");
+        let json = serde_json::to_value(&without).expect("serialize");
+        assert!(json["target"]["metrics"].get("endpoints").is_none(), "{json}");
+    }
+
+    #[test]
+    fn bad_metrics_urls_name_the_entry_and_the_fix() {
+        let cases = [
+            ("metrics_urls = [\"http://g:9400/metrics\"]", "target.metrics_urls"),
+            ("metrics = false\nmetrics_urls = [\"http://g:9400/metrics\"]", "target.metrics_urls"),
+            ("metrics = true\nmetrics_urls = []", "target.metrics_urls"),
+            ("metrics = true\nmetrics_urls = [\"http://g:9400/metrics\", \"ftp://g/m\"]", "target.metrics_urls[1]"),
+            ("metrics = true\nmetrics_urls = [\"not a url\"]", "target.metrics_urls[0]"),
+            (
+                "metrics = true\nmetrics_urls = [\"http://g:9400/metrics\", \"http://u:p@g:9400/metrics\"]",
+                "target.metrics_urls[1]",
+            ),
+            ("metrics = true\nmetrics_urls = [\"http://127.0.0.1:8000/metrics\"]", "target.metrics_urls[0]"),
+            ("metrics_url = \"http://h:1/m\"\nmetrics_urls = [\"http://h:1/m\"]", "target.metrics_urls[0]"),
+        ];
+        for (target, key) in cases {
+            let err = load(target, "").expect_err(&format!("{target} must be refused"));
+            assert_eq!(err.key, key, "{target}: {err}");
+            assert!(!err.fix.is_empty(), "{err}");
+        }
+        let many: Vec<String> = (0..=MAX_METRICS_URLS).map(|i| format!("\"http://g{i}:9400/metrics\"")).collect();
+        let err = load(&format!("metrics = true\nmetrics_urls = [{}]", many.join(", ")), "").expect_err("too many");
+        assert_eq!(err.key, "target.metrics_urls");
     }
 }

@@ -98,6 +98,9 @@ pub struct RawTarget {
     pub metrics_url: Option<String>,
     /// `true`: scrape `http://host:port/metrics` of the base URL (the simulator's too).
     pub metrics: Option<bool>,
+    /// Other endpoints scraped beside the server's (a DCGM exporter, a node exporter, another
+    /// replica's `/metrics`), each kept apart in `server_metrics.endpoints[]`.
+    pub metrics_urls: Option<Vec<String>>,
     /// `true`: ask for usage on every chunk (vLLM's `stream_options.continuous_usage_stats`),
     /// which gives the tokens each chunk delivered.
     #[serde(default)]

@@ -77,6 +77,10 @@ pub struct ServerMetricsSettings {
     pub endpoint: MetricsEndpoint,
     #[serde(with = "humantime_serde")]
     pub interval: Duration,
+    /// `target.metrics_urls`: other endpoints scraped beside the server's, in order, written
+    /// without credentials. Absent when none, so earlier configurations keep their fingerprint.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "serialize_urls_without_credentials")]
+    pub endpoints: Vec<String>,
 }
 
 /// The metrics URL: given, or `/metrics` beside the base URL (known only at run time for the
@@ -94,6 +98,10 @@ pub enum MetricsEndpoint {
 
 fn serialize_url_without_credentials<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&redact_url(url))
+}
+
+fn serialize_urls_without_credentials<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(urls.iter().map(|u| redact_url(u)))
 }
 
 /// Request spellings for fields outside the OpenAI API.
@@ -235,8 +243,11 @@ impl super::Scenario {
         if let Some(r) = &self.target.replicas {
             urls.extend(r.base_urls.iter().map(String::as_str));
         }
-        if let Some(MetricsEndpoint::Url { url }) = self.target.metrics.as_ref().map(|m| &m.endpoint) {
-            urls.push(url);
+        if let Some(m) = &self.target.metrics {
+            if let MetricsEndpoint::Url { url } = &m.endpoint {
+                urls.push(url);
+            }
+            urls.extend(m.endpoints.iter().map(String::as_str));
         }
         let mut secrets: Vec<String> =
             self.target.api_key.as_ref().map(ApiKey::expose).into_iter().map(str::to_string).collect();

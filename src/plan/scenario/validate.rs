@@ -97,7 +97,7 @@ fn validate(path: &Path, text: &str, overrides: &Overrides) -> Result<Scenario, 
     // become optional.
     let conversations = raw.workload.sessions.as_ref().is_some_and(|s| s.conversations.is_some());
     let run = run(&c, &raw.run, raw.workload.trace.is_some() || conversations)?;
-    target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run)?;
+    target.metrics = super::metrics_rules::server_metrics(&c, &raw.target, &raw.run, &target)?;
     let mut workload = super::workload_rules::workload(&c, &raw.workload, run.seed)?;
     if let Some(tools) = &raw.workload.tools {
         workload.tools = Some(Arc::new(super::tools_rules::tools(

@@ -206,6 +206,9 @@ mod tests {
     fn level(counters: &[(Norm, f64)]) -> LevelServerMetrics {
         LevelServerMetrics {
             replicas: Vec::new(),
+            gpu: None,
+            endpoints: Vec::new(),
+            gpu_telemetry: None,
             url: "http://h/metrics".into(),
             engine: Some(Engine::Vllm),
             interval_ms: 5000.0,

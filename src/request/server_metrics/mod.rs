@@ -3,7 +3,9 @@
 //! normalised set (`names`), written raw (sanitized and bounded: `raw`) and normalised to
 //! `<level>.server-metrics.ndjson` (`scraper`), and folded into a per-level summary of counter deltas and gauge statistics
 //! (`summary`) with its warnings and the server-versus-client token cross-check (`check`);
-//! with several replicas, each replica's own `/metrics`, kept apart (`replicas`).
+//! with several replicas, each replica's own `/metrics`, kept apart (`replicas`); other
+//! endpoints (`target.metrics_urls`), each kept apart (`endpoints`); the NVIDIA DCGM exporter's
+//! GPU fields wherever they appear, summarised per GPU with the level's energy (`gpu`).
 //!
 //! # The parser crate
 //!
@@ -28,7 +30,9 @@
 //! parsing the accepted lines again, so no grammar is written here.
 
 mod check;
+mod endpoints;
 mod file;
+mod gpu;
 mod names;
 mod parse;
 mod raw;
@@ -39,7 +43,9 @@ mod summary;
 pub use check::{
     ClientTokens, CountsDiffer, SERVER_COUNTS_TOLERANCE, ServerMetricsWarning, server_counts_differ, warnings,
 };
-pub use names::{ALIASES, Alias, Engine, Norm, Normalised, normalise};
+pub use endpoints::{EndpointScrapers, PreparedEndpoints, ScrapingEndpoints};
+pub use gpu::{DCGM_FIELDS, EnergySource, GpuField, GpuSummary, GpuTelemetry};
+pub use names::{ALIASES, Alias, DASHBOARD_NAMES, Engine, Norm, Normalised, normalise};
 pub use parse::{Parsed, Series, parse};
 pub use raw::{MAX_KEY_BYTES, MAX_RAW_SERIES, RAW_BUDGET_BYTES, disk_bytes_per_level};
 pub use replicas::{PreparedReplicas, ReplicaScrapers, ScrapingReplicas};

@@ -233,6 +233,25 @@ pub const ALIASES: &[Alias] = &[
     alias("dynamo_frontend_output_sequence_tokens_sum", Norm::GenerationTokens, Engine::Dynamo),
 ];
 
+/// Engine metrics the Grafana dashboard (`deploy/grafana/anvil-load.json`) reads beside
+/// [`ALIASES`]: the engines' own latency histograms and throughput gauges, which the per-level
+/// summary does not normalise. Written without `_total`, `_bucket`, `_sum` or `_count`.
+/// Sources: vLLM `vllm/v1/metrics/loggers.py`; SGLang
+/// `python/sglang/srt/metrics/collector.py`; llama.cpp `tools/server/README.md`.
+pub const DASHBOARD_NAMES: &[(&str, Engine)] = &[
+    ("vllm:time_to_first_token_seconds", Engine::Vllm),
+    ("vllm:inter_token_latency_seconds", Engine::Vllm),
+    ("vllm:e2e_request_latency_seconds", Engine::Vllm),
+    ("vllm:request_queue_time_seconds", Engine::Vllm),
+    ("sglang:time_to_first_token_seconds", Engine::Sglang),
+    ("sglang:inter_token_latency_seconds", Engine::Sglang),
+    ("sglang:e2e_request_latency_seconds", Engine::Sglang),
+    ("sglang:gen_throughput", Engine::Sglang),
+    ("llamacpp:prompt_tokens_seconds", Engine::Llamacpp),
+    ("llamacpp:predicted_tokens_seconds", Engine::Llamacpp),
+    ("llamacpp:n_busy_slots_per_decode", Engine::Llamacpp),
+];
+
 /// The index in [`ALIASES`] of a sample's name, `_total` or not.
 pub fn lookup(name: &str) -> Option<usize> {
     // Only names with a known prefix can match: most of an exposition (process and Python

@@ -69,7 +69,7 @@ pub fn raw_series(series: &[Series], secrets: &Secrets) -> Raw {
 /// Which series are kept first: 0 those the normalised set reads, 1 the rest of a known
 /// engine's, 2 any other.
 fn rank(s: &Series) -> u8 {
-    if lookup(&s.name).is_some() {
+    if lookup(&s.name).is_some() || super::gpu::field(&s.name).is_some() {
         0
     } else if Engine::of_name(&s.name).is_some() {
         1

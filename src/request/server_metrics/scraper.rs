@@ -454,6 +454,7 @@ fn write_level(
     out.flush();
     summary.file = out.written_name();
     summary.file_error = out.error;
+    summary.gpu = summary.gpu.take().map(|g| g.sanitized(secrets));
     summary
 }
 

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::gpu::{GpuAccumulator, GpuTelemetry};
 use super::names::{ALIASES, Engine, Kind, Norm, derive, lookup, normalise};
 use super::parse::Series;
 
@@ -82,6 +83,17 @@ pub struct LevelServerMetrics {
     /// the first (whose figures these are) included. Absent otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<LevelServerMetrics>,
+    /// GPU telemetry (DCGM exporter fields) this endpoint's scrapes carried. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuTelemetry>,
+    /// `target.metrics_urls`: every other endpoint's own summary, in the scenario's order. Absent
+    /// without the key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<LevelServerMetrics>,
+    /// The level's GPU telemetry over every block that carried some (this one, its replicas and
+    /// its endpoints), with the energy per output token. Absent without DCGM fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_telemetry: Option<GpuTelemetry>,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -96,10 +108,24 @@ impl LevelServerMetrics {
     pub fn counter(&self, norm: Norm) -> Option<f64> {
         self.counters.get(&norm).copied()
     }
+
+    /// Every block's own GPU telemetry, each once: this one's, the other replicas' and the
+    /// endpoints'.
+    pub fn gpu_blocks(&self) -> impl Iterator<Item = &GpuTelemetry> {
+        let others = self.replicas.iter().skip(1).chain(&self.endpoints);
+        self.gpu.iter().chain(others.filter_map(|b| b.gpu.as_ref()))
+    }
+
+    /// `gpu_telemetry` set from the blocks' GPUs and the level's output tokens (recomputed, so
+    /// a summary rebuilt from the records gets the same).
+    pub fn with_gpu_telemetry(mut self, output_tokens: u64) -> LevelServerMetrics {
+        self.gpu_telemetry = GpuTelemetry::level(self.gpu_blocks(), output_tokens);
+        self
+    }
 }
 
 #[derive(Debug)]
-struct GaugeAcc {
+pub(super) struct GaugeAcc {
     min: f64,
     max: f64,
     last: f64,
@@ -111,11 +137,11 @@ struct GaugeAcc {
 }
 
 impl GaugeAcc {
-    fn new(t: f64, v: f64) -> GaugeAcc {
+    pub(super) fn new(t: f64, v: f64) -> GaugeAcc {
         GaugeAcc { min: v, max: v, last: v, last_t: t, first_t: t, area: 0.0, sum: v, samples: 1 }
     }
 
-    fn push(&mut self, t: f64, v: f64) {
+    pub(super) fn push(&mut self, t: f64, v: f64) {
         self.area += self.last * (t - self.last_t).max(0.0);
         self.min = self.min.min(v);
         self.max = self.max.max(v);
@@ -125,7 +151,17 @@ impl GaugeAcc {
         self.samples += 1;
     }
 
-    fn summary(&self) -> GaugeSummary {
+    /// Seconds from the first sample to the last.
+    pub(super) fn span(&self) -> f64 {
+        self.last_t - self.first_t
+    }
+
+    /// The integral over [first, last] sample, each value held until the next.
+    pub(super) fn area(&self) -> f64 {
+        self.area
+    }
+
+    pub(super) fn summary(&self) -> GaugeSummary {
         let span = self.last_t - self.first_t;
         let mean = if span > 0.0 { self.area / span } else { self.sum / f64::from(self.samples) };
         GaugeSummary { min: self.min, mean, max: self.max, last: self.last, samples: self.samples }
@@ -161,6 +197,7 @@ pub struct Accumulator {
     gauges: BTreeMap<Norm, GaugeAcc>,
     engines: BTreeMap<Engine, u32>,
     skipped_lines: u64,
+    gpu: GpuAccumulator,
 }
 
 impl Accumulator {
@@ -208,6 +245,7 @@ impl Accumulator {
             self.increase.entry(key.clone()).or_insert((alias, 0.0)).1 += added;
             self.previous.insert(key, s.value);
         }
+        self.gpu.ok(t_s, series);
         let normalised = normalise(series);
         if let Some(engine) = normalised.engine {
             *self.engines.entry(engine).or_default() += 1;
@@ -255,6 +293,9 @@ impl Accumulator {
         });
         LevelServerMetrics {
             replicas: Vec::new(),
+            gpu: self.gpu.finish(),
+            endpoints: Vec::new(),
+            gpu_telemetry: None,
             url,
             engine: self.engines.iter().max_by_key(|&(e, n)| (n, std::cmp::Reverse(e))).map(|(e, _)| *e),
             interval_ms,

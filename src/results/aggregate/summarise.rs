@@ -227,7 +227,10 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         performance_eligible,
         rules,
         simulator,
-        server_metrics,
+        // The GPUs worked for every request of the level (warm-up, cool-down and failed ones
+        // included): energy per output token divides by what the server was asked to generate.
+        server_metrics: server_metrics
+            .map(|m| m.with_gpu_telemetry(client_tokens(samples, failures).completion_tokens)),
         conversations: None,
         replicas: None,
         structured_output: None,
@@ -496,6 +499,15 @@ fn warnings(info: &RunInfo, s: &LevelSummary, samples: &[Sample], failures: &[Fa
         for r in m.replicas.iter().skip(1) {
             for warning in server_metrics::warnings(r, None) {
                 w.push(Warning::Server { warning, url: r.url.clone() });
+            }
+        }
+        // Other endpoints count no tokens, and a DCGM or node exporter carries no engine's
+        // names by design: their failures, gaps and files only.
+        for e in &m.endpoints {
+            for warning in server_metrics::warnings(e, None) {
+                if warning != server_metrics::ServerMetricsWarning::Unrecognised {
+                    w.push(Warning::Server { warning, url: e.url.clone() });
+                }
             }
         }
     }

@@ -175,6 +175,9 @@ fn failure_lines(s: &mut String, a: &LevelSummary) {
     }
     if let Some(m) = &a.server_metrics {
         let _ = writeln!(s, "{}", server_line(m));
+        if let Some(g) = &m.gpu_telemetry {
+            let _ = writeln!(s, "{}", gpu_line(g));
+        }
     }
     if let Some(c) = &a.conversations {
         conversation_lines(s, c);
@@ -296,6 +299,36 @@ fn server_line(m: &LevelServerMetrics) -> String {
         if let Some(rate) = spec.acceptance_rate {
             parts.push(format!("draft acceptance {rate:.3}"));
         }
+    }
+    parts.join(" · ")
+}
+
+/// The level's GPU telemetry in one line: `GPU (1 GPU, DCGM) · utilisation mean 37.4 % max 75 %
+/// · memory peak 26,624 MiB · power mean 190 W max 310 W · energy 3,166 J (counter) · 0.5 J per
+/// output token`.
+fn gpu_line(g: &crate::request::server_metrics::GpuTelemetry) -> String {
+    let plural = if g.gpu_count == 1 { "" } else { "s" };
+    let mut parts = vec![format!("GPU ({} GPU{plural}, DCGM)", g.gpu_count)];
+    let sig = |v: f64| numbers::significant(v, 3);
+    if let (Some(mean), Some(max)) = (g.utilization_mean_pct, g.utilization_max_pct) {
+        parts.push(format!("utilisation mean {} % max {} %", sig(mean), sig(max)));
+    }
+    if let Some(peak) = g.memory_used_peak_mib {
+        parts.push(format!("memory peak {} MiB", numbers::count(peak.round())));
+    }
+    if let (Some(mean), Some(max)) = (g.power_mean_w, g.power_max_w) {
+        parts.push(format!("power mean {} W max {} W", sig(mean), sig(max)));
+    }
+    if let (Some(e), Some(source)) = (g.energy_j, g.energy_source) {
+        let source = match source {
+            crate::request::server_metrics::EnergySource::Counter => "counter",
+            crate::request::server_metrics::EnergySource::PowerIntegral => "power integrated",
+            crate::request::server_metrics::EnergySource::Mixed => "counter and power",
+        };
+        parts.push(format!("energy {} J ({source})", numbers::count(e.round())));
+    }
+    if let Some(j) = g.joules_per_output_token {
+        parts.push(format!("{} J per output token", sig(j)));
     }
     parts.join(" · ")
 }

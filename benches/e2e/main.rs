@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 mod accuracy;
+mod exporter;
 mod floor;
 mod media;
 mod oha;
@@ -66,9 +67,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let quick = args.iter().any(|a| a == "--quick");
-    // `-- --media`: the media row alone (see `media`).
+    // `-- --media`: the media row alone (see `media`); `-- --exporter`: the /metrics row alone.
     let only_media = args.iter().any(|a| a == "--media");
-    match run(quick, only_media) {
+    let only_exporter = args.iter().any(|a| a == "--exporter");
+    match run(quick, only_media, only_exporter) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("e2e bench: {e}");
@@ -77,7 +79,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(quick: bool, only_media: bool) -> io::Result<()> {
+fn run(quick: bool, only_media: bool, only_exporter: bool) -> io::Result<()> {
     // Read before pinning: afterwards this process sees only its own CPU.
     let machine = Machine::read();
     let pinning = Pinning::apply();
@@ -105,6 +107,16 @@ fn run(quick: bool, only_media: bool) -> io::Result<()> {
     );
     println!();
 
+    let exporter_row = match only_media {
+        true => None,
+        false => Some(exporter::exporter_row(&bench, scale)?),
+    };
+    if let Some(row) = &exporter_row {
+        exporter::print_exporter(row);
+    }
+    if only_exporter {
+        return Ok(());
+    }
     let media_row = media::media_row(&bench, quick)?;
     media::print_media(&media_row);
     if only_media {
@@ -139,6 +151,7 @@ fn run(quick: bool, only_media: bool) -> io::Result<()> {
         "startup": startup,
         "targets": targets,
         "media": media_row,
+        "exporter": exporter_row,
     });
     let out_dir =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from).join("bench");

@@ -123,18 +123,18 @@ async fn parquet_and_csv_read_back_by_pyarrow_and_duckdb_equal_the_artifact() {
         let r = &found[file.to_str().unwrap()];
         let shown = file.display();
         let parquet = file.extension().is_some_and(|e| e == "parquet");
-        let counted = if parquet {
-            ["pyarrow_rows", "duckdb_rows"]
-        } else {
-            ["csv_rows", "duckdb_rows"]
-        };
+        let counted = if parquet { ["pyarrow_rows", "duckdb_rows"] } else { ["csv_rows", "duckdb_rows"] };
         for key in counted {
             assert_eq!(r[key].as_u64(), Some(rows as u64), "{shown}: {key}");
         }
         assert_eq!(r["duckdb_failed"].as_u64(), Some(failures.len() as u64), "{shown}");
         assert_eq!(r["duckdb_output_tokens"].as_f64(), Some(output_tokens as f64), "{shown}");
         assert!(close(r["duckdb_e2e_ms"].as_f64().unwrap(), e2e_ms), "{shown}: {} vs {e2e_ms}", r["duckdb_e2e_ms"]);
-        assert_eq!(r["duckdb_ttft_p99_ms"].as_f64(), Some(p99), "{shown}: DuckDB's percentile_disc is the nearest rank");
+        assert_eq!(
+            r["duckdb_ttft_p99_ms"].as_f64(),
+            Some(p99),
+            "{shown}: DuckDB's percentile_disc is the nearest rank"
+        );
         assert_eq!(&r["duckdb_error_counts"], error_counts, "{shown}");
         if parquet {
             assert_eq!(r["pyarrow_output_tokens"].as_u64(), Some(output_tokens), "{shown}");
@@ -183,7 +183,8 @@ fn bad_input_exits_2_with_the_problem_and_the_fix_and_writes_nothing() {
     std::fs::create_dir(&a_dir).unwrap();
     assert_refused(&export(&records, &a_dir), "not a regular file", "give the path");
     assert_refused(&export(&records, &d.join("t.xlsx")), "its extension names no format", "--format parquet");
-    let bad_format = anvil().arg("export").arg(&records).args(["--format", "xlsx", "--out"]).arg(&out).output().unwrap();
+    let bad_format =
+        anvil().arg("export").arg(&records).args(["--format", "xlsx", "--out"]).arg(&out).output().unwrap();
     assert_refused(&bad_format, "xlsx", "parquet");
     assert!(std::fs::read_dir(d).unwrap().all(|e| {
         let name = e.unwrap().file_name();

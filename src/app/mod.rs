@@ -446,6 +446,17 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         // The records file is kept whatever it was meant to be: it is all that is left.
         Err(e) => return Err(e.naming_records(&records_path, &args.out)),
     };
+    let mut keep_records = keep_records;
+    if scenario.run.records_format == crate::plan::scenario::RecordsFormat::Parquet {
+        match crate::after_run::export::records_table(&records_path, &args.out, &session.run_id) {
+            Ok(table) => written.push(table.path),
+            // The records file is kept instead: nothing measured is lost.
+            Err(e) => {
+                eprintln!("warning: run.records_format = \"parquet\": {e}; the records file is kept instead");
+                keep_records = true;
+            }
+        }
+    }
     if keep_records {
         written.push(records_path);
     } else {

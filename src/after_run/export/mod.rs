@@ -157,6 +157,15 @@ pub fn export(input: &Path, format: Option<Format>, out: &Path) -> Result<Export
     Ok(Exported { path: out.to_path_buf(), format, rows, levels, bytes, notes })
 }
 
+/// `run.records_format = "parquet"`: the run's records file as one Parquet table in `out_dir`,
+/// named after the records file (`<name>.records.parquet` for `<name>.records.ndjson`, so each
+/// shard's is its own), else `<run_id>.records.parquet`.
+pub fn records_table(records: &Path, out_dir: &Path, run_id: &str) -> Result<Exported, ExportError> {
+    let name = records.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".records.ndjson"));
+    let name = format!("{}.records.parquet", name.filter(|n| !n.starts_with('.')).unwrap_or(run_id));
+    export(records, Some(Format::Parquet), &out_dir.join(name))
+}
+
 fn cannot_read(input: &Path, e: &std::io::Error) -> ExportError {
     ExportError::BadInput(format!(
         "{}: cannot read it ({e}); give a level's artifact (<run_id>.json) or a records file (--records)",

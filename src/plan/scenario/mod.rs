@@ -122,6 +122,26 @@ pub struct RunLimits {
     pub snapshot_interval: Option<Duration>,
     /// Keep the records file.
     pub keep_records: bool,
+    /// `run.records_format`: what the run's records are kept as besides the records file.
+    /// Left out of the resolved scenario when it is the default, so earlier fingerprints hold.
+    #[serde(skip_serializing_if = "RecordsFormat::is_ndjson")]
+    pub records_format: RecordsFormat,
+}
+
+/// `run.records_format`: `ndjson`, the records file alone; `parquet`, also one Parquet table of
+/// the run's requests beside the artifacts (`<run_id>.records.parquet`) when the run ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordsFormat {
+    #[default]
+    Ndjson,
+    Parquet,
+}
+
+impl RecordsFormat {
+    pub fn is_ndjson(&self) -> bool {
+        *self == RecordsFormat::Ndjson
+    }
 }
 
 /// Service-level objectives: every criterion must hold for a level to pass.

@@ -460,6 +460,7 @@ fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, Sc
             other => Some(c.duration("run.snapshot_interval", other, Duration::from_secs(60))?),
         },
         keep_records: r.records.unwrap_or(false),
+        records_format: r.records_format.unwrap_or_default(),
     })
 }
 

@@ -222,3 +222,36 @@ fn the_documented_columns_are_the_codes() {
         COLUMNS.iter().map(|c| (c.name.to_string(), c.get.type_name().to_string(), c.unit.to_string())).collect();
     assert_eq!(documented, code, "docs/export.md's column table (name, type, unit) differs from the code's");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_format_parquet_writes_the_runs_table_beside_the_artifact() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let mut cmd = anvil();
+    cmd.args(["--simulator", "fast", "-n", "40", "-c", "4", "--input-tokens", "128", "--output-tokens", "16"])
+        .args(["--duration", "60s", "--quiet", "--set", "run.records_format=\"parquet\"", "--out"])
+        .arg(&results);
+    let result = run(cmd).await;
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let paths = artifacts(&results);
+    assert_eq!(paths.len(), 1);
+    let a = check_artifact(&paths[0]);
+    let run_id = a["run_id"].as_str().unwrap();
+    let table = results.join(format!("{run_id}.records.parquet"));
+    assert!(text(&result.stdout).contains(&format!("written: {}", table.display())), "{}", text(&result.stdout));
+    // The records file was not asked to be kept: only the table is beside the artifact.
+    let names: Vec<String> =
+        std::fs::read_dir(&results).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let found = read_back(&[&table]);
+    let r = &found[table.to_str().unwrap()];
+    assert_eq!(r["duckdb_rows"].as_u64(), a["requests"].as_u64());
+    assert_eq!(r["duckdb_rows"].as_u64(), a["simulator"]["requests_received"].as_u64());
+    assert_eq!(r["duckdb_ttft_p99_ms"].as_f64(), a["metrics"]["ttft_p99_ms"].as_f64());
+
+    // A format the key does not know is refused before anything is sent.
+    let refused = anvil().args(["validate", "--set", "run.records_format=\"xml\""]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    let stderr = text(&refused.stderr);
+    assert!(stderr.contains("run.records_format") && stderr.contains("\"parquet\""), "{stderr}");
+}

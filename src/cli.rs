@@ -44,6 +44,9 @@ pub enum Command {
     /// Merge the records files of a sharded run's shards into the artifacts one client would
     /// have written (every summary recomputed from the union of the records).
     Merge(MergeArgs),
+    /// Write a run's per-request records (an artifact or a records file) as one table, Parquet
+    /// or CSV, one row per request, for pandas, polars and DuckDB.
+    Export(ExportArgs),
     /// Print what runs a scenario as N shards on a cluster (Kubernetes manifests).
     Deploy(crate::distributed::deploy::DeployArgs),
     /// Write one self-contained HTML report (or Markdown) of artifacts, sweeps, capacity
@@ -148,6 +151,19 @@ pub struct MergeArgs {
     /// Window length of the merged time series.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     pub window: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// A level's artifact (<run_id>.json) or a records file (--records, run.records), told
+    /// apart by their content.
+    pub input: PathBuf,
+    /// The table's format (default: from the extension of --out, .parquet or .csv).
+    #[arg(long, value_enum)]
+    pub format: Option<crate::after_run::export::Format>,
+    /// The file to write (replaced atomically when complete).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]

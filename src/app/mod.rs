@@ -95,6 +95,7 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
         }
         Some(Command::Summarize(args)) => summarize(&args),
         Some(Command::Merge(args)) => merge(&args),
+        Some(Command::Export(args)) => export(&args),
         Some(Command::Deploy(args)) => {
             print!("{}", crate::distributed::deploy::render(&args).map_err(AppError::BadInput)?);
             Ok(exit::OK)
@@ -172,6 +173,28 @@ fn merge(args: &MergeArgs) -> Result<u8, AppError> {
         println!("written: {}", path.display());
     }
     // A partial merge got this far only with --allow-partial; its artifacts say so.
+    Ok(exit::OK)
+}
+
+/// `anvil-load export INPUT --out FILE`: the per-request records as one table.
+fn export(args: &crate::cli::ExportArgs) -> Result<u8, AppError> {
+    use crate::after_run::export::{self, ExportError};
+    let done = export::export(&args.input, args.format, &args.out).map_err(|e| match e {
+        ExportError::BadInput(m) => AppError::BadInput(m),
+        ExportError::Io(m) => AppError::Aborted(m),
+    })?;
+    for note in &done.notes {
+        eprintln!("note: {note}");
+    }
+    let per_row = if done.rows > 0 { done.bytes as f64 / done.rows as f64 } else { 0.0 };
+    println!(
+        "exported: {} rows of {} level(s) as {}, {} bytes ({per_row:.0} per row): {}",
+        done.rows,
+        done.levels,
+        done.format.name(),
+        done.bytes,
+        done.path.display()
+    );
     Ok(exit::OK)
 }
 
@@ -447,6 +470,17 @@ async fn benchmark(args: &RunArgs) -> Result<u8, AppError> {
         // The records file is kept whatever it was meant to be: it is all that is left.
         Err(e) => return Err(e.naming_records(&records_path, &args.out)),
     };
+    let mut keep_records = keep_records;
+    if scenario.run.records_format == crate::plan::scenario::RecordsFormat::Parquet {
+        match crate::after_run::export::records_table(&records_path, &args.out, &session.run_id) {
+            Ok(table) => written.push(table.path),
+            // The records file is kept instead: nothing measured is lost.
+            Err(e) => {
+                eprintln!("warning: run.records_format = \"parquet\": {e}; the records file is kept instead");
+                keep_records = true;
+            }
+        }
+    }
     if keep_records {
         written.push(records_path);
     } else {

@@ -105,9 +105,13 @@ mod tests {
             let s = load(&format!("metrics_listen = \"{given}\"\nmetrics_linger = \"15s\"")).expect(given);
             assert_eq!(s.run.metrics_listen, Some(bound.parse().unwrap()), "{given}");
             assert_eq!(s.run.metrics_linger, Duration::from_secs(15));
+            // Where the live numbers go is not what was measured: not in the artifact's scenario,
+            // nor in its fingerprint.
             let json = serde_json::to_value(&s).expect("serialize");
-            assert_eq!(json["run"]["metrics_listen"], bound, "{json}");
-            assert_eq!(json["run"]["metrics_linger"], "15s", "{json}");
+            assert!(
+                json["run"].get("metrics_listen").is_none() && json["run"].get("metrics_linger").is_none(),
+                "{json}"
+            );
         }
     }
 

@@ -124,16 +124,38 @@ pub struct RunLimits {
     pub snapshot_interval: Option<Duration>,
     /// Keep the records file.
     pub keep_records: bool,
-    /// Where the client's own `/metrics` listens during the run (`run.metrics_listen`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Where the client's own `/metrics` listens during the run (`run.metrics_listen`). Like
+    /// `push`, not what was measured: not serialized, so two runs that differ only in where
+    /// their live numbers go keep one configuration fingerprint.
+    #[serde(skip)]
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// How long it stays up after the run (`run.metrics_linger`).
-    #[serde(with = "humantime_serde", skip_serializing_if = "Duration::is_zero")]
+    #[serde(skip)]
     pub metrics_linger: Duration,
     /// Where the live metrics are pushed (`run.remote_write`, `run.otlp`): not what was
     /// measured, so not serialized (nor fingerprinted), and its URLs may hold credentials.
     #[serde(skip)]
     pub push: Option<push_rules::PushSettings>,
+    /// `run.records_format`: what the run's records are kept as besides the records file.
+    /// Left out of the resolved scenario when it is the default, so earlier fingerprints hold.
+    #[serde(skip_serializing_if = "RecordsFormat::is_ndjson")]
+    pub records_format: RecordsFormat,
+}
+
+/// `run.records_format`: `ndjson`, the records file alone; `parquet`, also one Parquet table of
+/// the run's requests beside the artifacts (`<run_id>.records.parquet`) when the run ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordsFormat {
+    #[default]
+    Ndjson,
+    Parquet,
+}
+
+impl RecordsFormat {
+    pub fn is_ndjson(&self) -> bool {
+        *self == RecordsFormat::Ndjson
+    }
 }
 
 /// Service-level objectives: every criterion must hold for a level to pass.

@@ -193,6 +193,9 @@ pub struct RawRun {
     /// Keep the per-request records file `<out>/<run_id>.records.ndjson` (default `false`;
     /// `--records FILE` chooses the file).
     pub records: Option<bool>,
+    /// `"ndjson"` (default): the records file only; `"parquet"`: also the run's records as one
+    /// Parquet table, `<out>/<run_id>.records.parquet`, written when the run ends.
+    pub records_format: Option<RecordsFormat>,
     /// How often the server's metrics are scraped between the start and the end of each level
     /// (default `"5s"`, from `"100ms"` to `"10m"`); needs `target.metrics` or `target.metrics_url`.
     pub metrics_interval: Option<String>,
@@ -278,6 +281,8 @@ pub enum Levels {
     One(f64),
     Many(Vec<f64>),
 }
+
+pub use super::RecordsFormat;
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

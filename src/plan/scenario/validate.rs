@@ -464,6 +464,7 @@ fn run(c: &Checker, r: &raw::RawRun, self_bounded: bool) -> Result<RunLimits, Sc
         metrics_listen,
         metrics_linger,
         push: super::push_rules::push(c, r)?,
+        records_format: r.records_format.unwrap_or_default(),
     })
 }
 

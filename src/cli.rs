@@ -329,28 +329,19 @@ impl RunArgs {
             duration: self.duration.clone(),
             api_key_env: self.api_key_env.clone(),
             slo: self.slo.clone(),
-            set: self.set_with_media(),
+            set: self.set.clone(),
             seed: self.seed,
             simulator: self.simulator.clone(),
             tokenizer: self.tokenizer.clone(),
             headers: self.header.clone(),
             remote_write: self.remote_write.clone(),
             otlp: self.otlp.clone(),
+            metrics_listen: self.metrics_listen.clone(),
+            metrics_linger: self.metrics_linger.clone(),
+            images: self.images,
+            image_size: self.image_size.clone(),
+            audio_seconds: self.audio_seconds,
         }
-    }
-}
-
-impl RunArgs {
-    /// `--set`, then the media and `/metrics` flags as the keys they set (checked by the same
-    /// rules).
-    fn set_with_media(&self) -> Vec<String> {
-        let mut set = self.set.clone();
-        set.extend(self.metrics_listen.as_ref().map(|a| format!("run.metrics_listen=\"{}\"", a.replace('"', ""))));
-        set.extend(self.metrics_linger.as_ref().map(|d| format!("run.metrics_linger=\"{}\"", d.replace('"', ""))));
-        set.extend(self.images.map(|n| format!("workload.media.images.count={n}")));
-        set.extend(self.image_size.as_ref().map(|s| format!("workload.media.images.size=\"{}\"", s.replace('"', ""))));
-        set.extend(self.audio_seconds.map(|n| format!("workload.media.audio.seconds={n}")));
-        set
     }
 }
 

@@ -49,6 +49,14 @@ pub struct Overrides {
     pub remote_write: Option<String>,
     /// `--otlp URL` (`run.otlp`).
     pub otlp: Option<String>,
+    /// `--metrics-listen ADDR` (`run.metrics_listen`) and `--metrics-linger DURATION`
+    /// (`run.metrics_linger`).
+    pub metrics_listen: Option<String>,
+    pub metrics_linger: Option<String>,
+    /// `--images N`, `--image-size WxH` and `--audio-seconds S` (`[workload.media]`).
+    pub images: Option<u32>,
+    pub image_size: Option<String>,
+    pub audio_seconds: Option<u32>,
 }
 
 /// The plain keys the command line sets, put into the TOML document before it is read: every
@@ -69,7 +77,8 @@ pub(super) fn apply_to_table(table: &mut toml::Table, o: &Overrides, c: &mut Che
         }
         put(table, c, &format!("slo.{key}"), toml_value(&value), format!("--slo {key}"))?;
     }
-    let flags: [(&str, Option<toml::Value>, &str); 7] = [
+    let text = |v: &Option<String>| v.clone().map(toml::Value::String);
+    let flags: [(&str, Option<toml::Value>, &str); 12] = [
         ("workload.context_tokens", o.input_tokens.map(|n| toml::Value::Integer(i64::from(n))), "--input-tokens"),
         ("workload.max_tokens", o.max_tokens.map(|n| toml::Value::Integer(i64::from(n))), "--output-tokens"),
         ("output.ignore_eos", o.ignore_eos.then_some(toml::Value::Boolean(true)), "--ignore-eos"),
@@ -77,6 +86,15 @@ pub(super) fn apply_to_table(table: &mut toml::Table, o: &Overrides, c: &mut Che
         ("target.api_key_env", o.api_key_env.clone().map(toml::Value::String), "--api-key-env"),
         ("run.remote_write", o.remote_write.clone().map(toml::Value::String), "--remote-write"),
         ("run.otlp", o.otlp.clone().map(toml::Value::String), "--otlp"),
+        ("run.metrics_listen", text(&o.metrics_listen), "--metrics-listen"),
+        ("run.metrics_linger", text(&o.metrics_linger), "--metrics-linger"),
+        ("workload.media.images.count", o.images.map(|n| toml::Value::Integer(i64::from(n))), "--images"),
+        ("workload.media.images.size", text(&o.image_size), "--image-size"),
+        (
+            "workload.media.audio.seconds",
+            o.audio_seconds.map(|n| toml::Value::Integer(i64::from(n))),
+            "--audio-seconds",
+        ),
     ];
     for (key, value, flag) in flags {
         if let Some(value) = value {

@@ -48,7 +48,8 @@ test-wheel:
 	bash .ci/wheel.sh
 
 # Criterion micro-benches (parse, aggregate), the end-to-end benchmark (e2e: a table on stdout,
-# JSON in target/bench/e2e.json) and the start skew of four local shards (shards). Not part of
+# JSON in target/bench/e2e.json), the start skew of four local shards (shards), export to Parquet
+# and CSV (export) and every command after the run over 200,000 records (soak). Not part of
 # `make test`; nothing here asserts a speed.
 bench:
 	$(CARGO) bench --locked

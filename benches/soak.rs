@@ -5,9 +5,9 @@
 //! peak RSS (`wait4`), printed as records per second and MiB.
 //!
 //! `cargo bench --locked --bench soak` runs 200,000 requests; `ANVIL_SOAK_REQUESTS=200000,2000000`
-//! chooses the sizes. A command that fails or passes `ANVIL_SOAK_TIMEOUT` seconds (default 600)
-//! is shown as such with what it used until then. Not part of `make bench` (minutes, gigabytes of
-//! disk); nothing is asserted. The table goes to stdout and, as JSON, to
+//! chooses the sizes (2,000,000 takes minutes and a few GB of disk). A command that fails or
+//! passes `ANVIL_SOAK_TIMEOUT` seconds (default 600) is shown as such with what it used until
+//! then. Part of `make bench` at the default size; nothing is asserted. The table goes to stdout and, as JSON, to
 //! `$CARGO_TARGET_DIR/bench/soak.json`.
 
 use std::path::{Path, PathBuf};

@@ -58,7 +58,12 @@ fn close(a: f64, b: f64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dcgm_endpoint_is_kept_apart_and_its_figures_equal_what_it_served() {
-    let server = MockServer::start(Profile::named("fast").unwrap()).await.unwrap();
+    // 5 ms per output token: each request (16 tokens or more) takes at least 80 ms whatever the machine, so the
+    // six waves of the run outlast two 200 ms scrape intervals (the fast profile's 200 µs let a
+    // quick machine finish between the start and the first interval scrape).
+    let paced =
+        Profile { time_per_output_token: std::time::Duration::from_millis(5), ..Profile::named("fast").unwrap() };
+    let server = MockServer::start(paced).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let dcgm = format!("{}/dcgm/metrics", root(&server));
     let (out, records, rebuilt) =

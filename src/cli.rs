@@ -127,6 +127,18 @@ pub struct CompareArgs {
     /// metrics).
     #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]
     pub alpha: f64,
+    /// Smallest change, in percent, that counts: a significant change below it is shown as
+    /// noise (`~ within noise`) and breaches no gate. Two runs of one build on one machine
+    /// differ by a fraction of a percent that a rank test over thousands of requests detects.
+    #[arg(long, value_name = "PCT", default_value = "1%", value_parser = parse_noise)]
+    pub noise: f64,
+}
+
+fn parse_noise(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && (0.0..100.0).contains(&p) => Ok(p),
+        _ => Err(format!("{s:?} is not a percentage; give a number of percent from 0 to below 100, e.g. 1%")),
+    }
 }
 
 fn parse_alpha(s: &str) -> Result<f64, String> {

@@ -121,6 +121,7 @@ pub async fn run(cli: Cli) -> Result<u8, AppError> {
                 max_regress: args.max_regress,
                 force: args.force,
                 alpha: args.alpha,
+                noise_pct: args.noise,
                 format: args.format,
                 allow_untested: args.allow_untested,
             };

@@ -71,7 +71,7 @@ impl Untested {
 
 /// Parse `METRIC=PCT` items (`tpot_p50=5%`, `ttft_p99_ms=10`); errors name the item and list
 /// the metrics.
-pub fn parse(items: &[String]) -> Result<Vec<Threshold>, String> {
+pub fn parse(items: &[String], noise_pct: f64) -> Result<Vec<Threshold>, String> {
     let mut out: Vec<Threshold> = Vec::new();
     for item in items.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         let names: Vec<&str> = METRICS.iter().map(|m| m.name.as_str()).collect();
@@ -91,6 +91,11 @@ pub fn parse(items: &[String]) -> Result<Vec<Threshold>, String> {
                 ));
             }
         };
+        if pct < noise_pct {
+            return Err(format!(
+                "--max-regress {item:?}: {pct}% is below --noise {noise_pct}%, and a change that small counts as noise, so this gate could never fire; give at least {noise_pct}% or lower --noise (e.g. --noise {pct}%)"
+            ));
+        }
         if out.iter().any(|t| t.metric == spec.name) {
             return Err(format!("--max-regress {item:?}: {} has a threshold already; give one per metric", spec.name));
         }
@@ -105,7 +110,7 @@ mod tests {
 
     #[test]
     fn thresholds_parse_with_or_without_percent_and_unit() {
-        let t = parse(&["tpot_p50=5%".into(), "ttft_p99_ms=10".into(), " output_tok_s = 2.5 % ".into()]).unwrap();
+        let t = parse(&["tpot_p50=5%".into(), "ttft_p99_ms=10".into(), " output_tok_s = 2.5 % ".into()], 1.0).unwrap();
         assert_eq!(
             t,
             [
@@ -118,13 +123,17 @@ mod tests {
 
     #[test]
     fn bad_thresholds_name_the_item_and_the_fix() {
-        let e = parse(&["tpot=5".into()]).unwrap_err();
+        let e = parse(&["tpot=5".into()], 0.0).unwrap_err();
         assert!(e.contains("\"tpot=5\"") && e.contains("tpot_p50"), "{e}");
-        let e = parse(&["tpot_p50".into()]).unwrap_err();
+        let e = parse(&["tpot_p50".into()], 0.0).unwrap_err();
         assert!(e.contains("METRIC=PCT"), "{e}");
-        let e = parse(&["tpot_p50=-1".into()]).unwrap_err();
+        let e = parse(&["tpot_p50=-1".into()], 0.0).unwrap_err();
         assert!(e.contains("not a percentage"), "{e}");
-        let e = parse(&["tpot_p50=1".into(), "tpot_p50_ms=2".into()]).unwrap_err();
+        let e = parse(&["tpot_p50=1".into(), "tpot_p50_ms=2".into()], 0.0).unwrap_err();
         assert!(e.contains("already"), "{e}");
+        // A gate under the noise could never fire.
+        let e = parse(&["ttft_p50=0.5%".into()], 1.0).unwrap_err();
+        assert!(e.contains("below --noise 1%") && e.contains("--noise 0.5%"), "{e}");
+        assert!(parse(&["ttft_p50=0".into()], 0.0).is_ok());
     }
 }

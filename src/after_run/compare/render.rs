@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use super::format;
 use super::metrics::METRICS;
 use super::result::{LevelResult, Outcome};
+use super::stats;
 use crate::after_run::present::escape;
 
 fn header(o: &Outcome) -> Vec<String> {
@@ -17,10 +18,11 @@ fn header(o: &Outcome) -> Vec<String> {
         format!("base: {}", o.base),
         format!("new:  {}", o.new),
         format!(
-            "significance: α={} per level, Bonferroni over {} metrics (each test at α={:.4}); ~ means no significant change",
+            "significance: α={} per level, Bonferroni over {} metrics (each test at α={:.4}); ~ means no significant change, or one under the {}% --noise",
             o.alpha,
             METRICS.len(),
-            o.per_test_alpha
+            o.per_test_alpha,
+            o.noise_pct
         ),
     ];
     if !o.ignored_differences.is_empty() {
@@ -54,6 +56,10 @@ fn rows(l: &LevelResult) -> Vec<format::Row> {
             let mut row = format::row(m.metric, &m.comparison);
             if let Some(why) = &m.untested {
                 row.delta = format!("~ ({why})");
+            } else if m.within_noise {
+                // The change and its evidence as a significant one would show them.
+                let shown = format::row(m.metric, &stats::Comparison { significant: true, ..m.comparison.clone() });
+                row.delta = format!("~ within noise: {}", shown.delta);
             }
             row
         })

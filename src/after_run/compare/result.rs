@@ -21,6 +21,9 @@ pub struct MetricResult {
     /// a rank test to reach α, no records, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub untested: Option<String>,
+    /// Significant, but smaller than `--noise`: shown as noise, `significant` is false and no
+    /// gate is breached (the test's p-value and interval are still here).
+    pub within_noise: bool,
     #[serde(flatten)]
     pub comparison: Comparison,
 }
@@ -42,6 +45,8 @@ pub struct Outcome {
     pub new: String,
     pub alpha: f64,
     pub per_test_alpha: f64,
+    /// `--noise`: the smallest change, in percent, that counts.
+    pub noise_pct: f64,
     pub forced: bool,
     pub levels: Vec<LevelResult>,
     pub only_base: Vec<String>,

@@ -45,6 +45,8 @@ pub struct Request {
     pub max_regress: Vec<String>,
     pub force: bool,
     pub alpha: f64,
+    /// A significant change smaller than this, in percent, is reported as noise.
+    pub noise_pct: f64,
     pub format: CompareFormat,
     /// Accept gates that could not be tested (exit 0 rather than 2; they are still reported).
     pub allow_untested: bool,
@@ -58,7 +60,7 @@ const REGRESSED: u8 = 3;
 
 /// Run the comparison and print it. `Err` is bad input or incomparable sides (exit 2).
 pub fn compare(req: &Request) -> Result<u8, String> {
-    let thresholds = gate::parse(&req.max_regress)?;
+    let thresholds = gate::parse(&req.max_regress, req.noise_pct)?;
     let base = gather(std::slice::from_ref(&req.base)).map_err(|e| format!("BASE: {e}"))?;
     let new = gather(std::slice::from_ref(&req.new)).map_err(|e| format!("NEW: {e}"))?;
     for note in base.notes.iter().chain(&new.notes) {
@@ -115,7 +117,7 @@ pub fn outcome(req: &Request, base: &Gathered, new: &Gathered, thresholds: &[Thr
     let mut breaches = Vec::new();
     let mut untested_gates = Vec::new();
     for pair in &matched.pairs {
-        let level = compare_level(pair, &opts, thresholds);
+        let level = compare_level(pair, &opts, req.noise_pct, thresholds);
         for m in level.metrics.iter().filter(|m| m.breached) {
             breaches.push(Breach::new(&level.level, m.metric, m.regression_pct, m.threshold_pct));
         }
@@ -144,6 +146,7 @@ pub fn outcome(req: &Request, base: &Gathered, new: &Gathered, thresholds: &[Thr
         new: req.new.display().to_string(),
         alpha: req.alpha,
         per_test_alpha,
+        noise_pct: req.noise_pct,
         forced: req.force,
         levels,
         only_base: matched.only_base,
@@ -210,7 +213,7 @@ fn list(labels: &[String]) -> String {
     if labels.is_empty() { "none".into() } else { labels.join(", ") }
 }
 
-fn compare_level(pair: &Pair<'_>, opts: &CompareOptions, thresholds: &[Threshold]) -> LevelResult {
+fn compare_level(pair: &Pair<'_>, opts: &CompareOptions, noise_pct: f64, thresholds: &[Threshold]) -> LevelResult {
     let run_name = |l: &&LevelFile| l.artifact.run_id.clone();
     let mut metrics = Vec::new();
     for spec in METRICS.iter() {
@@ -223,10 +226,23 @@ fn compare_level(pair: &Pair<'_>, opts: &CompareOptions, thresholds: &[Threshold
         if untested.is_some() {
             comparison.significant = false;
         }
+        // Statistically real but smaller than what counts: the machine, not the build.
+        let within_noise = comparison.significant && comparison.change_pct.is_some_and(|c| c.abs() < noise_pct);
+        if within_noise {
+            comparison.significant = false;
+        }
         let regression_pct = comparison.change_pct.map(|c| if spec.higher_is_worse { c } else { -c });
         let threshold_pct = thresholds.iter().find(|t| t.metric == spec.name).map(|t| t.pct);
         let breached = comparison.significant && matches!((regression_pct, threshold_pct), (Some(r), Some(t)) if r > t);
-        metrics.push(MetricResult { metric: &spec.key, regression_pct, threshold_pct, breached, untested, comparison });
+        metrics.push(MetricResult {
+            metric: &spec.key,
+            regression_pct,
+            threshold_pct,
+            breached,
+            untested,
+            within_noise,
+            comparison,
+        });
     }
     LevelResult {
         level: pair.label.clone(),
@@ -364,6 +380,7 @@ mod tests {
             max_regress: Vec::new(),
             force: false,
             alpha: 0.05,
+            noise_pct: 0.0,
             format: CompareFormat::Json,
             allow_untested: false,
         }
@@ -376,7 +393,7 @@ mod tests {
         let (b, n) =
             (gather(std::slice::from_ref(&req.base)).unwrap(), gather(std::slice::from_ref(&req.new)).unwrap());
         assert_eq!((b.runs.len(), n.runs.len()), (3, 2));
-        let thresholds = gate::parse(&["ttft_p50=0".into()]).unwrap();
+        let thresholds = gate::parse(&["ttft_p50=0".into()], 0.0).unwrap();
         let o = outcome(&req, &b, &n, &thresholds).unwrap();
         assert_eq!(o.levels.iter().map(|l| l.level.as_str()).collect::<Vec<_>>(), ["c=2", "c=6"]);
         for l in &o.levels {

@@ -12,14 +12,13 @@
 
 use super::metrics::{METRICS, Measure};
 use crate::after_run::gather::LevelFile;
-use crate::contract::{Stat, Total, metric_key, nearest_rank};
-use crate::results::aggregate::sample::{FailureSample, Sample};
+use crate::contract::{Metric, Stat, Total, metric_key, nearest_rank};
 use crate::results::artifact::ArtifactFile;
 
 /// Whether the artifact carries the records its summaries were computed from (an artifact of a
 /// level where nothing completed carries none and needs none).
 pub fn has_records(a: &ArtifactFile) -> bool {
-    !a.request_timings.is_empty() || (a.completed == 0 && a.failures.len() as u64 == a.failed)
+    a.request_timings.count > 0 || (a.completed == 0 && a.failures.count == a.failed)
 }
 
 /// Every value `compare` shows of this level, recomputed from its records; `Err` names the first
@@ -77,10 +76,9 @@ pub fn check(level: &LevelFile) -> Result<(), String> {
                 let Some(stated) = a.value(total) else { continue };
                 let wall_s = wall / 1000.0;
                 let recomputed = match total {
-                    Total::ThroughputTokS => {
-                        a.eligible().map(|r| Sample::from_record(r).output_tokens() as f64).sum::<f64>() / wall_s
-                    }
-                    Total::RequestThroughputRps => a.eligible().count() as f64 / wall_s,
+                    // Every eligible request has an output count, in record order.
+                    Total::ThroughputTokS => a.values(Metric::CompletionTokens).iter().sum::<f64>() / wall_s,
+                    Total::RequestThroughputRps => a.eligible() as f64 / wall_s,
                     _ => continue,
                 };
                 if wall_s > 0.0 && !close(stated, recomputed) {
@@ -97,12 +95,7 @@ pub fn check(level: &LevelFile) -> Result<(), String> {
 
 /// From the level start to the end of its last request, completed or failed (as `summarise`).
 fn wall_clock_ms(a: &ArtifactFile) -> f64 {
-    let completed = a.request_timings.iter().map(|r| r.start_offset_ms + Sample::from_record(r).e2e_ms());
-    let failed = a.failures.iter().map(|f| {
-        let f = FailureSample::from_record(f);
-        f.start_offset_ms + f.elapsed_ms
-    });
-    completed.chain(failed).fold(0.0, f64::max)
+    [a.request_timings.last_end_ms, a.failures.last_end_ms].into_iter().fold(0.0, f64::max)
 }
 
 /// Equal up to the last bits a recomputation in another order may change.

@@ -10,6 +10,7 @@
 //! Nothing of a prompt, a key, a header value or a URL's credentials is in a record, so nothing
 //! of them can reach the table.
 
+mod artifact;
 pub mod columns;
 pub mod csv;
 pub mod parquet;
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use columns::{Record, Row};
 
 use crate::request::record::file::{self as records, RecordLine};
-use crate::results::artifact::{self, ArtifactFile};
+use crate::results::artifact as contract_artifact;
 
 /// The table's file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -106,16 +107,21 @@ pub fn export(input: &Path, format: Option<Format>, out: &Path) -> Result<Export
     let mut notes = Vec::new();
     match kind {
         Input::Artifact => {
-            let a = ArtifactFile::read(input).map_err(|e| {
-                ExportError::BadInput(format!("{e}; give a level's artifact (<run_id>.json) or a records file"))
-            })?;
-            levels = 1;
-            let row = |record| Row { level: &a.run_id, level_started_ns: a.started_at_unix_ns, record };
-            for t in &a.request_timings {
-                target.push(&row(Record::Completed(t)))?;
-            }
-            for f in &a.failures {
-                target.push(&row(Record::Failed(f)))?;
+            let read = artifact::for_each_record(input, |head, record| {
+                let record = match record {
+                    artifact::Read::Completed(t) => Record::Completed(t),
+                    artifact::Read::Failed(f) => Record::Failed(f),
+                };
+                target.push(&Row { level: &head.run_id, level_started_ns: head.started_at_unix_ns, record })
+            });
+            match read {
+                Ok(_) => levels = 1,
+                Err(Ok(e)) => return Err(e),
+                Err(Err(e)) => {
+                    return Err(ExportError::BadInput(format!(
+                        "{e}; give a level's artifact (<run_id>.json) or a records file"
+                    )));
+                }
             }
         }
         Input::Records => {
@@ -199,7 +205,7 @@ fn detect(input: &Path) -> Result<Input, ExportError> {
         _ => Err(ExportError::BadInput(format!(
             "{}: neither an artifact ({}) nor a records file ({}); give a level's artifact (<run_id>.json) or a file written with --records",
             input.display(),
-            artifact::SCHEMA,
+            contract_artifact::SCHEMA,
             records::RECORDS_SCHEMA
         ))),
     }
@@ -222,7 +228,7 @@ impl Target {
         let refused = |why: String| {
             ExportError::BadInput(format!("--out {}: {why}; give the path of a new or a regular file", out.display()))
         };
-        if artifact::output::is_stdout(out) {
+        if contract_artifact::output::is_stdout(out) {
             return Err(refused("a table is written to a file, not standard output".into()));
         }
         match std::fs::metadata(out) {

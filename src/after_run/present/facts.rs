@@ -78,11 +78,11 @@ pub fn valid(run: &Run) -> bool {
 /// Requests of a level in its distributions: the artifact's own count, else its eligible
 /// records.
 pub fn eligible(a: &ArtifactFile) -> u64 {
-    a.other
-        .get("metric_population")
+    a.metric_population
+        .as_ref()
         .and_then(|p| p.get("performance_eligible_requests"))
         .and_then(serde_json::Value::as_u64)
-        .unwrap_or_else(|| a.request_timings.iter().filter(|r| r.performance_eligible).count() as u64)
+        .unwrap_or_else(|| a.eligible())
 }
 
 /// `kind n, kind n` of a count map.
@@ -93,10 +93,7 @@ fn counted<K: std::fmt::Display>(counts: impl IntoIterator<Item = (K, u64)>) -> 
 /// What a level left out of its distributions, with the reasons: `3 failed (http_500 3), 15
 /// excluded (canary_failed 15)`; empty when nothing was.
 pub fn left_out(a: &ArtifactFile) -> String {
-    let mut excluded: std::collections::BTreeMap<&'static str, u64> = std::collections::BTreeMap::new();
-    for r in a.request_timings.iter().filter(|r| !r.performance_eligible) {
-        *excluded.entry(r.exclusion_reason.map_or("not eligible", |e| e.as_str())).or_default() += 1;
-    }
+    let excluded = &a.request_timings.excluded;
     let mut parts = Vec::new();
     if a.failed > 0 {
         let kinds = counted(a.error_counts.iter().map(|(k, &n)| (k, n)));
@@ -108,7 +105,7 @@ pub fn left_out(a: &ArtifactFile) -> String {
     }
     let n: u64 = excluded.values().sum();
     if n > 0 {
-        parts.push(format!("{n} excluded ({})", counted(excluded)));
+        parts.push(format!("{n} excluded ({})", counted(excluded.iter().map(|(k, &n)| (k, n)))));
     }
     parts.join(", ")
 }
@@ -198,7 +195,7 @@ pub struct HeadlineRow {
 /// mean something.
 pub fn headline_metrics(a: &ArtifactFile) -> Vec<(&'static str, Metric)> {
     let mut rows = vec![("TTFT (ms)", Metric::Ttft)];
-    let reasoning = a.request_timings.iter().any(|r| r.reasoning_chunks > 0);
+    let reasoning = a.request_timings.reasoning;
     if reasoning {
         rows.push(("time to first output (ms)", Metric::TimeToFirstOutput));
     }
@@ -308,11 +305,7 @@ pub fn canaries(a: &ArtifactFile) -> Option<(u64, u64, u64)> {
     }
     let samples = a.value(Total::RequestCanarySamples).unwrap_or(0.0) as u64;
     let passed = a.value(Total::RequestCanaryPassed).unwrap_or(0.0) as u64;
-    let foreign = a
-        .request_timings
-        .iter()
-        .filter(|r| r.request_canary.as_ref().is_some_and(|c| c.foreign_marker_count > 0))
-        .count() as u64;
+    let foreign = a.request_timings.foreign_canaries;
     Some((samples, passed, foreign))
 }
 

@@ -11,7 +11,7 @@ use crate::results::artifact::ArtifactFile;
 /// line for the reset; nothing when the level has neither.
 pub fn blocks(a: &ArtifactFile) -> Vec<Block> {
     let mut out = Vec::new();
-    if let Some(Value::Array(rows)) = a.other.get("models") {
+    if let Some(Value::Array(rows)) = a.models.as_ref() {
         let mut t = Table::new(
             &[
                 "model",
@@ -41,7 +41,7 @@ pub fn blocks(a: &ArtifactFile) -> Vec<Block> {
         }
         out.push(Block::Table(t));
     }
-    if let Some(r) = a.other.get("cache_reset").filter(|r| r.is_object()) {
+    if let Some(r) = a.cache_reset.as_ref().filter(|r| r.is_object()) {
         let replicas = r["replicas"].as_array().map_or(0, Vec::len);
         out.push(Block::Note(format!(
             "The server's cache was reset before the level ({}, {replicas} replica(s), {} ms).",

@@ -250,16 +250,15 @@ pub fn cdf_series(
 pub fn timeline(level: &LevelFile, id: &str) -> Option<Figure> {
     let a = &level.artifact;
     // One unit for the TTFT axis, from the slowest first token drawn.
+    let (kept, failed) = (&a.request_timings, &a.failures);
     let unit = numbers::TimeUnit::for_column(
-        a.request_timings.iter().filter_map(|r| r.ttft_ms).chain(a.failures.iter().filter_map(|f| f.ttft_ms)),
+        kept.ttft_points.iter().map(|p| p.ttft_ms).chain(failed.points.iter().filter_map(|f| f.ttft_ms)),
     );
     let mut eligible: Vec<(f64, f64)> = Vec::new();
     let mut excluded: Vec<(f64, f64)> = Vec::new();
-    for r in &a.request_timings {
-        if let Some(t) = r.ttft_ms {
-            let p = (r.start_offset_ms / 1000.0, unit.from_ms(t));
-            if r.performance_eligible { eligible.push(p) } else { excluded.push(p) }
-        }
+    for r in &kept.ttft_points {
+        let p = (r.start_offset_ms / 1000.0, unit.from_ms(r.ttft_ms));
+        if r.eligible { eligible.push(p) } else { excluded.push(p) }
     }
     let total = eligible.len() + excluded.len();
     let thinned = total > MAX_DOTS;
@@ -286,31 +285,30 @@ pub fn timeline(level: &LevelFile, id: &str) -> Option<Figure> {
         });
         chart.series.push(Series::new("left out", "#9a9a9a", Mark::Dots, excluded));
     }
-    let mut kinds: Vec<String> = a.failures.iter().map(|f| f.error_kind.to_string()).collect();
+    let mut kinds: Vec<(&str, u32)> = failed.kinds.iter().zip(0..).map(|(k, i)| (k.as_str(), i)).collect();
     kinds.sort();
-    kinds.dedup();
-    for (i, kind) in kinds.iter().enumerate() {
+    for (i, (kind, index)) in kinds.iter().enumerate() {
         let color = PALETTE[(i + 1) % PALETTE.len()];
-        let points: Vec<(f64, f64)> = a
-            .failures
+        let points: Vec<(f64, f64)> = failed
+            .points
             .iter()
-            .filter(|f| &f.error_kind.to_string() == kind)
+            .filter(|f| f.kind == *index)
             .map(|f| (f.start_offset_ms / 1000.0, unit.from_ms(f.ttft_ms.unwrap_or(0.0))))
             .collect();
         legend.push(LegendEntry { label: format!("failed: {kind} ({})", points.len()), color, shape: Swatch::Cross });
-        chart.series.push(Series::new(kind.clone(), color, Mark::Crosses, points));
+        chart.series.push(Series::new(kind.to_string(), color, Mark::Crosses, points));
     }
     let svg = chart.render()?;
     let mut caption = format!("{} completed requests", total);
     if thinned {
         caption.push_str(&format!(" (every {}th drawn)", total.div_ceil(MAX_DOTS)));
     }
-    if a.failures.is_empty() {
+    if failed.count == 0 {
         caption.push_str("; no failures.");
     } else {
         caption.push_str(&format!(
             "; {} failures drawn as crosses at the time they were sent, at their TTFT when output had begun, else on the time axis.",
-            a.failures.len()
+            failed.count
         ));
     }
     Some(Figure {

@@ -7,6 +7,7 @@
 
 mod build;
 pub mod json;
+pub mod kept;
 mod methodology;
 pub mod output;
 pub mod read;

@@ -9,11 +9,10 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::kept::{self, Completed, Failed};
 use crate::contract::{Metric, Stat, Total, metric_key};
-use crate::request::record::{FailureRecord, RequestTiming};
 use crate::request::server_metrics::LevelServerMetrics;
-use crate::results::aggregate::sample::{FailureSample, Sample};
-use crate::results::aggregate::slo::{SloReport, request_value};
+use crate::results::aggregate::slo::SloReport;
 
 /// One level's artifact as written (the fields the readers use; unknown keys are ignored).
 #[derive(Debug, Clone, Deserialize)]
@@ -59,16 +58,19 @@ pub struct ArtifactFile {
     pub snapshot_windows: usize,
     pub steady_state: Option<SteadyStateFile>,
     pub server_metrics: Option<LevelServerMetrics>,
+    /// The per-request records, reduced as they are read (see [`kept`](super::kept)).
     #[serde(default)]
-    pub request_timings: Vec<RequestTiming>,
+    pub request_timings: Completed,
     #[serde(default)]
-    pub failures: Vec<FailureRecord>,
+    pub failures: Failed,
     pub scenario: Value,
     pub simulator: Option<Value>,
     pub client: ClientFile,
-    /// Blocks other commands add (server metrics, shards), kept as written.
-    #[serde(flatten)]
-    pub other: Map<String, Value>,
+    /// Blocks the reports show as written. Named one by one: a catch-all (`flatten`) would make
+    /// serde buffer the whole document, records included, before reading any of it.
+    pub metric_population: Option<Value>,
+    pub models: Option<Value>,
+    pub cache_reset: Option<Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -184,11 +186,18 @@ pub struct ClientFile {
 }
 
 impl ArtifactFile {
-    /// Read and check one artifact file.
+    /// Read and check one artifact file, as a stream: memory holds the kept values, never the
+    /// file.
     pub fn read(path: &Path) -> Result<ArtifactFile, String> {
-        let bytes = crate::sys::read_input(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
-        let file: ArtifactFile = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}: not an anvil-serving.benchmark/v1 artifact ({e})", path.display()))?;
+        let file = crate::sys::open_input(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
+        let reader = std::io::BufReader::with_capacity(1 << 16, file);
+        let file: ArtifactFile = serde_json::from_reader(reader).map_err(|e| {
+            if e.is_io() {
+                format!("{}: cannot read it ({e})", path.display())
+            } else {
+                format!("{}: not an anvil-serving.benchmark/v1 artifact ({e})", path.display())
+            }
+        })?;
         if file.schema != super::SCHEMA {
             return Err(format!("{}: schema is {:?}, not {}", path.display(), file.schema, super::SCHEMA));
         }
@@ -215,27 +224,28 @@ impl ArtifactFile {
         self.rate.unwrap_or(f64::from(self.concurrency))
     }
 
-    /// The performance-eligible request records (what the distributions are over).
-    pub fn eligible(&self) -> impl Iterator<Item = &RequestTiming> {
-        self.request_timings.iter().filter(|r| r.performance_eligible)
+    /// Performance-eligible requests among the records (what the distributions are over).
+    pub fn eligible(&self) -> u64 {
+        self.request_timings.eligible
     }
 
     /// The per-request values behind a distribution, in record order: the eligible requests'
-    /// values (by the same definition `summarise` uses), and for the schedule lag and queue
-    /// wait every request sent, failed ones included, as the artifact counts them.
+    /// values (by the same definition `summarise` uses), and for the schedule lag every request
+    /// sent, failed ones included, as the artifact counts them. Only the [`KEPT`] metrics and
+    /// the schedule lag are read back; any other gives nothing.
     pub fn values(&self, metric: Metric) -> Vec<f64> {
-        match metric {
-            Metric::ScheduleLag | Metric::QueueWait => {
-                let completed =
-                    self.request_timings.iter().filter_map(|r| request_value(&Sample::from_record(r), metric));
-                let failed = self.failures.iter().map(FailureSample::from_record).filter_map(|f| match metric {
-                    Metric::ScheduleLag => f.schedule_lag_ms(),
-                    _ => f.queue_wait_ms(),
-                });
-                completed.chain(failed).collect()
-            }
-            _ => self.eligible().filter_map(|r| request_value(&Sample::from_record(r), metric)).collect(),
+        if metric == Metric::ScheduleLag {
+            let (completed, failed) = (&self.request_timings.schedule_lag, &self.failures.schedule_lag);
+            return completed.iter().chain(failed).copied().collect();
         }
+        debug_assert!(kept::position(metric).is_some(), "{metric:?} is not kept when an artifact is read");
+        kept::position(metric).map_or_else(Vec::new, |i| self.request_timings.values[i].clone())
+    }
+
+    /// The largest value behind a distribution (a column's unit), without a copy.
+    pub fn max_value(&self, metric: Metric) -> Option<f64> {
+        let i = kept::position(metric)?;
+        self.request_timings.values[i].iter().copied().reduce(f64::max)
     }
 
     /// Whether the target was the embedded simulator (its counters are in the artifact).
@@ -253,10 +263,10 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize/closed");
         for entry in std::fs::read_dir(dir).unwrap() {
             let a = ArtifactFile::read(&entry.unwrap().path()).unwrap();
-            assert_eq!(a.request_timings.len() as u64, a.completed);
-            assert_eq!(a.failures.len() as u64, a.failed);
+            assert_eq!(a.request_timings.count, a.completed);
+            assert_eq!(a.failures.count, a.failed);
             let ttft: Vec<f64> = {
-                let mut v: Vec<f64> = a.eligible().filter_map(|r| r.ttft_ms).collect();
+                let mut v = a.values(Metric::Ttft);
                 v.sort_by(f64::total_cmp);
                 v
             };
@@ -265,8 +275,8 @@ mod tests {
             assert_eq!(a.stat(Metric::Ttft, Stat::P50), Some(crate::contract::nearest_rank(&ttft, 50)));
             assert!(a.value(Total::ThroughputTokS).is_some());
             assert!(a.slo.is_some() && a.level() > 0.0);
-            // The values behind every distribution give back its summary.
-            for m in Metric::ALL {
+            // The values behind every kept distribution give back its summary.
+            for m in super::kept::KEPT.into_iter().chain([Metric::ScheduleLag]) {
                 let mut v = a.values(m);
                 assert_eq!(v.len() as u64, a.samples(m), "{m:?}");
                 v.sort_by(f64::total_cmp);

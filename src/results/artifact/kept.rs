@@ -1,5 +1,5 @@
 //! An artifact's per-request records as the commands after the run keep them. Each record is
-//! read while the file streams past and reduced at once to the values the reports draw and
+//! read while the file streams past (see `scan`) and reduced at once to the values the reports draw and
 //! `compare` tests, with a few counts; the record itself is dropped. Memory is then a few
 //! numbers per request (8 bytes per kept metric), not the record's JSON, whose parsed form
 //! costs kilobytes: a 2,000,000-request artifact is about 2 GB of text.
@@ -84,7 +84,7 @@ pub struct FailurePoint {
 }
 
 impl Completed {
-    fn push(&mut self, r: &RequestTiming) {
+    pub fn push(&mut self, r: &RequestTiming) {
         let s = Sample::from_record(r);
         self.count += 1;
         if r.performance_eligible {
@@ -114,7 +114,7 @@ impl Completed {
 }
 
 impl Failed {
-    fn push(&mut self, f: &FailureRecord) {
+    pub fn push(&mut self, f: &FailureRecord) {
         let s = FailureSample::from_record(f);
         self.count += 1;
         let kind = f.error_kind.to_string();

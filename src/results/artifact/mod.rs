@@ -11,6 +11,7 @@ pub mod kept;
 mod methodology;
 pub mod output;
 pub mod read;
+pub(crate) mod scan;
 mod stream;
 
 use std::collections::BTreeMap;

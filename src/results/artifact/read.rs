@@ -186,18 +186,33 @@ pub struct ClientFile {
 }
 
 impl ArtifactFile {
-    /// Read and check one artifact file, as a stream: memory holds the kept values, never the
-    /// file.
+    /// Read and check one artifact file, as a stream (see [`scan`](super::scan)): memory holds
+    /// the kept values, never the file.
     pub fn read(path: &Path) -> Result<ArtifactFile, String> {
-        let file = crate::sys::open_input(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
-        let reader = std::io::BufReader::with_capacity(1 << 16, file);
-        let file: ArtifactFile = serde_json::from_reader(reader).map_err(|e| {
-            if e.is_io() {
-                format!("{}: cannot read it ({e})", path.display())
+        let cannot_read = |e: &dyn std::fmt::Display| format!("{}: cannot read it ({e})", path.display());
+        let not_one =
+            |e: &dyn std::fmt::Display| format!("{}: not an anvil-serving.benchmark/v1 artifact ({e})", path.display());
+        let file = crate::sys::open_input(path).map_err(|e| cannot_read(&e))?;
+        let reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let (mut completed, mut failed) = (Completed::default(), Failed::default());
+        let head = super::scan::scan(reader, &["request_timings", "failures"], |list, bytes| {
+            if list == 0 {
+                completed.push(&serde_json::from_slice(bytes).map_err(|e| e.to_string())?);
             } else {
-                format!("{}: not an anvil-serving.benchmark/v1 artifact ({e})", path.display())
+                failed.push(&serde_json::from_slice(bytes).map_err(|e| e.to_string())?);
             }
+            Ok(())
+        })
+        .map_err(|e| match e {
+            super::scan::ScanError::Io(e) => cannot_read(&e),
+            e @ super::scan::ScanError::Syntax(_) => not_one(&e),
         })?;
+        // The head's own line and column would point into a document that is not the file.
+        let mut file: ArtifactFile = serde_json::from_slice(&head).map_err(|e| {
+            let e = e.to_string();
+            not_one(&e.rsplit_once(" at line ").map_or(e.as_str(), |(what, _)| what))
+        })?;
+        (file.request_timings, file.failures) = (completed, failed);
         if file.schema != super::SCHEMA {
             return Err(format!("{}: schema is {:?}, not {}", path.display(), file.schema, super::SCHEMA));
         }

@@ -136,7 +136,8 @@ pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
             load_artifact(&mut artifacts, &beside)?;
             continue;
         }
-        let bytes = crate::sys::read_input(&path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
+        // The document without its records: an artifact's head, or a whole summary or trace.
+        let bytes = head_of(&path)?;
         let schema = serde_json::from_slice::<SchemaPeek>(&bytes).ok().and_then(|p| p.schema);
         match schema.as_deref() {
             Some(artifact::SCHEMA) => {
@@ -343,16 +344,38 @@ fn run_prefix(a: &ArtifactFile) -> &str {
     a.run_id.strip_suffix(&suffix).unwrap_or(&a.run_id)
 }
 
+/// A JSON document with the records of an artifact skipped (see `artifact::scan`), so that
+/// telling what a file is costs no memory for its records; what is not one JSON object comes
+/// back empty (and is then no result of anvil-load).
+fn head_of(path: &Path) -> Result<Vec<u8>, String> {
+    let file = crate::sys::open_input(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
+    let reader = std::io::BufReader::with_capacity(1 << 20, file);
+    match artifact::scan::scan(reader, &["request_timings", "failures"], |_, _| Ok(())) {
+        Ok(head) => Ok(head),
+        Err(artifact::scan::ScanError::Io(e)) => Err(format!("{}: cannot read it ({e})", path.display())),
+        Err(artifact::scan::ScanError::Syntax(_)) => Ok(Vec::new()),
+    }
+}
+
 /// The snapshot windows beside an artifact; unreadable lines (a torn last line of a killed run)
 /// are noted and left out.
 fn read_windows(artifact: &Path, notes: &mut Vec<String>) -> Vec<Window> {
     let name = artifact.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let stem = name.strip_suffix(".json").unwrap_or(&name);
     let path = artifact.with_file_name(format!("{stem}{TIMESERIES_SUFFIX}"));
-    let Ok(text) = crate::sys::read_input_to_string(&path) else { return Vec::new() };
+    let Ok(file) = crate::sys::open_input(&path) else { return Vec::new() };
     let mut windows = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        match serde_json::from_str::<Window>(line) {
+    // Line by line: a day's soak has tens of thousands of windows.
+    for (i, line) in std::io::BufRead::lines(std::io::BufReader::new(file)).enumerate() {
+        let line = match line {
+            Ok(line) if line.trim().is_empty() => continue,
+            Ok(line) => line,
+            Err(e) => {
+                notes.push(format!("{}:{}: the rest is left out ({e})", path.display(), i + 1));
+                break;
+            }
+        };
+        match serde_json::from_str::<Window>(&line) {
             Ok(w) => windows.push(w),
             Err(e) => notes.push(format!("{}:{}: window left out ({e})", path.display(), i + 1)),
         }

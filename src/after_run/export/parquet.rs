@@ -15,7 +15,8 @@ use std::sync::Arc;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
 use parquet::errors::ParquetError;
-use parquet::file::properties::{WriterProperties, WriterVersion};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+use parquet::schema::types::ColumnPath;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
@@ -183,12 +184,33 @@ pub struct ParquetSink<W: Write + Send> {
 impl<W: Write + Send> ParquetSink<W> {
     pub fn new(out: W) -> Result<Self, ParquetError> {
         let schema = Arc::new(parse_message_type(&message_type())?);
-        let props = WriterProperties::builder()
+        let mut props = WriterProperties::builder()
             .set_writer_version(WriterVersion::PARQUET_1_0)
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
             .set_dictionary_enabled(true)
-            .set_created_by(format!("anvil-load {}", env!("CARGO_PKG_VERSION")))
-            .build();
+            // Minimum and maximum per column chunk (what readers prune row groups by), not per
+            // page as well: a second set of comparisons on every value for nothing a query of
+            // these files uses.
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_created_by(format!("anvil-load {}", env!("CARGO_PKG_VERSION")));
+        // Timings, rates and instants almost never repeat: hashing each into a dictionary that
+        // is then abandoned for plain encoding is time spent for no bytes saved. Text, counts
+        // and flags repeat and keep theirs.
+        for c in COLUMNS {
+            match c.get {
+                Get::F64(_) | Get::Timestamp(_) => {
+                    props = props.set_column_dictionary_enabled(ColumnPath::from(c.name), false);
+                }
+                Get::Gaps(_) => {
+                    for leaf in ["value_us", "count"] {
+                        let path = ColumnPath::new(vec![c.name.into(), "list".into(), "element".into(), leaf.into()]);
+                        props = props.set_column_dictionary_enabled(path, false);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let props = props.build();
         let writer = SerializedFileWriter::new(out, schema, Arc::new(props))?;
         Ok(ParquetSink { writer, buffers: COLUMNS.iter().map(Buffer::for_column).collect(), rows: 0 })
     }

@@ -149,19 +149,23 @@ max_tokens = 16
 tokenizer = "estimate"
 TOML
 # submit SYNC OUT SCENARIO: run the script as a job of $tasks tasks; sets $job, prints its output.
+# --time on the command line overrides the script's 2 hours, as a user's would: a job asking for
+# more than the partition's MaxTime (10 minutes here) stays pending (PartitionTimeLimit) forever.
 submit() {
     local sync=$1 results=$2 file=$3 started state code
     started=$(date +%s)
     job=$(cd "$work" && ANVIL_BIN="$bin" ANVIL_OUT="$results" ANVIL_LEAD=10 ANVIL_SYNC="$sync" \
         ANVIL_PORT="$(free_port)" \
-        sbatch --parsable --ntasks="$tasks" --chdir="$work" --output="$work/job-%j.out" \
+        sbatch --parsable --ntasks="$tasks" --time=5 --chdir="$work" --output="$work/job-%j.out" \
         "$root/deploy/slurm/anvil-load.sbatch" "$file" --base-url "http://127.0.0.1:${mock_port}/v1")
     job=${job%%;*}
     say "submitted job $job ($tasks tasks, $sync)"
     while squeue -h -j "$job" 2>/dev/null | grep -q .; do
         if [ $(( $(date +%s) - started )) -gt "$limit" ]; then
             keep=1
-            die "job $job still running after ${limit}s (see $work/job-$job.out)"
+            # A job that never started says why (Resources, PartitionTimeLimit, …).
+            state=$(squeue -h -j "$job" -o '%T, reason %r' 2>/dev/null || true)
+            die "job $job still in the queue after ${limit}s (${state:-state unknown}; see $work/job-$job.out)"
         fi
         sleep 1
     done

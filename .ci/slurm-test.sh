@@ -174,6 +174,9 @@ submit() {
     say "job $job: ${state:-unknown} (exit ${code:-?}) after $(( $(date +%s) - started ))s"
     cat "$work/job-$job.out"
     if [ "$state" != COMPLETED ]; then keep=1; die "job $job ended ${state:-unknown}"; fi
+    # The script's own request, as the job got it: 2 CPUs for each task.
+    per_task=$(scontrol show job "$job" 2>/dev/null | grep -o 'CPUs/Task=[0-9]*' | cut -d= -f2 || true)
+    [ "$per_task" = 2 ] || { keep=1; die "job $job ran with ${per_task:-?} CPUs per task, not the script's 2"; }
 }
 
 # check OUT SYNC LEVELS: every shard's part, and nothing twice, in every level.

@@ -2,7 +2,7 @@
 //! the project's own records writer (no server: the lines of a short real run against the
 //! simulator, repeated with fresh indices and spread timings), then `summarize`, `report` (HTML
 //! and Markdown), `compare` and `export` (CSV, Parquet) run over it in turn, each timed on the
-//! wall clock with its own peak RSS (`wait4`), printed as records per second and MiB.
+//! wall clock with its own peak RSS (`VmHWM`), printed as records per second and MiB.
 //!
 //! `cargo bench --locked --bench soak` runs 200,000 requests; `ANVIL_SOAK_REQUESTS=200000,2000000`
 //! chooses the sizes (2,000,000 takes minutes and a few GB of disk). A command that fails or
@@ -137,7 +137,7 @@ fn row(name: &str, n: u64, t: &Timed) -> Value {
             "peak_rss_mib": t.peak_kib as f64 / 1024.0, "ok": t.ok, "note": t.note })
 }
 
-/// Run `cmd` to its end (or kill it after `limit`), with its own peak RSS from `wait4`.
+/// Run `cmd` to its end (or kill it after `limit`), with its own peak RSS (polled every 20 ms).
 fn timed(cmd: &mut Command, limit: Duration) -> Timed {
     let started = Instant::now();
     let mut child = match cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn() {
@@ -153,29 +153,32 @@ fn timed(cmd: &mut Command, limit: Duration) -> Timed {
         }
         text
     });
+    // The peak is the child's own high-water mark (`VmHWM`), read from /proc while it runs; an
+    // exited child has none left, so its last 20 ms may be missed. wait4's ru_maxrss will not
+    // do: exec keeps the high-water mark of the process it replaces, so this bench's own
+    // resident memory (the records writer's) would be the floor of every command's figure.
     let killer = std::thread::spawn(move || {
         let end = Instant::now() + limit;
+        let mut peak_kib = 0;
         while Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(100));
+            peak_kib = peak_kib.max(high_water_kib(pid).unwrap_or(0));
+            std::thread::sleep(Duration::from_millis(20));
             // SAFETY: kill with signal 0 only asks whether the process exists.
             if unsafe { libc::kill(pid, 0) } != 0 {
-                return false;
+                return (false, peak_kib);
             }
         }
         // SAFETY: the child is ours and still running; SIGKILL ends it.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        true
+        (true, peak_kib)
     });
     let mut status = 0;
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: wait4 writes the child's status and resource use into the pointers it is given.
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
+    // SAFETY: waits for and reaps our own child, writing its status.
+    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
     let seconds = started.elapsed().as_secs_f64();
-    // SAFETY: zero-initialised above, filled by wait4 when it returned the pid.
-    let usage = unsafe { usage.assume_init() };
     // The process is reaped; keep std's handle from waiting on it again.
     std::mem::forget(child);
-    let killed = killer.join().unwrap_or(false);
+    let (killed, peak_kib) = killer.join().unwrap_or((false, 0));
     let stderr = reader.join().unwrap_or_default();
     let ok = rc == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     let note = if killed {
@@ -185,9 +188,14 @@ fn timed(cmd: &mut Command, limit: Duration) -> Timed {
     } else {
         stderr.lines().last().unwrap_or("no message").to_string()
     };
-    #[allow(clippy::unnecessary_cast)]
-    let peak_kib = usage.ru_maxrss as u64;
     Timed { seconds, peak_kib, ok, note }
+}
+
+/// `VmHWM` of a process, KiB: the peak resident set of its current program.
+fn high_water_kib(pid: libc::pid_t) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn target_dir() -> PathBuf {

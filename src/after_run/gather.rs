@@ -349,8 +349,9 @@ fn run_prefix(a: &ArtifactFile) -> &str {
 /// back empty (and is then no result of anvil-load).
 fn head_of(path: &Path) -> Result<Vec<u8>, String> {
     let file = crate::sys::open_input(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
-    let reader = std::io::BufReader::with_capacity(1 << 20, file);
-    match artifact::scan::scan(reader, &["request_timings", "failures"], |_, _| Ok(())) {
+    let skip =
+        |_, bytes: &[u8], whole| Ok(artifact::scan::one::<serde::de::IgnoredAny>(bytes, whole)?.map(|(_, used)| used));
+    match artifact::scan::scan(file, &["request_timings", "failures"], skip) {
         Ok(head) => Ok(head),
         Err(artifact::scan::ScanError::Io(e)) => Err(format!("{}: cannot read it ({e})", path.display())),
         Err(artifact::scan::ScanError::Syntax(_)) => Ok(Vec::new()),

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::request::record::{FailureRecord, RequestTiming};
-use crate::results::artifact::scan::{ScanError, scan};
+use crate::results::artifact::scan::{ScanError, one, scan};
 
 /// The level a row belongs to, from the artifact's own fields.
 #[derive(Debug, serde::Deserialize)]
@@ -32,24 +32,27 @@ pub fn for_each_record<E>(
     path: &Path,
     mut each: impl FnMut(&Head, Read<'_>) -> Result<(), E>,
 ) -> Result<Head, Result<E, String>> {
-    let head = open(path, |_, _| Ok(())).map_err(Err)?;
+    let skip = |_, bytes: &[u8], whole| Ok(one::<serde::de::IgnoredAny>(bytes, whole)?.map(|(_, used)| used));
+    let head = open(path, skip).map_err(Err)?;
     let head: Head = serde_json::from_slice(&head).map_err(|e| Err(not_one(path, &e)))?;
     if head.schema != crate::results::artifact::SCHEMA {
         let schema = crate::results::artifact::SCHEMA;
         return Err(Err(format!("{}: schema is {:?}, not {schema}", path.display(), head.schema)));
     }
     let mut failed: Option<E> = None;
-    let outcome = open(path, |list, bytes| {
+    let outcome = open(path, |list, bytes, whole| {
         let stop = |e| {
             failed = Some(e);
             "the export stopped".to_string()
         };
         if list == 0 {
-            let r: RequestTiming = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-            each(&head, Read::Completed(&r)).map_err(stop)
+            let Some((r, used)) = one::<RequestTiming>(bytes, whole)? else { return Ok(None) };
+            each(&head, Read::Completed(&r)).map_err(stop)?;
+            Ok(Some(used))
         } else {
-            let f: FailureRecord = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-            each(&head, Read::Failed(&f)).map_err(stop)
+            let Some((f, used)) = one::<FailureRecord>(bytes, whole)? else { return Ok(None) };
+            each(&head, Read::Failed(&f)).map_err(stop)?;
+            Ok(Some(used))
         }
     });
     if let Some(e) = failed {
@@ -59,9 +62,9 @@ pub fn for_each_record<E>(
     Ok(head)
 }
 
-fn open(path: &Path, each: impl FnMut(usize, &[u8]) -> Result<(), String>) -> Result<Vec<u8>, String> {
+fn open(path: &Path, each: impl FnMut(usize, &[u8], bool) -> Result<Option<usize>, String>) -> Result<Vec<u8>, String> {
     let file = crate::sys::open_input(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
-    scan(std::io::BufReader::with_capacity(1 << 20, file), &LISTS, each).map_err(|e| match e {
+    scan(file, &LISTS, each).map_err(|e| match e {
         ScanError::Io(e) => format!("{}: cannot read it ({e})", path.display()),
         e @ ScanError::Syntax(_) => not_one(path, &e),
     })

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::kept::{self, Completed, Failed};
+use super::scan;
 use crate::contract::{Metric, Stat, Total, metric_key};
 use crate::request::server_metrics::LevelServerMetrics;
 use crate::results::aggregate::slo::SloReport;
@@ -193,19 +194,23 @@ impl ArtifactFile {
         let not_one =
             |e: &dyn std::fmt::Display| format!("{}: not an anvil-serving.benchmark/v1 artifact ({e})", path.display());
         let file = crate::sys::open_input(path).map_err(|e| cannot_read(&e))?;
-        let reader = std::io::BufReader::with_capacity(1 << 20, file);
         let (mut completed, mut failed) = (Completed::default(), Failed::default());
-        let head = super::scan::scan(reader, &["request_timings", "failures"], |list, bytes| {
-            if list == 0 {
-                completed.push(&serde_json::from_slice(bytes).map_err(|e| e.to_string())?);
+        let head = scan::scan(file, &["request_timings", "failures"], |list, bytes, whole| {
+            Ok(if list == 0 {
+                scan::one(bytes, whole)?.map(|(r, used)| {
+                    completed.push(&r);
+                    used
+                })
             } else {
-                failed.push(&serde_json::from_slice(bytes).map_err(|e| e.to_string())?);
-            }
-            Ok(())
+                scan::one(bytes, whole)?.map(|(f, used)| {
+                    failed.push(&f);
+                    used
+                })
+            })
         })
         .map_err(|e| match e {
-            super::scan::ScanError::Io(e) => cannot_read(&e),
-            e @ super::scan::ScanError::Syntax(_) => not_one(&e),
+            scan::ScanError::Io(e) => cannot_read(&e),
+            e @ scan::ScanError::Syntax(_) => not_one(&e),
         })?;
         // The head's own line and column would point into a document that is not the file.
         let mut file: ArtifactFile = serde_json::from_slice(&head).map_err(|e| {

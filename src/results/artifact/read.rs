@@ -59,7 +59,7 @@ pub struct ArtifactFile {
     pub snapshot_windows: usize,
     pub steady_state: Option<SteadyStateFile>,
     pub server_metrics: Option<LevelServerMetrics>,
-    /// The per-request records, reduced as they are read (see [`kept`](super::kept)).
+    /// The per-request records, reduced as they are read (see `kept`).
     #[serde(default)]
     pub request_timings: Completed,
     #[serde(default)]
@@ -187,7 +187,7 @@ pub struct ClientFile {
 }
 
 impl ArtifactFile {
-    /// Read and check one artifact file, as a stream (see [`scan`](super::scan)): memory holds
+    /// Read and check one artifact file, as a stream (see `scan`): memory holds
     /// the kept values, never the file.
     pub fn read(path: &Path) -> Result<ArtifactFile, String> {
         let cannot_read = |e: &dyn std::fmt::Display| format!("{}: cannot read it ({e})", path.display());
@@ -251,7 +251,7 @@ impl ArtifactFile {
 
     /// The per-request values behind a distribution, in record order: the eligible requests'
     /// values (by the same definition `summarise` uses), and for the schedule lag every request
-    /// sent, failed ones included, as the artifact counts them. Only the [`KEPT`] metrics and
+    /// sent, failed ones included, as the artifact counts them. Only the `kept::KEPT` metrics and
     /// the schedule lag are read back; any other gives nothing.
     pub fn values(&self, metric: Metric) -> Vec<f64> {
         if metric == Metric::ScheduleLag {

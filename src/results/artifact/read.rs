@@ -262,12 +262,6 @@ impl ArtifactFile {
         kept::position(metric).map_or_else(Vec::new, |i| self.request_timings.values[i].clone())
     }
 
-    /// The largest value behind a distribution (a column's unit), without a copy.
-    pub fn max_value(&self, metric: Metric) -> Option<f64> {
-        let i = kept::position(metric)?;
-        self.request_timings.values[i].iter().copied().reduce(f64::max)
-    }
-
     /// Whether the target was the embedded simulator (its counters are in the artifact).
     pub fn simulated(&self) -> bool {
         self.simulator.as_ref().is_some_and(|v| !v.is_null())

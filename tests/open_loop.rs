@@ -204,16 +204,18 @@ static TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capacity_search_finds_the_knee() {
     let _alone = TIMED.lock().await;
-    // 2 ms per token, 25 % slower per extra concurrent stream: TPOT is 2·(1 + 0.25·(c − 1)) ms,
-    // 4.0 ms at c = 5 and 4.5 ms at c = 6. With tpot_p99 ≤ 4.25 ms the knee is 5. The search's
-    // logic is under test, not this shared machine: its client-lateness verdict is not judged.
-    let server = MockServer::start(slow(2.0, 0.25)).await.unwrap();
+    // 4 ms per token, 25 % slower per extra concurrent stream: TPOT is 4·(1 + 0.25·(c − 1)) ms,
+    // 7 ms at c = 4, 8 ms at c = 5 and 9 ms at c = 6. With tpot_p50 ≤ 8.5 ms the knee is 5. The
+    // search's logic is under test, not this shared machine: the SLO is on the median, which one
+    // late wake-up of a loaded CI machine does not move (on the p99 of 24 requests, it did: one
+    // request's 15 ms hiccup failed c = 4), and the client-lateness verdict is not judged.
+    let server = MockServer::start(slow(4.0, 0.25)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = write(
         dir.path(),
         "search.toml",
         &format!(
-            "[run]\nrequests = 24\n[load]\nsearch = \"concurrency\"\nsearch_max = 32\nsearch_steps = 10\nmax_client_lateness = \"1h\"\n{WORKLOAD}[slo]\ntpot_p99_ms = 4.25\nerror_rate = 0.0\n"
+            "[run]\nrequests = 24\n[load]\nsearch = \"concurrency\"\nsearch_max = 32\nsearch_steps = 10\nmax_client_lateness = \"1h\"\n{WORKLOAD}[slo]\ntpot_p50_ms = 8.5\nerror_rate = 0.0\n"
         ),
     );
     let (result, found) = run_in(dir.path(), &file, &["--base-url", &server.base_url()]).await;

@@ -136,6 +136,19 @@ pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
             load_artifact(&mut artifacts, &beside)?;
             continue;
         }
+        // Artifacts name their schema first: one that reads as an artifact is scanned once, not
+        // also to tell what it is (a fifth of `compare`'s time at 200,000 requests). What does
+        // not read as one goes the general way below, and is told apart as before.
+        if leading_schema(&path).as_deref() == Some(artifact::SCHEMA) {
+            let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+            if artifacts.contains_key(&key) {
+                continue;
+            }
+            if let Ok(a) = ArtifactFile::read(&path) {
+                artifacts.insert(key, a);
+                continue;
+            }
+        }
         // The document without its records: an artifact's head, or a whole summary or trace.
         let bytes = head_of(&path)?;
         let schema = serde_json::from_slice::<SchemaPeek>(&bytes).ok().and_then(|p| p.schema);
@@ -344,6 +357,17 @@ fn run_prefix(a: &ArtifactFile) -> &str {
     a.run_id.strip_suffix(&suffix).unwrap_or(&a.run_id)
 }
 
+/// The schema a JSON document names as its first member, read from its first 4 KiB; `None`
+/// when it does not start that way.
+fn leading_schema(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4096);
+    crate::sys::open_input(path).ok()?.take(4096).read_to_end(&mut head).ok()?;
+    let rest = head.trim_ascii_start().strip_prefix(b"{")?.trim_ascii_start();
+    let rest = rest.strip_prefix(b"\"schema\"")?.trim_ascii_start().strip_prefix(b":")?.trim_ascii_start();
+    artifact::scan::one::<String>(rest, false).ok()?.map(|(schema, _)| schema)
+}
+
 /// A JSON document with the records of an artifact skipped (see `artifact::scan`), so that
 /// telling what a file is costs no memory for its records; what is not one JSON object comes
 /// back empty (and is then no result of anvil-load).
@@ -390,6 +414,29 @@ mod tests {
 
     fn fixture(dir: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summarize").join(dir)
+    }
+
+    #[test]
+    fn the_leading_schema_is_read_only_where_our_documents_put_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.json");
+        for (text, want) in [
+            (" \n{ \"schema\" :\t\"anvil-serving.benchmark/v1\", \"x\": 1}", Some("anvil-serving.benchmark/v1")),
+            ("{\"schema\":\"a\\\"b\"", Some("a\"b")),
+            ("{\"run_id\":\"r\",\"schema\":\"anvil-serving.benchmark/v1\"}", None),
+            ("{\"schema\":\"anvil-serving.bench", None),
+            ("{\"schema\":1}", None),
+            ("[\"schema\"]", None),
+            ("", None),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            assert_eq!(leading_schema(&file).as_deref(), want, "{text}");
+        }
+        // A document cut after its schema reads as no artifact, and takes the general way.
+        std::fs::write(&file, "{\"schema\":\"anvil-serving.benchmark/v1\",\"request_timings\":[{").unwrap();
+        let g = gather(&[dir.path().to_path_buf(), fixture("open")]).unwrap();
+        assert_eq!(g.levels().count(), 1);
+        assert!(g.notes.iter().any(|n| n.contains("a.json")), "{:?}", g.notes);
     }
 
     #[test]

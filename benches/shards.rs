@@ -18,7 +18,10 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anvil_load::mock::{MockServer, Profile};
+use anvil_load::request::record::file::RecordLine;
+use anvil_load::request::record::writer;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_anvil-load");
 /// Shards by default (`ANVIL_BENCH_SHARDS` overrides), and levels: 25, or 5 beyond 8 shards.
@@ -88,8 +91,9 @@ fn main() -> ExitCode {
     // (level ordinal) → per shard: (agreed start ns, first dispatch ns).
     let mut late_ms: Vec<f64> = Vec::new();
     let mut spread_ms: Vec<f64> = Vec::new();
-    let per_shard: Vec<Vec<(u64, f64)>> =
-        (0..shards).map(|i| first_dispatches(&dir.path().join(format!("shard{i}")))).collect();
+    let per_shard: Vec<Vec<(u64, f64)>> = (0..shards)
+        .map(|i| first_dispatches(&shard_records(&dir.path().join(format!("shard{i}")), i, shards)))
+        .collect();
     let join_s =
         per_shard[0].first().map_or(f64::NAN, |&(start_ns, _)| (start_ns as f64 - started_unix_ns as f64) / 1e9);
     for level in 0..levels_run as usize {
@@ -117,7 +121,7 @@ fn main() -> ExitCode {
         let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
         println!("{name:<44} {:>8.3} {:>8.3} {:>8.3} {:>8}", f("p50_ms"), f("p99_ms"), f("max_ms"), s["n"]);
     }
-    let merge = merge_throughput(dir.path(), shards);
+    let merge = merge_throughput(&runtime, dir.path(), shards);
     let report = json!({ "shards": shards, "levels": levels_run, "join_s": join_s, "run_s": elapsed.as_secs_f64(),
                          "first_dispatch_late": late, "spread": spread, "merge": merge });
     let path = target_dir().join("bench").join("shards.json");
@@ -138,58 +142,57 @@ const MERGE_RECORDS: u64 = 200_000;
 /// Merge throughput: one shard file per shard, `MERGE_RECORDS` requests in all (one level, every
 /// line a real record of the run above with its index rewritten), merged by the binary; wall
 /// time, records per second and the merge's peak RSS.
-fn merge_throughput(dir: &Path, shards: u32) -> Value {
+fn merge_throughput(runtime: &tokio::runtime::Runtime, dir: &Path, shards: u32) -> Value {
     let per_shard = MERGE_RECORDS / u64::from(shards);
     let synthetic = dir.join("merge-input");
     let _ = std::fs::create_dir_all(&synthetic);
     let mut bytes = 0u64;
     for i in 0..shards {
-        let source = std::fs::read_dir(dir.join(format!("shard{i}")))
-            .expect("shard out")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.to_string_lossy().ends_with(".records.ndjson"))
-            .expect("a shard records file");
+        let source = shard_records(&dir.join(format!("shard{i}")), i, shards);
         let text = std::fs::read_to_string(&source).expect("records");
-        let lines: Vec<&str> = text.lines().collect();
-        let run = lines[0];
-        let level: Value =
-            serde_json::from_str(lines.iter().find(|l| l.contains("\"type\":\"level\"")).expect("level"))
-                .expect("level line");
-        let name = level["level"].as_str().expect("level id").to_string();
-        let mut request: Value =
-            serde_json::from_str(lines.iter().find(|l| l.contains("\"type\":\"request\"")).expect("a request"))
-                .expect("request line");
-        request["level"] = json!(name);
-        let mut end: Value =
-            serde_json::from_str(lines.iter().find(|l| l.contains("\"type\":\"level_end\"")).expect("end"))
-                .expect("end line");
-        end["level"] = json!(name);
-        let mut out = String::with_capacity(1 << 20);
-        out.push_str(run);
-        out.push('\n');
-        out.push_str(&level.to_string());
-        out.push('\n');
-        for k in 0..per_shard {
-            request["request_index"] = json!(k * u64::from(shards) + u64::from(i));
-            out.push_str(&request.to_string());
-            out.push('\n');
-        }
-        out.push_str(&end.to_string());
-        out.push('\n');
-        bytes += out.len() as u64;
-        std::fs::write(synthetic.join(format!("s.shard{i}of{shards}.records.ndjson")), out).expect("write");
+        let lines: Vec<RecordLine> = text.lines().map(|l| serde_json::from_str(l).expect("a record line")).collect();
+        let run = lines.iter().find(|l| matches!(l, RecordLine::Run { .. })).expect("a run line");
+        let level = lines.iter().find(|l| matches!(l, RecordLine::Level { .. })).expect("a level line");
+        let Some(RecordLine::Request { level: name, record }) =
+            lines.iter().find(|l| matches!(l, RecordLine::Request { .. }))
+        else {
+            panic!("a request line")
+        };
+        let end =
+            lines.iter().find(|l| matches!(l, RecordLine::LevelEnd { level: l, .. } if l == name)).expect("its end");
+        // Through the records writer, which tallies what it writes into the level's end: a file
+        // edited afterwards would be refused by `merge` as not holding what the shard wrote.
+        let path = synthetic.join(format!("s.shard{i}of{shards}.records.ndjson"));
+        runtime.block_on(async {
+            let (sink, writer) = writer::open(&path, true, CancellationToken::new()).expect("records file");
+            sink.write(run).await;
+            sink.write(level).await;
+            for k in 0..per_shard {
+                let mut record = record.clone();
+                record.request_index = k * u64::from(shards) + u64::from(i);
+                sink.write(&RecordLine::Request { level: name.clone(), record }).await;
+            }
+            sink.write(end).await;
+            drop(sink);
+            writer.finish().expect("records written");
+        });
+        bytes += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     }
     let started = Instant::now();
-    let status = Command::new(CLIENT)
+    let merged = Command::new(CLIENT)
         .arg("merge")
         .arg(&synthetic)
         .arg("--out")
         .arg(dir.join("merged"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
+        .stderr(Stdio::piped())
+        .output()
         .expect("merge runs");
     let seconds = started.elapsed().as_secs_f64();
+    let status = merged.status;
+    if !status.success() {
+        eprintln!("merge failed:\n{}", String::from_utf8_lossy(&merged.stderr));
+    }
     let records = per_shard * u64::from(shards);
     let peak_kib = children_peak_rss_kib();
     println!(
@@ -219,14 +222,20 @@ fn children_peak_rss_kib() -> u64 {
     kib
 }
 
-/// Per level, in order: the level's agreed start (ns, this host's clock) and its earliest
-/// request start after it (ms).
-fn first_dispatches(out: &Path) -> Vec<(u64, f64)> {
-    let file = std::fs::read_dir(out)
+/// Shard `i`'s own records file in its output directory (shard 0's also holds the records the
+/// coordinator merged, which name no shard).
+fn shard_records(out: &Path, i: u32, shards: u32) -> PathBuf {
+    let suffix = format!(".shard{i}of{shards}.records.ndjson");
+    std::fs::read_dir(out)
         .expect("shard output")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().ends_with(".records.ndjson"))
-        .expect("records file");
+        .find(|p| p.to_string_lossy().ends_with(&suffix))
+        .expect("the shard's records file")
+}
+
+/// Per level, in order: the level's agreed start (ns, this host's clock) and its earliest
+/// request start after it (ms).
+fn first_dispatches(file: &Path) -> Vec<(u64, f64)> {
     let mut levels: Vec<(String, u64, f64)> = Vec::new();
     for line in std::fs::read_to_string(file).expect("records").lines() {
         let v: Value = serde_json::from_str(line).expect("record line");

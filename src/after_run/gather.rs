@@ -139,15 +139,8 @@ pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
         // Artifacts name their schema first: one that reads as an artifact is scanned once, not
         // also to tell what it is (a fifth of `compare`'s time at 200,000 requests). What does
         // not read as one goes the general way below, and is told apart as before.
-        if leading_schema(&path).as_deref() == Some(artifact::SCHEMA) {
-            let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
-            if artifacts.contains_key(&key) {
-                continue;
-            }
-            if let Ok(a) = ArtifactFile::read(&path) {
-                artifacts.insert(key, a);
-                continue;
-            }
+        if leading_schema(&path).as_deref() == Some(artifact::SCHEMA) && load_artifact(&mut artifacts, &path).is_ok() {
+            continue;
         }
         // The document without its records: an artifact's head, or a whole summary or trace.
         let bytes = head_of(&path)?;

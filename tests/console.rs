@@ -181,13 +181,15 @@ fn json_on_stdout_agrees_with_the_artifacts() {
     assert_eq!(summary["files"][0], sweep.display().to_string());
 
     // A capacity search: the summary's capacity is the search's answer. Every level must pass
-    // for there to be one, so the client-lateness verdict of this shared machine is not judged
-    // (in CI, beside the other tests, it voided every level once and the answer was null).
+    // for there to be one. `max_tokens` stays above the profile's longest reasoning (24
+    // tokens): at 16, a level whose every response was cut inside its reasoning had no TTFT,
+    // so its TTFT SLO failed and the answer was null. The client-lateness verdict of this
+    // shared machine is not what is tested here, so it is not judged.
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("search.toml");
     std::fs::write(
         &scenario,
-        "[target]\nmodel = \"anvil-sim\"\nsimulator = \"fast\"\n\n[run]\nrequests = 6\nseed = 3\n\n[load]\nsearch = \"concurrency\"\nsearch_min = 1\nsearch_max = 4\nsearch_steps = 3\nmax_client_lateness = \"1h\"\n\n[workload]\ncontext_tokens = 256\nmax_context_tokens = 4096\nmax_tokens = 16\ntokenizer = \"estimate\"\n\n[slo]\nttft_p99_ms = 600000\n",
+        "[target]\nmodel = \"anvil-sim\"\nsimulator = \"fast\"\n\n[run]\nrequests = 6\nseed = 3\n\n[load]\nsearch = \"concurrency\"\nsearch_min = 1\nsearch_max = 4\nsearch_steps = 3\nmax_client_lateness = \"1h\"\n\n[workload]\ncontext_tokens = 256\nmax_context_tokens = 4096\nmax_tokens = 48\ntokenizer = \"estimate\"\n\n[slo]\nttft_p99_ms = 600000\n",
     )
     .unwrap();
     let searched = dir.path().join("out");

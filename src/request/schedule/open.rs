@@ -6,8 +6,10 @@
 //! is dropped (`drop`; counted and listed, never silent). A shard walks the same schedule and
 //! dispatches only the arrivals of its part, at their planned offsets, with its share of the cap.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
@@ -60,6 +62,7 @@ where
     let tasks = TaskTracker::new();
     let stop = &control.stop_issuing;
     let mut last_offset = None;
+    let mut blocked = Blocked::default();
     for (index, offset) in offsets.enumerate() {
         let index = index as u64;
         last_offset = Some(offset);
@@ -91,23 +94,17 @@ where
                 }
             },
             (Some(slots), Overload::Queue) => {
-                tokio::select! {
+                let began = Instant::now();
+                let permit = tokio::select! {
                     biased;
                     () = stop.cancelled() => break,
                     permit = Arc::clone(slots).acquire_owned() => permit.ok(),
-                }
+                };
+                blocked.push(began, Instant::now());
+                permit
             }
         };
-        let dispatch = Dispatch {
-            level_start,
-            intended: Some(intended),
-            // Waiting for a slot began at the later of the deadline and the dispatcher's wake-up.
-            queue_wait: if slots.is_some() {
-                Instant::now().saturating_duration_since(intended)
-            } else {
-                Default::default()
-            },
-        };
+        let dispatch = Dispatch { level_start, intended: Some(intended), queue_wait: blocked.since(intended) };
         let (issue, tx, cut) = (issue.clone(), tx.clone(), control.cut_in_flight.child_token());
         tasks.spawn(async move {
             let outcome = issue(request, dispatch, cut).await;
@@ -120,11 +117,43 @@ where
     tasks.wait().await;
     let planned_window = match trace_rows {
         // A trace's window ends one mean gap after its last row, like a drawn schedule's.
-        Some(_) => last_offset.map(|last| last + std::time::Duration::from_secs_f64(1.0 / rate)),
+        Some(_) => last_offset.map(|last| last + Duration::from_secs_f64(1.0 / rate)),
         None => (n > 0).then(|| process.horizon()),
     };
     // Every shard's window is the whole schedule's.
     Issued { planned_arrivals: Some(part.count_below(n)), planned_window }
+}
+
+/// The time the dispatcher spent blocked on a full cap, span by span. An arrival's queue wait is
+/// the blocked time between its deadline and its dispatch: the wait for its own slot and for the
+/// slots of the arrivals queued before it, which held the dispatcher. The rest of its lateness (a
+/// late wake-up, a prompt that took longer to build than the gap before it) is the client's own,
+/// and stays dispatch lag.
+#[derive(Default)]
+struct Blocked {
+    /// (began, ended, blocked time before `began`), oldest first.
+    spans: VecDeque<(Instant, Instant, Duration)>,
+    total: Duration,
+}
+
+impl Blocked {
+    fn push(&mut self, began: Instant, ended: Instant) {
+        if ended > began {
+            self.spans.push_back((began, ended, self.total));
+            self.total += ended - began;
+        }
+    }
+
+    /// Blocked time after `t`. Deadlines come in order, so spans that ended by `t` are done with.
+    fn since(&mut self, t: Instant) -> Duration {
+        while self.spans.front().is_some_and(|&(_, ended, _)| ended <= t) {
+            self.spans.pop_front();
+        }
+        match self.spans.front() {
+            None => Duration::ZERO,
+            Some(&(began, _, before)) => self.total - before - t.saturating_duration_since(began),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -136,11 +165,21 @@ mod tests {
     use crate::plan::scenario::Arrival;
     use crate::request::schedule::test_support::{outcome, workload};
 
-    type Log = Arc<Mutex<Vec<(u64, Duration, Option<Duration>)>>>;
+    type Log = Arc<Mutex<Vec<(u64, Duration, Option<Duration>, Duration)>>>;
 
-    /// Run a schedule with a stub that records (index, dispatch time, intended offset) and holds
-    /// each request for `hold`.
+    /// Run a schedule with a stub that records (index, dispatch time, intended offset, queue
+    /// wait) and holds each request for `hold`.
     async fn dispatch(pacing: LevelPacing, part: Part, n: u64, hold: Duration) -> (Log, Vec<Outcome>) {
+        dispatch_with(pacing, part, n, hold, &super::super::pacer::TokioPacer).await
+    }
+
+    async fn dispatch_with(
+        pacing: LevelPacing,
+        part: Part,
+        n: u64,
+        hold: Duration,
+        pacer: &impl Pacer,
+    ) -> (Log, Vec<Outcome>) {
         let start = Instant::now();
         let log: Log = Arc::default();
         let issue = {
@@ -152,6 +191,7 @@ mod tests {
                         req.index,
                         Instant::now() - d.level_start,
                         d.intended.map(|i| i - d.level_start),
+                        d.queue_wait,
                     ));
                     tokio::time::sleep(hold).await;
                     outcome(req.index)
@@ -174,8 +214,7 @@ mod tests {
             }
             out
         });
-        run_open(plan, part, workload(), issue, &super::super::pacer::TokioPacer, tx, &RunControl::default(), start)
-            .await;
+        run_open(plan, part, workload(), issue, pacer, tx, &RunControl::default(), start).await;
         (log, collector.await.unwrap())
     }
 
@@ -192,7 +231,7 @@ mod tests {
             let log = log.lock().unwrap();
             assert_eq!(log.len(), 200);
             assert_eq!(outcomes.len(), 200);
-            for (index, sent, intended) in log.iter() {
+            for (index, sent, intended, _) in log.iter() {
                 let want = planned[*index as usize];
                 assert_eq!(*intended, Some(want), "{arrival:?} #{index}");
                 // Paused time removes every source of lateness but one: tokio's timer wheel
@@ -215,14 +254,53 @@ mod tests {
         assert_eq!(log.len(), 20);
         let last = log.iter().find(|(i, ..)| *i == 19).unwrap();
         assert!(last.1 > last.2.unwrap() + Duration::from_millis(200), "late by the queue: {last:?}");
-        let waits: Vec<Duration> = outcomes
-            .iter()
-            .filter_map(|o| match o {
-                Outcome::Completed(_) => None,
-                _ => Some(Duration::ZERO),
-            })
-            .collect();
-        assert!(waits.is_empty(), "nothing is dropped in queue mode");
+        // All of that lateness was the queue: the wait is the dispatch minus the deadline.
+        assert_eq!(last.3, last.1 - last.2.unwrap(), "{last:?}");
+        assert!(outcomes.iter().all(|o| matches!(o, Outcome::Completed(_))), "nothing is dropped in queue mode");
+    }
+
+    #[test]
+    fn queue_wait_is_the_blocked_time_after_the_deadline() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut blocked = Blocked::default();
+        blocked.push(at(10), at(20));
+        blocked.push(at(25), at(25));
+        blocked.push(at(30), at(45));
+        assert_eq!(blocked.since(at(5)), Duration::from_millis(25), "both spans after the deadline");
+        assert_eq!(blocked.since(at(15)), Duration::from_millis(20), "half of the first span");
+        assert_eq!(blocked.since(at(22)), Duration::from_millis(15), "the second span whole");
+        assert_eq!(blocked.since(at(40)), Duration::from_millis(5));
+        assert_eq!(blocked.since(at(45)), Duration::ZERO);
+        assert!(blocked.spans.is_empty(), "spans that ended are dropped");
+    }
+
+    /// Wakes every arrival 30 ms after its deadline, as a busy runtime might.
+    struct LatePacer;
+
+    impl Pacer for LatePacer {
+        fn wait_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send {
+            tokio::time::sleep_until(deadline + Duration::from_millis(30))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_dispatcher_is_dispatch_lag_not_queue_wait() {
+        // A cap that is never reached: nothing waits for a slot, however late the wake-ups.
+        let (log, _) = dispatch_with(
+            open(Arrival::Constant, Some(64), Overload::Queue),
+            Part::WHOLE,
+            20,
+            Duration::ZERO,
+            &LatePacer,
+        )
+        .await;
+        let log = log.lock().unwrap();
+        assert_eq!(log.len(), 20);
+        for (index, sent, intended, queue_wait) in log.iter() {
+            assert!(*sent >= intended.unwrap() + Duration::from_millis(30), "#{index} was late");
+            assert_eq!(*queue_wait, Duration::ZERO, "#{index}: the dispatcher's lateness counted as queue wait");
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -248,7 +326,8 @@ mod tests {
     async fn shards_dispatch_their_arrivals_at_the_single_schedule_offsets() {
         let pacing = open(Arrival::Poisson, Some(7), Overload::Queue);
         let (whole, _) = dispatch(pacing, Part::WHOLE, 90, Duration::from_millis(2)).await;
-        let mut whole: Vec<(u64, Option<Duration>)> = whole.lock().unwrap().iter().map(|(i, _, o)| (*i, *o)).collect();
+        let mut whole: Vec<(u64, Option<Duration>)> =
+            whole.lock().unwrap().iter().map(|(i, _, o, _)| (*i, *o)).collect();
         whole.sort_unstable();
         let mut union = Vec::new();
         for index in 0..4 {
@@ -258,7 +337,7 @@ mod tests {
             assert_eq!(log.len() as u64, part.count_below(90));
             assert_eq!(outcomes.len(), log.len());
             assert!(log.iter().all(|(i, ..)| part.owns(*i)), "shard {index} sent another shard's arrival");
-            union.extend(log.iter().map(|(i, _, o)| (*i, *o)));
+            union.extend(log.iter().map(|(i, _, o, _)| (*i, *o)));
         }
         union.sort_unstable();
         assert_eq!(union, whole, "the shards' arrivals are the single schedule's, at its offsets");

@@ -161,6 +161,9 @@ where
     let mut ready = arrival;
     let mut k = 0;
     loop {
+        // A late wake-up (of the task, or from the think time) is dispatch lag; only the wait
+        // for a slot, from here, is queue wait.
+        let waiting_from = Instant::now();
         let permit = match &shared.slots {
             None => None,
             Some(slots) => tokio::select! {
@@ -173,7 +176,7 @@ where
             level_start: shared.level_start,
             intended: ready.filter(|_| shared.scheduled),
             queue_wait: match (shared.scheduled, &shared.slots, ready) {
-                (true, Some(_), Some(at)) => Instant::now().saturating_duration_since(at),
+                (true, Some(_), Some(at)) => Instant::now().saturating_duration_since(at.max(waiting_from)),
                 _ => Duration::ZERO,
             },
         };

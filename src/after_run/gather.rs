@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use crate::results::aggregate::snapshots::Window;
-use crate::results::artifact::{self, ArtifactFile};
+use crate::results::artifact::{self, ArtifactFile, Keep};
 
 pub const SWEEP_SCHEMA: &str = "anvil-load.sweep/v1";
 pub const SEARCH_SCHEMA: &str = "anvil-load.search/v1";
@@ -112,8 +112,14 @@ impl Gathered {
     }
 }
 
-/// Read and group everything the paths name. Errors name the file and the problem.
+/// Read and group everything the paths name, every artifact with its timeline. Errors name the
+/// file and the problem.
 pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
+    gather_keeping(paths, Keep::Timeline)
+}
+
+/// [`gather`], keeping of each record what `keep` says.
+pub fn gather_keeping(paths: &[PathBuf], keep: Keep) -> Result<Gathered, String> {
     let mut out = Gathered::default();
     let mut artifacts: BTreeMap<PathBuf, ArtifactFile> = BTreeMap::new();
     let mut sweeps: Vec<(PathBuf, SweepDoc)> = Vec::new();
@@ -133,13 +139,15 @@ pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
                 }
                 continue;
             }
-            load_artifact(&mut artifacts, &beside)?;
+            load_artifact(&mut artifacts, &beside, keep)?;
             continue;
         }
         // Artifacts name their schema first: one that reads as an artifact is scanned once, not
         // also to tell what it is (a fifth of `compare`'s time at 200,000 requests). What does
         // not read as one goes the general way below, and is told apart as before.
-        if leading_schema(&path).as_deref() == Some(artifact::SCHEMA) && load_artifact(&mut artifacts, &path).is_ok() {
+        if leading_schema(&path).as_deref() == Some(artifact::SCHEMA)
+            && load_artifact(&mut artifacts, &path, keep).is_ok()
+        {
             continue;
         }
         // The document without its records: an artifact's head, or a whole summary or trace.
@@ -147,7 +155,7 @@ pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
         let schema = serde_json::from_slice::<SchemaPeek>(&bytes).ok().and_then(|p| p.schema);
         match schema.as_deref() {
             Some(artifact::SCHEMA) => {
-                load_artifact(&mut artifacts, &path)?;
+                load_artifact(&mut artifacts, &path, keep)?;
             }
             Some(SWEEP_SCHEMA) => {
                 let doc = serde_json::from_slice(&bytes)
@@ -176,11 +184,11 @@ pub fn gather(paths: &[PathBuf]) -> Result<Gathered, String> {
     let mut runs: Vec<(String, RunKind, Vec<PathBuf>, Option<SearchTrace>)> = Vec::new();
     for (path, doc) in searches {
         let files = doc.search.probes.iter().filter_map(|p| p.artifact.as_deref());
-        let files = resolve_all(&path, files, &mut artifacts)?;
+        let files = resolve_all(&path, files, &mut artifacts, keep)?;
         runs.push((doc.run_id, RunKind::Search, files, Some(doc.search)));
     }
     for (path, doc) in sweeps {
-        let files = resolve_all(&path, doc.levels.iter().map(|r| r.artifact.as_str()), &mut artifacts)?;
+        let files = resolve_all(&path, doc.levels.iter().map(|r| r.artifact.as_str()), &mut artifacts, keep)?;
         match runs.iter_mut().find(|r| r.0 == doc.run_id) {
             // A search writes a sweep summary too: the same levels.
             Some(run) => run.2.extend(files),
@@ -301,10 +309,10 @@ fn source_of(paths: &[PathBuf], level: &Path) -> usize {
         .unwrap_or(paths.len())
 }
 
-fn load_artifact(artifacts: &mut BTreeMap<PathBuf, ArtifactFile>, path: &Path) -> Result<PathBuf, String> {
+fn load_artifact(artifacts: &mut BTreeMap<PathBuf, ArtifactFile>, path: &Path, keep: Keep) -> Result<PathBuf, String> {
     let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if !artifacts.contains_key(&key) {
-        let a = ArtifactFile::read(path)?;
+        let a = ArtifactFile::read_keeping(path, keep)?;
         artifacts.insert(key.clone(), a);
     }
     Ok(key)
@@ -315,6 +323,7 @@ fn resolve_all<'a>(
     summary: &Path,
     named: impl Iterator<Item = &'a str>,
     artifacts: &mut BTreeMap<PathBuf, ArtifactFile>,
+    keep: Keep,
 ) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for name in named {
@@ -327,7 +336,7 @@ fn resolve_all<'a>(
                 summary.display()
             ));
         };
-        out.push(load_artifact(artifacts, &found)?);
+        out.push(load_artifact(artifacts, &found, keep)?);
     }
     Ok(out)
 }

@@ -26,8 +26,9 @@ use super::metrics::{METRICS, Measure, MetricSpec};
 use super::result::{LevelResult, MetricResult, Outcome, SCHEMA};
 use super::stats::{self, CompareOptions, Comparison, Decision};
 use super::{render, verify};
-use crate::after_run::gather::{Gathered, LevelFile, gather};
+use crate::after_run::gather::{Gathered, LevelFile, gather_keeping};
 use crate::results::aggregate::stats::quantile_ci_ranks;
+use crate::results::artifact::Keep;
 
 /// How `compare` prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -61,8 +62,9 @@ const REGRESSED: u8 = 3;
 /// Run the comparison and print it. `Err` is bad input or incomparable sides (exit 2).
 pub fn compare(req: &Request) -> Result<u8, String> {
     let thresholds = gate::parse(&req.max_regress, req.noise_pct)?;
-    let base = gather(std::slice::from_ref(&req.base)).map_err(|e| format!("BASE: {e}"))?;
-    let new = gather(std::slice::from_ref(&req.new)).map_err(|e| format!("NEW: {e}"))?;
+    // Distributions are compared, nothing is drawn: the timelines are not kept.
+    let base = gather_keeping(std::slice::from_ref(&req.base), Keep::Numbers).map_err(|e| format!("BASE: {e}"))?;
+    let new = gather_keeping(std::slice::from_ref(&req.new), Keep::Numbers).map_err(|e| format!("NEW: {e}"))?;
     for note in base.notes.iter().chain(&new.notes) {
         eprintln!("note: {note}");
     }
@@ -298,14 +300,14 @@ fn compare_metric(
     match measure {
         Measure::Percentile(metric, stat) => {
             let p = measure.percentile();
-            let runs =
-                |side: &[&LevelFile]| -> Vec<Vec<f64>> { side.iter().map(|l| l.artifact.values(metric)).collect() };
-            let (b, n) = (runs(base), runs(new));
+            // The kept values are sorted: the tests read them where they lie.
+            fn runs<'a>(side: &[&'a LevelFile], metric: crate::contract::Metric) -> Vec<&'a [f64]> {
+                side.iter().map(|l| l.artifact.values(metric)).collect()
+            }
+            let (b, n) = (runs(base, metric), runs(new, metric));
             let mut c = if b.len() == 1 && n.len() == 1 {
-                stats::compare_samples(&b[0], &n[0], p, opts)
+                stats::compare_samples(b[0], n[0], p, opts)
             } else {
-                let (b, n): (Vec<&[f64]>, Vec<&[f64]>) =
-                    (b.iter().map(Vec::as_slice).collect(), n.iter().map(Vec::as_slice).collect());
                 stats::compare_runs(&b, &n, p, opts)
             };
             if b.len() == 1 && n.len() == 1 {
@@ -355,6 +357,7 @@ fn untested(p: u32, base: f64, new: f64) -> Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::after_run::gather::gather;
     use crate::contract::{Metric, Stat};
 
     /// The committed closed-loop sweep, written `runs` times under run ids `run<k>-c<level>`.

@@ -253,3 +253,41 @@ fn the_order_statistic_shortcut_is_the_naive_bootstrap() {
         }
     }
 }
+
+#[test]
+fn sorted_and_shuffled_values_give_the_same_bits() {
+    // Ties within and across the samples, both zeros, and values the walk meets from either side.
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    let mut x: Vec<f64> = (0..400).map(|_| f64::from(rng.random_range(0..60u32)) / 4.0).collect();
+    let mut y: Vec<f64> = (0..300).map(|_| f64::from(rng.random_range(0..80u32)) / 4.0).collect();
+    x.extend([0.0, -0.0, 0.25]);
+    y.extend([-0.0, 0.0]);
+    let (mut xs, mut ys) = (x.clone(), y.clone());
+    xs.sort_unstable_by(f64::total_cmp);
+    ys.sort_unstable_by(f64::total_cmp);
+    assert!(is_sorted(&xs) && !is_sorted(&x));
+    for method in [UMethod::Auto, UMethod::Asymptotic] {
+        assert_eq!(mann_whitney_u(&x, &y, method), mann_whitney_u(&xs, &ys, method));
+    }
+    for p in [1, 50, 90, 99, 100] {
+        assert_eq!(percentile(&x, p).map(f64::to_bits), percentile(&xs, p).map(f64::to_bits));
+        let opts = BootstrapOptions { resamples: 200, confidence: 0.95, seed: 3 };
+        assert_eq!(percentile_difference_ci(&x, &y, p, &opts), percentile_difference_ci(&xs, &ys, p, &opts));
+    }
+    // The U statistic by its definition: pairs (x, y) with x > y, ties counting one half.
+    let pairs: f64 = x
+        .iter()
+        .flat_map(|&a| {
+            y.iter().map(move |&b| {
+                if a > b {
+                    1.0
+                } else if a == b {
+                    0.5
+                } else {
+                    0.0
+                }
+            })
+        })
+        .sum();
+    assert_eq!(mann_whitney_u(&x, &y, UMethod::Asymptotic).unwrap().u, pairs);
+}

@@ -216,10 +216,10 @@ pub fn headline(a: &ArtifactFile) -> Vec<HeadlineRow> {
         .into_iter()
         .map(|(label, metric)| {
             // Intervals from the records, only when they are exactly the distribution's sample.
-            let mut values = a.values(metric);
-            values.sort_by(f64::total_cmp);
+            // Ascending, as kept.
+            let values = a.values(metric);
             let whole = values.len() as u64 == a.samples(metric) && !values.is_empty();
-            let ci = |p: u32| if whole { quantile_ci(&values, p, 0.95) } else { None };
+            let ci = |p: u32| if whole { quantile_ci(values, p, 0.95) } else { None };
             HeadlineRow {
                 label,
                 metric,

@@ -159,7 +159,7 @@ fn cdfs(g: &Gathered, names: &[String]) -> Vec<Figure> {
     for (metric, name, slug) in
         [(Metric::Ttft, "TTFT", "ttft"), (Metric::Tpot, "TPOT", "tpot"), (Metric::E2e, "End-to-end latency", "e2e")]
     {
-        let unit = TimeUnit::for_column(g.levels().flat_map(|l| l.artifact.values(metric)));
+        let unit = TimeUnit::for_column(g.levels().flat_map(|l| l.artifact.values(metric).iter().copied()));
         let mut chart = Chart::new(format!("{name} ({})", unit.suffix()), "requests at or below (%)");
         chart.y_range = Some((0.0, 100.0));
         let mut legend = Vec::new();

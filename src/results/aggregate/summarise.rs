@@ -101,7 +101,10 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
     }
     let samples = &collected.samples;
     let failures = &collected.failures;
-    let eligible: Vec<&Sample> = samples.iter().filter(|s| s.eligible()).collect();
+    // Walked again for each figure rather than gathered: an array of references is 8 bytes a
+    // request beside the sample store.
+    let eligible = || samples.iter().filter(|s| s.eligible());
+    let eligible_count = eligible().count();
 
     // The level's wall clock: from the level start to the end of its last request.
     let wall_clock_ms = samples
@@ -113,7 +116,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
 
     let mut distributions = Distributions::default();
     for m in ELIGIBLE_METRICS {
-        distributions.set(m, Summary::of(eligible.iter().filter_map(|r| request_value(r, m)).collect()));
+        distributions.set(m, Summary::of(eligible().filter_map(|r| request_value(r, m)).collect()));
     }
     let lags = samples.iter().filter_map(Sample::schedule_lag_ms);
     let lags = lags.chain(failures.iter().filter_map(FailureSample::schedule_lag_ms));
@@ -122,32 +125,40 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
     let waits = waits.chain(failures.iter().filter_map(FailureSample::queue_wait_ms));
     distributions.set(Metric::QueueWait, Summary::of(waits.collect()));
 
-    let prompt_reported: Vec<u64> = eligible.iter().filter_map(|r| r.prompt_tokens()).collect();
+    // Counts and sums folded as they go, not gathered into arrays: every array here is 8 bytes
+    // a request beside the sample store.
+    let (prompt_tokens, prompt_token_samples) =
+        eligible().filter_map(|r| r.prompt_tokens()).fold((0u64, 0usize), |(sum, n), p| (sum.saturating_add(p), n + 1));
     let totals = Totals {
-        output_tokens: total(eligible.iter().map(|r| r.output_tokens())),
-        prompt_tokens: total(prompt_reported.iter().copied()),
-        prompt_token_samples: prompt_reported.len(),
-        content_chunks: total(eligible.iter().map(|r| u64::from(r.content_chunks))),
-        reasoning_chunks: total(eligible.iter().map(|r| u64::from(r.reasoning_chunks))),
+        output_tokens: total(eligible().map(|r| r.output_tokens())),
+        prompt_tokens,
+        prompt_token_samples,
+        content_chunks: total(eligible().map(|r| u64::from(r.content_chunks))),
+        reasoning_chunks: total(eligible().map(|r| u64::from(r.reasoning_chunks))),
     };
-    let excluded = attempted.saturating_sub(eligible.len() as u64);
-    let rates = rates(&eligible, &totals, wall_clock_ms, info, excluded == 0 && !interrupted && !eligible.is_empty());
+    let excluded = attempted.saturating_sub(eligible_count as u64);
+    let rates = rates(
+        eligible,
+        eligible_count,
+        &totals,
+        wall_clock_ms,
+        info,
+        excluded == 0 && !interrupted && eligible_count > 0,
+    );
 
     let mut output_token_sources: BTreeMap<TokenSource, u64> = BTreeMap::new();
-    for r in &eligible {
+    for r in eligible() {
         *output_token_sources.entry(r.token_source()).or_default() += 1;
     }
-    let ratios: Vec<f64> = eligible
-        .iter()
+    // Summed in the records' order.
+    let (ratio_sum, ratio_samples) = eligible()
         .filter_map(|r| match (r.cached_tokens(), r.prompt_tokens()) {
             (Some(c), Some(p)) if p > 0 => Some(c as f64 / p as f64),
             _ => None,
         })
-        .collect();
-    let prefix_cache = PrefixCache {
-        hit_avg: (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64),
-        samples: ratios.len(),
-    };
+        .fold((0.0, 0usize), |(sum, n), ratio| (sum + ratio, n + 1));
+    let prefix_cache =
+        PrefixCache { hit_avg: (ratio_samples > 0).then(|| ratio_sum / ratio_samples as f64), samples: ratio_samples };
     let canary_results: Vec<bool> = samples.iter().filter_map(Sample::canary).collect();
     let canaries = Canaries {
         samples: canary_results.len(),
@@ -164,7 +175,7 @@ pub(super) fn summarise(input: LevelInput<'_>) -> LevelSummary {
         &distributions,
         attempted,
         samples.len() as u64,
-        eligible.len() as u64,
+        eligible_count as u64,
         failed_server_faults,
         rates.throughput_performance_eligible,
     );
@@ -260,24 +271,30 @@ fn excluded_by_reason(samples: &[Sample]) -> BTreeMap<&'static str, u64> {
 }
 
 /// Throughput over the wall clock and over the measurement window, and goodput.
-fn rates(eligible: &[&Sample], totals: &Totals, wall_clock_ms: f64, info: &RunInfo, comparable: bool) -> Rates {
+fn rates<'a, I: Iterator<Item = &'a Sample>>(
+    eligible: impl Fn() -> I,
+    eligible_count: usize,
+    totals: &Totals,
+    wall_clock_ms: f64,
+    info: &RunInfo,
+    comparable: bool,
+) -> Rates {
     let wall_s = wall_clock_ms / 1000.0;
     // The measurement window: from the first eligible request's start to the last one's end.
     // With warm-up or cool-down excluded, rates over this window describe the measured phase.
-    let window_ms = eligible
-        .iter()
+    let window_ms = eligible()
         .map(|r| r.start_offset_ms + r.e2e_ms())
         .reduce(f64::max)
-        .zip(eligible.iter().map(|r| r.start_offset_ms).reduce(f64::min))
+        .zip(eligible().map(|r| r.start_offset_ms).reduce(f64::min))
         .map(|(end, start)| end - start);
     let window_s = window_ms.map(|w| w / 1000.0).filter(|&w| w > 0.0);
     let goodput = (!info.slo.criteria.is_empty()).then(|| {
-        let good = eligible.iter().filter(|r| slo::meets_request_slos(r, &info.slo)).count();
+        let good = eligible().filter(|r| slo::meets_request_slos(r, &info.slo)).count();
         Goodput { requests: good, rps: window_s.map(|w| good as f64 / w) }
     });
     Rates {
         throughput_tok_s: (wall_s > 0.0).then(|| totals.output_tokens as f64 / wall_s),
-        request_throughput_rps: (wall_s > 0.0).then(|| eligible.len() as f64 / wall_s),
+        request_throughput_rps: (wall_s > 0.0).then(|| eligible_count as f64 / wall_s),
         measurement_window_ms: window_ms,
         window_throughput_tok_s: window_s.map(|w| totals.output_tokens as f64 / w),
         goodput,

@@ -4,14 +4,14 @@
 //! numbers per request (8 bytes per kept metric), not the record's JSON, whose parsed form
 //! costs kilobytes: a 2,000,000-request artifact is about 2 GB of text.
 //!
-//! The values are the ones `summarise` puts in the distributions, in record order: the
-//! eligible requests' values, and for the schedule lag every request sent, completed then
-//! failed (as [`ArtifactFile::values`](super::ArtifactFile::values) documents).
+//! The values are the ones `summarise` puts in the distributions: the eligible requests'
+//! values, and for the schedule lag every request sent, completed and failed (as
+//! [`ArtifactFile::values`](super::ArtifactFile::values) documents). Once the file is read they
+//! are sorted in place ([`Completed::finish`]), since everything drawn or tested from them
+//! (percentiles, CDFs, rank tests, bootstraps) wants them sorted, and sorting once, in place,
+//! spares every reader a copy of its own.
 
 use std::collections::BTreeMap;
-use std::fmt;
-
-use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
 
 use crate::contract::Metric;
 use crate::request::record::{FailureRecord, RequestTiming};
@@ -31,6 +31,15 @@ pub const KEPT: [Metric; 8] = [
     Metric::PromptTokens,
 ];
 
+/// What is kept of each record besides the distributions' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// The timeline's points too: `report` draws every request.
+    Timeline,
+    /// The numbers only: `compare` tests distributions, and a point is 24 bytes a request.
+    Numbers,
+}
+
 /// `request_timings`, as kept.
 #[derive(Debug, Clone, Default)]
 pub struct Completed {
@@ -38,9 +47,11 @@ pub struct Completed {
     pub count: u64,
     /// Of them performance-eligible (in the distributions).
     pub eligible: u64,
-    /// Per [`KEPT`] metric, the eligible requests' values in record order.
+    /// Per [`KEPT`] metric, the eligible requests' values: in record order while the file is
+    /// read, ascending once it is.
     pub values: [Vec<f64>; KEPT.len()],
-    /// Every completed request's schedule lag (open loop), in record order.
+    /// Every completed request's schedule lag (open loop); once the file is read, every failed
+    /// one's too, ascending.
     pub schedule_lag: Vec<f64>,
     /// Requests left out of the distributions, by reason.
     pub excluded: BTreeMap<&'static str, u64>,
@@ -69,7 +80,8 @@ pub struct Failed {
     /// The error kinds met, in order of first appearance; [`FailurePoint::kind`] indexes it.
     pub kinds: Vec<String>,
     pub points: Vec<FailurePoint>,
-    /// Every failed request's schedule lag (open loop), in record order.
+    /// Every failed request's schedule lag (open loop), while the file is read; then moved to
+    /// [`Completed::schedule_lag`].
     pub schedule_lag: Vec<f64>,
     /// The end of the last failed request, from the level start.
     pub last_end_ms: f64,
@@ -84,7 +96,17 @@ pub struct FailurePoint {
 }
 
 impl Completed {
-    pub fn push(&mut self, r: &RequestTiming) {
+    /// Once every record is read: the failed requests' schedule lags join the completed ones',
+    /// and every kept array is sorted (ascending, `total_cmp`), in place.
+    pub fn finish(&mut self, failed: &mut Failed) {
+        self.schedule_lag.append(&mut failed.schedule_lag);
+        failed.schedule_lag.shrink_to_fit();
+        for values in self.values.iter_mut().chain([&mut self.schedule_lag]) {
+            values.sort_unstable_by(f64::total_cmp);
+        }
+    }
+
+    pub fn push(&mut self, r: &RequestTiming, keep: Keep) {
         let s = Sample::from_record(r);
         self.count += 1;
         if r.performance_eligible {
@@ -103,7 +125,7 @@ impl Completed {
         self.reasoning |= r.reasoning_chunks > 0;
         self.foreign_canaries += u64::from(r.request_canary.as_ref().is_some_and(|c| c.foreign_marker_count > 0));
         self.last_end_ms = self.last_end_ms.max(r.start_offset_ms + s.e2e_ms());
-        if let Some(ttft_ms) = r.ttft_ms {
+        if let (Some(ttft_ms), Keep::Timeline) = (r.ttft_ms, keep) {
             self.ttft_points.push(TtftPoint {
                 start_offset_ms: r.start_offset_ms,
                 ttft_ms,
@@ -114,7 +136,7 @@ impl Completed {
 }
 
 impl Failed {
-    pub fn push(&mut self, f: &FailureRecord) {
+    pub fn push(&mut self, f: &FailureRecord, keep: Keep) {
         let s = FailureSample::from_record(f);
         self.count += 1;
         let kind = f.error_kind.to_string();
@@ -125,7 +147,13 @@ impl Failed {
                 self.kinds.len() - 1
             }
         };
-        self.points.push(FailurePoint { kind: index as u32, start_offset_ms: f.start_offset_ms, ttft_ms: f.ttft_ms });
+        if keep == Keep::Timeline {
+            self.points.push(FailurePoint {
+                kind: index as u32,
+                start_offset_ms: f.start_offset_ms,
+                ttft_ms: f.ttft_ms,
+            });
+        }
         if let Some(lag) = s.schedule_lag_ms() {
             self.schedule_lag.push(lag);
         }
@@ -135,49 +163,6 @@ impl Failed {
     /// The kind of a point, as written.
     pub fn kind(&self, p: &FailurePoint) -> &str {
         self.kinds.get(p.kind as usize).map_or("", String::as_str)
-    }
-}
-
-/// A list read one element at a time into `T`'s accumulator.
-struct Each<T>(std::marker::PhantomData<T>);
-
-impl<'de> Visitor<'de> for Each<Completed> {
-    type Value = Completed;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of request records")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Completed, A::Error> {
-        let mut kept = Completed::default();
-        while let Some(r) = seq.next_element::<RequestTiming>()? {
-            kept.push(&r);
-        }
-        Ok(kept)
-    }
-}
-
-impl<'de> Visitor<'de> for Each<Failed> {
-    type Value = Failed;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of failure records")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Failed, A::Error> {
-        let mut kept = Failed::default();
-        while let Some(f) = seq.next_element::<FailureRecord>()? {
-            kept.push(&f);
-        }
-        Ok(kept)
-    }
-}
-
-impl<'de> Deserialize<'de> for Completed {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_seq(Each::<Completed>(std::marker::PhantomData))
-    }
-}
-
-impl<'de> Deserialize<'de> for Failed {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_seq(Each::<Failed>(std::marker::PhantomData))
     }
 }
 

@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use build::{build, metrics};
+pub use kept::Keep;
 pub use methodology::TimingMethodology;
 pub use read::ArtifactFile;
 pub use stream::{StreamKind, Streamed};

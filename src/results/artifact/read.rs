@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::kept::{self, Completed, Failed};
+use super::kept::{self, Completed, Failed, Keep};
 use super::scan;
 use crate::contract::{Metric, Stat, Total, metric_key};
 use crate::request::server_metrics::LevelServerMetrics;
@@ -59,10 +59,11 @@ pub struct ArtifactFile {
     pub snapshot_windows: usize,
     pub steady_state: Option<SteadyStateFile>,
     pub server_metrics: Option<LevelServerMetrics>,
-    /// The per-request records, reduced as they are read (see `kept`).
-    #[serde(default)]
+    /// The per-request records, reduced as they are read (see `kept`): never part of the head
+    /// document, which is all serde reads.
+    #[serde(skip)]
     pub request_timings: Completed,
-    #[serde(default)]
+    #[serde(skip)]
     pub failures: Failed,
     pub scenario: Value,
     pub simulator: Option<Value>,
@@ -190,6 +191,11 @@ impl ArtifactFile {
     /// Read and check one artifact file, as a stream (see `scan`): memory holds
     /// the kept values, never the file.
     pub fn read(path: &Path) -> Result<ArtifactFile, String> {
+        Self::read_keeping(path, Keep::Timeline)
+    }
+
+    /// [`read`](Self::read), keeping of each record what `keep` says.
+    pub fn read_keeping(path: &Path, keep: Keep) -> Result<ArtifactFile, String> {
         let cannot_read = |e: &dyn std::fmt::Display| format!("{}: cannot read it ({e})", path.display());
         let not_one =
             |e: &dyn std::fmt::Display| format!("{}: not an anvil-serving.benchmark/v1 artifact ({e})", path.display());
@@ -198,12 +204,12 @@ impl ArtifactFile {
         let head = scan::scan(file, &["request_timings", "failures"], |list, bytes, whole| {
             Ok(if list == 0 {
                 scan::one(bytes, whole)?.map(|(r, used)| {
-                    completed.push(&r);
+                    completed.push(&r, keep);
                     used
                 })
             } else {
                 scan::one(bytes, whole)?.map(|(f, used)| {
-                    failed.push(&f);
+                    failed.push(&f, keep);
                     used
                 })
             })
@@ -217,6 +223,7 @@ impl ArtifactFile {
             let e = e.to_string();
             not_one(&e.rsplit_once(" at line ").map_or(e.as_str(), |(what, _)| what))
         })?;
+        completed.finish(&mut failed);
         (file.request_timings, file.failures) = (completed, failed);
         if file.schema != super::SCHEMA {
             return Err(format!("{}: schema is {:?}, not {}", path.display(), file.schema, super::SCHEMA));
@@ -249,17 +256,16 @@ impl ArtifactFile {
         self.request_timings.eligible
     }
 
-    /// The per-request values behind a distribution, in record order: the eligible requests'
-    /// values (by the same definition `summarise` uses), and for the schedule lag every request
-    /// sent, failed ones included, as the artifact counts them. Only the `kept::KEPT` metrics and
-    /// the schedule lag are read back; any other gives nothing.
-    pub fn values(&self, metric: Metric) -> Vec<f64> {
+    /// The per-request values behind a distribution, ascending: the eligible requests' values
+    /// (by the same definition `summarise` uses), and for the schedule lag every request sent,
+    /// failed ones included, as the artifact counts them. Only the `kept::KEPT` metrics and the
+    /// schedule lag are read back; any other gives nothing.
+    pub fn values(&self, metric: Metric) -> &[f64] {
         if metric == Metric::ScheduleLag {
-            let (completed, failed) = (&self.request_timings.schedule_lag, &self.failures.schedule_lag);
-            return completed.iter().chain(failed).copied().collect();
+            return &self.request_timings.schedule_lag;
         }
         debug_assert!(kept::position(metric).is_some(), "{metric:?} is not kept when an artifact is read");
-        kept::position(metric).map_or_else(Vec::new, |i| self.request_timings.values[i].clone())
+        kept::position(metric).map_or(&[], |i| &self.request_timings.values[i])
     }
 
     /// Whether the target was the embedded simulator (its counters are in the artifact).
@@ -279,23 +285,19 @@ mod tests {
             let a = ArtifactFile::read(&entry.unwrap().path()).unwrap();
             assert_eq!(a.request_timings.count, a.completed);
             assert_eq!(a.failures.count, a.failed);
-            let ttft: Vec<f64> = {
-                let mut v = a.values(Metric::Ttft);
-                v.sort_by(f64::total_cmp);
-                v
-            };
+            let ttft = a.values(Metric::Ttft);
+            assert!(ttft.is_sorted_by(|x, y| x.total_cmp(y).is_le()), "kept values are read back sorted");
             assert_eq!(a.samples(Metric::Ttft), ttft.len() as u64);
             assert_eq!(a.stat(Metric::Ttft, Stat::Max), ttft.last().copied());
-            assert_eq!(a.stat(Metric::Ttft, Stat::P50), Some(crate::contract::nearest_rank(&ttft, 50)));
+            assert_eq!(a.stat(Metric::Ttft, Stat::P50), Some(crate::contract::nearest_rank(ttft, 50)));
             assert!(a.value(Total::ThroughputTokS).is_some());
             assert!(a.slo.is_some() && a.level() > 0.0);
             // The values behind every kept distribution give back its summary.
             for m in super::kept::KEPT.into_iter().chain([Metric::ScheduleLag]) {
-                let mut v = a.values(m);
+                let v = a.values(m);
                 assert_eq!(v.len() as u64, a.samples(m), "{m:?}");
-                v.sort_by(f64::total_cmp);
                 if !v.is_empty() {
-                    assert_eq!(a.stat(m, Stat::P99), Some(crate::contract::nearest_rank(&v, 99)), "{m:?}");
+                    assert_eq!(a.stat(m, Stat::P99), Some(crate::contract::nearest_rank(v, 99)), "{m:?}");
                 }
             }
             assert!(a.simulated());
@@ -308,11 +310,11 @@ mod tests {
         for entry in std::fs::read_dir(dir).unwrap() {
             let a = ArtifactFile::read(&entry.unwrap().path()).unwrap();
             for m in [Metric::ScheduleLag, Metric::TtftFromIntended, Metric::E2eFromIntended, Metric::Ttft] {
-                let mut v = a.values(m);
+                let v = a.values(m);
                 assert!(!v.is_empty(), "{m:?}");
                 assert_eq!(v.len() as u64, a.samples(m), "{m:?}");
-                v.sort_by(f64::total_cmp);
                 assert_eq!(a.stat(m, Stat::Max), v.last().copied(), "{m:?}");
+                assert_eq!(a.stat(m, Stat::Min), v.first().copied(), "{m:?}");
             }
         }
     }

@@ -158,7 +158,7 @@ pub fn load_record(
         planned_arrivals: issued.planned_arrivals,
         dropped_arrivals: dropped,
         undispatched_arrivals: undispatched,
-        peak_in_flight: peak_in_flight(records, failures),
+        peak_in_flight: super::in_flight::InFlight::of(records, failures).peak(),
         validity: Validity {
             valid: reasons.is_empty(),
             reasons,
@@ -184,25 +184,4 @@ fn last_dispatch_lateness_ms(records: &[Sample], failures: &[FailureSample]) -> 
         .chain(failures.iter().filter_map(|f| f.intended_offset_ms().map(|i| (i, f.start_offset_ms - i))))
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map_or(0.0, |(_, late)| late)
-}
-
-/// The most requests in flight at any instant (a sweep over start and end events).
-fn peak_in_flight(records: &[Sample], failures: &[FailureSample]) -> u64 {
-    let mut events: Vec<(f64, i64)> = Vec::with_capacity(2 * (records.len() + failures.len()));
-    for r in records {
-        events.push((r.start_offset_ms, 1));
-        events.push((r.start_offset_ms + r.e2e_ms(), -1));
-    }
-    for f in failures {
-        events.push((f.start_offset_ms, 1));
-        events.push((f.start_offset_ms + f.elapsed_ms, -1));
-    }
-    // Ends sort before starts at the same instant: a request ending as another starts is not overlap.
-    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut now, mut peak) = (0i64, 0i64);
-    for (_, delta) in events {
-        now += delta;
-        peak = peak.max(now);
-    }
-    peak as u64
 }

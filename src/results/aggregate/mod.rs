@@ -14,6 +14,7 @@ pub mod conversations;
 pub mod drift;
 mod finish;
 pub mod gaps;
+mod in_flight;
 pub mod load;
 pub mod media;
 pub mod models;

@@ -8,6 +8,7 @@
 //! tokens inside the window are the ones generated there; latencies are those of requests that
 //! started inside it.
 
+use super::in_flight::InFlight;
 use super::sample::{FailureSample, Sample};
 use super::stats::Summary;
 use crate::request::record::LevelPacing;
@@ -94,52 +95,17 @@ pub fn steady_state(
 /// that ends). Dips in between — a request ending just before its worker's next one starts, a
 /// worker waiting out a retry — do not end the window.
 fn at_concurrency(samples: &[Sample], failures: &[FailureSample], target: u64) -> Option<(f64, f64)> {
-    // Two sorted arrays of instants, walked together, rather than a sorted list of (instant,
-    // ±1) events: 16 bytes a request and no sort scratch, which at millions of requests is the
-    // difference between this and the sample store itself.
-    let mut starts: Vec<f64> =
-        samples.iter().map(|s| s.start_offset_ms).chain(failures.iter().map(|f| f.start_offset_ms)).collect();
-    let mut ends: Vec<f64> = samples
-        .iter()
-        .map(|s| s.start_offset_ms + s.e2e_ms())
-        .chain(failures.iter().map(|f| f.start_offset_ms + f.elapsed_ms))
-        .collect();
-    starts.sort_unstable_by(f64::total_cmp);
-    ends.sort_unstable_by(f64::total_cmp);
-    let last_start = *starts.last()?;
-    let (mut now, mut first, mut drain) = (0i64, None, None);
-    let (mut s, mut e) = (0, 0);
-    while s < starts.len() || e < ends.len() {
-        // All events of one instant together (ends and starts: a request replacing one that
-        // ended is no overlap): the count between instants is what was in flight.
-        let t = match (starts.get(s), ends.get(e)) {
-            (Some(&a), Some(&b)) => {
-                if a.total_cmp(&b).is_lt() {
-                    a
-                } else {
-                    b
-                }
-            }
-            (Some(&a), None) => a,
-            (None, Some(&b)) => b,
-            (None, None) => break,
-        };
-        while ends.get(e).is_some_and(|&b| b.total_cmp(&t).is_eq()) {
-            now -= 1;
-            e += 1;
-        }
-        while starts.get(s).is_some_and(|&a| a.total_cmp(&t).is_eq()) {
-            now += 1;
-            s += 1;
-        }
+    let in_flight = InFlight::of(samples, failures);
+    let last_start = in_flight.last_start()?;
+    let mut first = None;
+    for (t, now) in in_flight.steps() {
         if now >= target as i64 {
             first.get_or_insert(t);
         } else if first.is_some() && t >= last_start {
-            drain = Some(t);
-            break;
+            return Some((first?, t));
         }
     }
-    Some((first?, drain?))
+    None
 }
 
 /// Output tokens of one request generated inside `[start, end)`: the first at its first output,

@@ -66,9 +66,19 @@ async fn faults_never_stop_the_run_and_each_has_its_own_kind() {
         (a["requests"].as_u64().unwrap(), a["completed"].as_u64().unwrap(), a["failed"].as_u64().unwrap());
     assert_eq!(completed + failed, requests);
     assert_eq!(requests, 1200);
-    assert_eq!(
-        stats.requests_received, 1200,
-        "every request reached the server exactly once (refused connects retried)"
+    // Every request reached the server once (refused connects retried, so never counted there),
+    // and at most once more when its pooled connection was cut under it: the client sends such a
+    // request again on a new connection, and says so in the record. A request the restart cut
+    // just after the server read it is one of those (the restart itself allows for that race).
+    let resent: u64 = ["request_timings", "failures"]
+        .iter()
+        .flat_map(|list| a[*list].as_array().unwrap())
+        .map(|r| r["stale_connection_retries"].as_u64().unwrap())
+        .sum();
+    assert!(
+        (1200..=1200 + resent).contains(&stats.requests_received),
+        "the server received {} requests for 1,200 sent, {resent} of them sent again on a new connection",
+        stats.requests_received
     );
     assert_eq!(injected(&stats, "restart"), 1);
     // Faults cut by the restart show up as broken streams instead of their own kind.

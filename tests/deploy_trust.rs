@@ -183,8 +183,20 @@ fn values_that_cannot_be_written_safely_are_refused() {
             "\n",
         ),
     );
+    // The live metrics' receivers land in the ConfigMap as well; the pods would have no token.
+    let run_key = |name: &str, key: &str| {
+        let text = scenario_text("base_url = \"http://engine:8000/v1\"", "\n");
+        write(dir.path(), name, &text.replacen("requests = 400", &format!("requests = 400\n{key}"), 1))
+    };
+    let secret_push = run_key("push.toml", "remote_write = \"http://ops:hunter22@prom:9090/api/v1/write\"");
+    let secret_otlp = run_key("otlp.toml", "otlp = \"http://collector:4318/v1/metrics?token=sk-live-0123\"");
+    let push_token =
+        run_key("token.toml", "remote_write = \"http://prom:9090/api/v1/write\"\npush_token_env = \"PUSH_TOKEN\"");
     let base = ["--shards", "2", "--image", "anvil-load:dev"];
     for (extra, says) in [
+        (vec!["--scenario", secret_push.to_str().unwrap()], "run.remote_write"),
+        (vec!["--scenario", secret_otlp.to_str().unwrap()], "carries credentials"),
+        (vec!["--scenario", push_token.to_str().unwrap()], "run.push_token_env"),
         (vec!["--scenario", secret_endpoint.to_str().unwrap()], "target.metrics_urls[1]"),
         (vec!["--scenario", injected_env.to_str().unwrap()], "not an environment variable's name"),
         (vec!["--scenario", reserved_env.to_str().unwrap()], "the pods set that variable themselves"),

@@ -271,6 +271,19 @@ fn kubernetes_spec(k: &KubernetesArgs) -> Result<kubernetes::Spec, String> {
                 ));
             }
         }
+        // The live metrics' push receivers land in the ConfigMap too.
+        let run = doc.get("run").and_then(toml::Value::as_table);
+        for key in ["remote_write", "otlp"] {
+            if let Some(url) = run.and_then(|t| t.get(key)).and_then(toml::Value::as_str) {
+                check_url(&format!("{}: run.{key}", k.scenario.display()), url)?;
+            }
+        }
+        if run.is_some_and(|t| t.contains_key("push_token_env")) {
+            return Err(format!(
+                "{}: run.push_token_env: deploy kubernetes sets no environment variable in the pods but the API key's, so the pushes would go without their token; push to a receiver inside the cluster that needs none, run the shards yourself (anvil-load SCENARIO --shard I/N), or remove run.push_token_env",
+                k.scenario.display()
+            ));
+        }
         for key in ["base_urls", "metrics_urls"] {
             let urls = target.and_then(|t| t.get(key)).and_then(toml::Value::as_array);
             for (i, url) in urls.into_iter().flatten().enumerate() {

@@ -17,7 +17,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::integrity::{Verdict, Verifier};
 use super::timing::{DroppedRecord, FailureRecord, RequestTiming};
@@ -153,21 +152,23 @@ pub fn read_level(
 }
 
 /// The records of `level` of one `kind` (`request`, `failure` or `dropped`), each as the JSON
-/// of its record, copied from its line as written (without the line's `type` and `level`).
-/// Only for a file this build wrote: a record is then exactly what serializing it again gives.
-/// A line not started the way this tool writes it is parsed, matched and serialized instead.
+/// text of its record, copied from its line as written (without the line's `type` and `level`)
+/// and not checked again: only for a file this process wrote, whose records are then exactly
+/// what serializing them again gives. A line not started the way this tool writes it is
+/// parsed, matched and serialized instead.
 pub fn read_level_verbatim(
     path: &Path,
     level: &str,
     kind: &'static [&'static str],
-) -> std::io::Result<impl Iterator<Item = Result<Box<RawValue>, String>>> {
+) -> std::io::Result<impl Iterator<Item = Result<String, String>>> {
     let wanted = level.to_owned();
-    let lines = read_filtered_with(path, Some((level.to_owned(), kind)), move |line, head| {
-        if let Some(json) = record_json(line, head) {
-            return RawValue::from_string(json).map(Some);
+    let lines = read_filtered_with(path, Some((level.to_owned(), kind)), move |line, head, terminated| {
+        // A last line without its line end may have been cut short: it is parsed.
+        if let Some(json) = record_json(line, head).filter(|_| terminated) {
+            return Ok(Some(json));
         }
-        match parse_line(line, head)?.record_raw() {
-            Some((k, l, raw)) if l == wanted && kind.contains(&k) => raw.map(Some),
+        match parse_line(line, head)?.record_json() {
+            Some((k, l, json)) if l == wanted && kind.contains(&k) => json.map(Some),
             _ => Ok(None),
         }
     })?;
@@ -177,12 +178,12 @@ pub fn read_level_verbatim(
 impl RecordLine {
     /// A per-request line's kind, level and record, the record serialized on its own (as the
     /// artifact lists it); `None` for the other lines.
-    fn record_raw(&self) -> Option<(&'static str, &str, serde_json::Result<Box<RawValue>>)> {
-        use serde_json::value::to_raw_value;
+    fn record_json(&self) -> Option<(&'static str, &str, serde_json::Result<String>)> {
+        use serde_json::to_string;
         match self {
-            RecordLine::Request { level, record } => Some(("request", level, to_raw_value(record))),
-            RecordLine::Failure { level, record } => Some(("failure", level, to_raw_value(record))),
-            RecordLine::Dropped { level, record } => Some(("dropped", level, to_raw_value(record))),
+            RecordLine::Request { level, record } => Some(("request", level, to_string(record))),
+            RecordLine::Failure { level, record } => Some(("failure", level, to_string(record))),
+            RecordLine::Dropped { level, record } => Some(("dropped", level, to_string(record))),
             _ => None,
         }
     }
@@ -205,10 +206,11 @@ fn read_filtered(
     path: &Path,
     wanted: Option<(String, &'static [&'static str])>,
 ) -> std::io::Result<impl Iterator<Item = Result<RecordLine, String>>> {
-    read_filtered_with(path, wanted, parse_line)
+    read_filtered_with(path, wanted, |line, head, _| parse_line(line, head))
 }
 
-/// The lines wanted, each converted by `convert`, given the line and its head.
+/// The lines wanted, each converted by `convert`, given the line, its head and whether it
+/// ended with a line end.
 ///
 /// Lines are read as bytes into one reused buffer, and a line is checked as text only once its
 /// head says it is wanted: a level's artifact reads the file once per record kind, so nearly
@@ -218,7 +220,7 @@ fn read_filtered(
 fn read_filtered_with<T>(
     path: &Path,
     wanted: Option<(String, &'static [&'static str])>,
-    convert: impl Fn(&str, Option<(&str, Option<&str>)>) -> serde_json::Result<T>,
+    convert: impl Fn(&str, Option<(&str, Option<&str>)>, bool) -> serde_json::Result<T>,
 ) -> std::io::Result<impl Iterator<Item = Result<T, String>>> {
     let mut lines = Lines::open(path)?;
     Ok(std::iter::from_fn(move || {
@@ -242,7 +244,7 @@ fn read_filtered_with<T>(
                 Err(_) if !terminated => return None,
                 Err(_) => return Some(Err(format!("line {n}: stream did not contain valid UTF-8"))),
             };
-            return match convert(text, head) {
+            return match convert(text, head, terminated) {
                 Ok(record) => Some(Ok(record)),
                 Err(_) if !terminated => None,
                 Err(e) => Some(Err(format!("line {n}: {e}"))),
@@ -439,10 +441,7 @@ mod tests {
             })
             .unwrap();
         let requests = |path: &Path| -> Vec<Result<String, String>> {
-            read_level_verbatim(path, &level, &["request"])
-                .unwrap()
-                .map(|r| r.map(|raw| raw.get().to_owned()))
-                .collect()
+            read_level_verbatim(path, &level, &["request"]).unwrap().collect()
         };
         let expected = requests(&fixtures.join("open.records.ndjson"));
         assert!(expected.len() > 10 && expected.iter().all(Result::is_ok));
@@ -517,11 +516,11 @@ mod tests {
         for level in &levels {
             for (kind, tag) in [(&["request"], "request"), (&["failure"], "failure"), (&["dropped"], "dropped")] {
                 let as_written: Vec<String> =
-                    read_level_verbatim(&path, level, kind).unwrap().map(|r| r.unwrap().get().to_owned()).collect();
+                    read_level_verbatim(&path, level, kind).unwrap().map(Result::unwrap).collect();
                 let serialized: Vec<String> = read_level(&path, level, kind)
                     .unwrap()
-                    .filter_map(|line| match line.unwrap().record_raw() {
-                        Some((k, l, raw)) if k == tag && l == level => Some(raw.unwrap().get().to_owned()),
+                    .filter_map(|line| match line.unwrap().record_json() {
+                        Some((k, l, json)) if k == tag && l == level => Some(json.unwrap()),
                         _ => None,
                     })
                     .collect();

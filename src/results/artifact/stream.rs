@@ -41,7 +41,7 @@ impl Serialize for Streamed {
         let mut seq = serializer.serialize_seq(None)?;
         if self.as_written == Some(self.rules) {
             for record in records::read_level_verbatim(&self.path, &self.level, kinds).map_err(unreadable)? {
-                seq.serialize_element(&record.map_err(S::Error::custom)?)?;
+                seq.serialize_element(&super::json::Verbatim(record.map_err(S::Error::custom)?))?;
             }
             return seq.end();
         }

@@ -6,7 +6,6 @@
 //! The two sides alternate, twice each, and each side's figure is the smaller of its runs (the
 //! machine's noise only ever adds).
 
-use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -52,20 +51,7 @@ fn scrape(port: u16) -> bool {
 
 fn run(bench: &Bench, load: &Load, with_metrics: bool, scrapes: &AtomicU64) -> io::Result<f64> {
     let server = bench.start(instant())?;
-    let dir = bench.run_dir(&format!("exporter-{}-{with_metrics}", load.tag()))?;
-    let file = dir.join("scenario.toml");
-    std::fs::write(&file, load.scenario())?;
-    let out = dir.join("out");
-    let mut args: Vec<OsString> = vec![
-        file.into(),
-        "--base-url".into(),
-        server.base_url().into(),
-        "--out".into(),
-        out.clone().into(),
-        "--no-progress".into(),
-        "--tokenizer".into(),
-        "estimate".into(),
-    ];
+    let (dir, mut args, out) = bench.client_args(&server, load, &format!("exporter-{}-{with_metrics}", load.tag()))?;
     let done = Arc::new(AtomicBool::new(false));
     let scraper = if with_metrics {
         let port = free_port()?;

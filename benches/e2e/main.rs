@@ -35,6 +35,7 @@ mod exporter;
 mod floor;
 mod media;
 mod oha;
+mod per_request;
 mod report;
 mod scale;
 mod spawner;
@@ -67,10 +68,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let quick = args.iter().any(|a| a == "--quick");
-    // `-- --media`: the media row alone (see `media`); `-- --exporter`: the /metrics row alone.
-    let only_media = args.iter().any(|a| a == "--media");
-    let only_exporter = args.iter().any(|a| a == "--exporter");
-    match run(quick, only_media, only_exporter) {
+    // `-- --media`: the media row alone (see `media`); `-- --exporter`: the /metrics row alone;
+    // `-- --per-request`: the short-response row alone (see `per_request`).
+    let only = ["--media", "--exporter", "--per-request"].into_iter().find(|flag| args.iter().any(|a| a == flag));
+    match run(quick, only) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("e2e bench: {e}");
@@ -79,7 +80,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(quick: bool, only_media: bool, only_exporter: bool) -> io::Result<()> {
+fn run(quick: bool, only: Option<&str>) -> io::Result<()> {
     // Read before pinning: afterwards this process sees only its own CPU.
     let machine = Machine::read();
     let pinning = Pinning::apply();
@@ -107,29 +108,35 @@ fn run(quick: bool, only_media: bool, only_exporter: bool) -> io::Result<()> {
     );
     println!();
 
-    let exporter_row = match only_media {
-        true => None,
-        false => Some(exporter::exporter_row(&bench, scale)?),
+    if only == Some("--per-request") {
+        per_request::print_per_request(&per_request::per_request_row(&bench, scale)?);
+        return Ok(());
+    }
+    let exporter_row = match only {
+        Some("--media") => None,
+        _ => Some(exporter::exporter_row(&bench, scale)?),
     };
     if let Some(row) = &exporter_row {
         exporter::print_exporter(row);
     }
-    if only_exporter {
+    if only == Some("--exporter") {
         return Ok(());
     }
     let media_row = media::media_row(&bench, quick)?;
     media::print_media(&media_row);
-    if only_media {
+    if only == Some("--media") {
         return Ok(());
     }
     let overhead = overhead(&bench, scale)?;
+    let per_request = per_request::per_request_row(&bench, scale)?;
     let memory = memory(&bench, &overhead)?;
     let accuracy = accuracy(&bench, quick)?;
     let scale_run = scale_test(&bench, quick)?;
     let startup = startup(&bench)?;
-    let targets = targets(&overhead, &accuracy, &scale_run, &startup);
+    let targets = targets(&overhead, &per_request, &accuracy, &scale_run, &startup);
 
     print_overhead(&overhead);
+    per_request::print_per_request(&per_request);
     print_memory(&memory);
     print_accuracy(&accuracy);
     print_scale(&scale_run);
@@ -145,6 +152,7 @@ fn run(quick: bool, only_media: bool, only_exporter: bool) -> io::Result<()> {
         "open_file_limit": fd_limit,
         "oha": oha_version,
         "overhead": overhead,
+        "per_request": per_request,
         "memory": memory,
         "accuracy": accuracy,
         "scale": scale_run,
@@ -191,7 +199,21 @@ impl Bench {
     /// One `anvil-load` run against `server`: the child's resources, the artifact's counts,
     /// and the server's counters over the run.
     fn client(&self, server: &MockServer, load: &Load, limit: Duration) -> io::Result<ClientRun> {
-        let dir = self.run_dir(&load.tag())?;
+        let (dir, args, out) = self.client_args(server, load, &load.tag())?;
+        let (exit, server_side) = self.measure(server, Path::new(CLIENT), &args, &dir, limit)?;
+        let artifact = read_artifact(&out);
+        Ok(ClientRun { exit, server: server_side, artifact })
+    }
+
+    /// A fresh run directory named after `tag`, holding `load`'s scenario, and the client's
+    /// arguments for it: its run directory, its arguments and its output directory.
+    fn client_args(
+        &self,
+        server: &MockServer,
+        load: &Load,
+        tag: &str,
+    ) -> io::Result<(PathBuf, Vec<OsString>, PathBuf)> {
+        let dir = self.run_dir(tag)?;
         let scenario = dir.join("scenario.toml");
         fs::write(&scenario, load.scenario())?;
         let out = dir.join("out");
@@ -205,9 +227,7 @@ impl Bench {
             "--tokenizer".into(),
             "estimate".into(),
         ];
-        let (exit, server_side) = self.measure(server, Path::new(CLIENT), &args, &dir, limit)?;
-        let artifact = read_artifact(&out);
-        Ok(ClientRun { exit, server: server_side, artifact })
+        Ok((dir, args, out))
     }
 
     /// One floor-reader run with the same load.
@@ -223,15 +243,7 @@ impl Bench {
     fn floor_run(&self, server: &MockServer, load: &Load, limit: Duration, timed: bool) -> io::Result<FloorRun> {
         let dir = self.run_dir(&format!("floor-{}", load.tag()))?;
         let me = std::env::current_exe()?;
-        let args: Vec<OsString> = vec![
-            "--floor".into(),
-            server.base_url().into(),
-            load.concurrency.to_string().into(),
-            load.requests.to_string().into(),
-            load.max_tokens.to_string().into(),
-            if load.canaries { "canaries" } else { "plain" }.into(),
-            if timed { "timed" } else { "untimed" }.into(),
-        ];
+        let args = floor_args(server, load, timed);
         let (exit, server_side) = self.measure(server, &me, &args, &dir, limit)?;
         let report = serde_json::from_str::<floor::Report>(exit.stdout.trim()).ok();
         Ok(FloorRun { exit, server: server_side, report })
@@ -257,6 +269,19 @@ impl Bench {
         let after = server.stats();
         Ok((exit, ServerSide::between(&before, &after, cpu)))
     }
+}
+
+/// The floor reader's arguments for `load` (this binary re-executed with `--floor`).
+fn floor_args(server: &MockServer, load: &Load, timed: bool) -> Vec<OsString> {
+    vec![
+        "--floor".into(),
+        server.base_url().into(),
+        load.concurrency.to_string().into(),
+        load.requests.to_string().into(),
+        load.max_tokens.to_string().into(),
+        if load.canaries { "canaries" } else { "plain" }.into(),
+        if timed { "timed" } else { "untimed" }.into(),
+    ]
 }
 
 /// Waits (briefly) until the server has no request in flight, so its counters are final.

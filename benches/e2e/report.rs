@@ -1,5 +1,6 @@
 //! The targets of the issue, and the tables printed at the end.
 
+use super::per_request::{PerRequestRow, TARGET_INSTRUCTIONS};
 use super::*;
 // ---------------------------------------------------------------------------------------------
 // Targets and printing
@@ -11,7 +12,13 @@ pub(super) struct Target {
     pub(super) met: Option<bool>,
 }
 
-pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Scale, startup: &Startup) -> Vec<Target> {
+pub(super) fn targets(
+    overhead: &[Comparison],
+    per_request: &PerRequestRow,
+    accuracy: &[Accuracy],
+    scale: &Scale,
+    startup: &Startup,
+) -> Vec<Target> {
     let mut out = Vec::new();
     let mut push = |target: String, measured: String, met: Option<bool>| out.push(Target { target, measured, met });
     let find = |regime: &str, c: u32| {
@@ -45,6 +52,16 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
         if let Some(r) = o.requests_per_s_ratio_oha {
             push("  same, ÷ oha (zero-delay, c=256)".into(), format!("{r:.2} ×"), Some(r >= 0.8));
         }
+        // The soak issue's goals for the client, closer to the floor.
+        if let Some(r) = o.cpu_per_chunk_ratio {
+            push("CPU/chunk ≤ 1.4 × floor (zero-delay, c=256)".into(), format!("{r:.2} ×"), Some(r <= 1.4));
+        }
+        if let Some(r) = o.cpu_per_chunk_ratio_oha {
+            push("CPU/chunk ≤ 1.1 × oha (zero-delay, c=256)".into(), format!("{r:.2} ×"), Some(r <= 1.1));
+        }
+        if let Some(r) = o.requests_per_s_ratio_oha {
+            push("req/s ≥ 1.0 × oha (zero-delay, c=256)".into(), format!("{r:.2} ×"), Some(r >= 1.0));
+        }
         if let Some(r) = o.peak_rss_ratio {
             push("peak RSS ≤ 1.1 × floor (c=256)".into(), format!("{r:.2} ×"), Some(r <= 1.1));
         }
@@ -69,6 +86,16 @@ pub(super) fn targets(overhead: &[Comparison], accuracy: &[Accuracy], scale: &Sc
             "peak RSS ≤ 48 MiB (c=256)".into(),
             format!("{:.1} MiB", o.client.peak_rss_mib),
             Some(o.client.peak_rss_mib <= 48.0),
+        );
+    }
+    if let Some(i) = &per_request.instructions {
+        push(
+            format!(
+                "instructions/request ≤ {TARGET_INSTRUCTIONS:.0} ({}-token responses)",
+                per_request.load.max_tokens
+            ),
+            format!("{:.0} ({:.2} × floor)", i.client_per_request, i.ratio),
+            Some(i.met),
         );
     }
     for a in accuracy.iter().filter(|a| a.load.concurrency >= 256) {

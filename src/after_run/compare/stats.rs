@@ -70,18 +70,8 @@ pub fn mann_whitney_u(x: &[f64], y: &[f64], method: UMethod) -> Option<MannWhitn
     let mut tie_term = 0.0;
     let (mut a, mut b) = (0, 0);
     while a < n1 || b < n2 {
-        let v = match (xs.get(a), ys.get(b)) {
-            (Some(&u), Some(&w)) => {
-                if u.total_cmp(&w).is_le() {
-                    u
-                } else {
-                    w
-                }
-            }
-            (Some(&u), None) => u,
-            (None, Some(&w)) => w,
-            (None, None) => break,
-        };
+        // The smaller of the two heads.
+        let Some(v) = xs.get(a).into_iter().chain(ys.get(b)).copied().min_by(f64::total_cmp) else { break };
         let (from_x, from_y) = (a, b);
         while xs.get(a).is_some_and(|&u| u == v) {
             a += 1;

@@ -39,18 +39,8 @@ impl InFlight {
         let (starts, ends) = (&self.starts, &self.ends);
         let (mut s, mut e, mut now) = (0, 0, 0i64);
         std::iter::from_fn(move || {
-            let t = match (starts.get(s), ends.get(e)) {
-                (Some(&a), Some(&b)) => {
-                    if a.total_cmp(&b).is_lt() {
-                        a
-                    } else {
-                        b
-                    }
-                }
-                (Some(&a), None) => a,
-                (None, Some(&b)) => b,
-                (None, None) => return None,
-            };
+            // The smaller of the two heads.
+            let t = starts.get(s).into_iter().chain(ends.get(e)).copied().min_by(f64::total_cmp)?;
             while ends.get(e).is_some_and(|&b| b == t) {
                 now -= 1;
                 e += 1;

@@ -167,7 +167,7 @@ pub fn read_level_verbatim(
         if let Some(json) = record_json(line, head).filter(|_| terminated) {
             return Ok(Some(json));
         }
-        match parse_line(line, head)?.record_json() {
+        match parse_line(line, head)?.record_serialized() {
             Some((k, l, json)) if l == wanted && kind.contains(&k) => json.map(Some),
             _ => Ok(None),
         }
@@ -178,7 +178,7 @@ pub fn read_level_verbatim(
 impl RecordLine {
     /// A per-request line's kind, level and record, the record serialized on its own (as the
     /// artifact lists it); `None` for the other lines.
-    fn record_json(&self) -> Option<(&'static str, &str, serde_json::Result<String>)> {
+    fn record_serialized(&self) -> Option<(&'static str, &str, serde_json::Result<String>)> {
         use serde_json::to_string;
         match self {
             RecordLine::Request { level, record } => Some(("request", level, to_string(record))),
@@ -519,7 +519,7 @@ mod tests {
                     read_level_verbatim(&path, level, kind).unwrap().map(Result::unwrap).collect();
                 let serialized: Vec<String> = read_level(&path, level, kind)
                     .unwrap()
-                    .filter_map(|line| match line.unwrap().record_json() {
+                    .filter_map(|line| match line.unwrap().record_serialized() {
                         Some((k, l, json)) if k == tag && l == level => Some(json.unwrap()),
                         _ => None,
                     })

@@ -41,11 +41,13 @@ impl InFlight {
         std::iter::from_fn(move || {
             // The smaller of the two heads.
             let t = starts.get(s).into_iter().chain(ends.get(e)).copied().min_by(f64::total_cmp)?;
-            while ends.get(e).is_some_and(|&b| b == t) {
+            // Equal as the arrays are sorted (`total_cmp`): a NaN is then equal to itself and
+            // is passed, where `==` would stop the walk on it forever.
+            while ends.get(e).is_some_and(|b| b.total_cmp(&t).is_eq()) {
                 now -= 1;
                 e += 1;
             }
-            while starts.get(s).is_some_and(|&a| a == t) {
+            while starts.get(s).is_some_and(|a| a.total_cmp(&t).is_eq()) {
                 now += 1;
                 s += 1;
             }
@@ -82,5 +84,7 @@ mod tests {
         assert_eq!(flight.peak(), 2);
         assert_eq!(flight.last_start(), Some(30.0));
         assert_eq!(InFlight::of(&[], &[]).peak(), 0);
+        // A timing that is not a number ends the walk like any other.
+        assert_eq!(InFlight::of(&[span(f64::NAN, 1.0), span(0.0, 1.0)], &[]).steps().count(), 3);
     }
 }
